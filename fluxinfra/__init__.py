@@ -1,0 +1,14 @@
+"""fluxinfra: Flux Framework and Fluxion on Kubernetes (Pulumi) and on bare hosts (Ansible).
+
+Subpackages, one concern each (see README "Package map"):
+
+- ``fluxinfra.matcher``   the Fluxion-compatible resource-graph matcher (a leaf: no Pulumi, no k8s).
+- ``fluxinfra.k8s``       Pulumi ComponentResources and the pure manifest builders beside them.
+- ``fluxinfra.scheduler`` the Kubernetes scheduler for pods and pod groups.
+- ``fluxinfra.service``   the gRPC Fluxion service and its client.
+- ``fluxinfra.cli``       the ``fluxinfra`` command; nothing imports it.
+
+Importing this package does no work: subpackages are imported only when used.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from fluxinfra.cli import main
+
+sys.exit(main())

@@ -1,0 +1,53 @@
+"""The ``fluxinfra`` command.
+
+Each subcommand lives in its own module (``fluxinfra/cli/<name>.py``) exposing ``main(argv) -> int``
+and is imported only when invoked, so ``fluxinfra query`` never pays for Pulumi or gRPC imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from fluxinfra.errors import FluxinfraError
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "query": ("fluxinfra.cli.query", "resource-query compatible shell over the matcher"),
+    "match": ("fluxinfra.cli.match", "one-shot match of a jobspec against a graph (JSON out)"),
+    "render": ("fluxinfra.cli.render", "render a stack offline to validated Kubernetes YAML"),
+    "scheduler": ("fluxinfra.cli.scheduler", "run the Kubernetes scheduler"),
+    "service": ("fluxinfra.cli.service", "run the Fluxion gRPC service"),
+    "simulate": ("fluxinfra.cli.simulate", "replay a workload through the scheduler core"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: fluxinfra <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run 'fluxinfra <command> --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"fluxinfra: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}",
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return int(module.main(rest) or 0)
+    except FluxinfraError as exc:
+        print(f"fluxinfra {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
