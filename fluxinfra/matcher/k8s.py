@@ -1,0 +1,517 @@
+"""Resource graphs from Kubernetes ``Node`` and ``Pod`` objects.
+
+Input is API JSON: the dicts ``kubectl get nodes,pods -A -o json`` prints (``items``), or what the
+python client's ``ApiClient().sanitize_for_serialization(obj)`` returns. Nothing here talks to an
+API server; the scheduler feeds this module from its informers.
+
+Shape of the graph (containment subsystem)::
+
+    cluster0                                     type cluster
+      <zone label value>                         type zone   (only for nodes with the zone label)
+        <node name>                              type node, rank = position in the sorted node list
+          core0 .. core{N-1}                     type core,   N = whole free cores
+          memory0                                type memory, size = free memory in MiB, unit MiB
+          gpu0 .. gpu{G-1}                       type gpu,    property vendor=nvidia|amd|...
+
+Nodes whose zone label is missing hang directly under the cluster vertex.
+
+How Kubernetes amounts become vertices:
+
+* **CPU.** Allocatable CPU is in millicores. A node gets ``floor(free_millicores / 1000)`` core
+  vertices; the fractional remainder (e.g. the 0.9 core of a ``"3900m"`` node) is not schedulable
+  by the matcher and is reported as the node property ``cpu-remainder-m``. A pod's CPU request turns
+  into ``ceil(request / 1000)`` cores when the pod is matched or registered (:func:`pod_jobspec`),
+  so two 500m pods take two cores: whole-core granularity is Fluxion's model.
+* **Memory.** One pool vertex per node, ``size`` = free memory in MiB (``floor(bytes / 2**20)``),
+  ``unit`` = ``"MiB"``; a jobspec asks for ``{"type": "memory", "count": 512}`` = 512 MiB.
+  Pod requests are rounded up to whole MiB.
+* **GPUs.** Each unit of an extended GPU resource (``nvidia.com/gpu``, ``amd.com/gpu``, ... see
+  ``gpu_resources``) is one ``gpu`` vertex, numbered per node across vendors, with the property
+  ``vendor``.
+
+Which nodes are in the graph (the rest are listed, with the reason, in ``K8sInventory.skipped``):
+
+* skipped: control-plane nodes (label ``node-role.kubernetes.io/control-plane`` or ``.../master``,
+  or the control-plane ``NoSchedule`` taint); cordoned nodes (``spec.unschedulable``); nodes the
+  ``node_selector`` rejects; nodes with a ``NoSchedule``/``NoExecute`` taint whose key is not in
+  ``tolerations`` (``node.kubernetes.io/*`` taints are lifecycle taints mirrored by conditions and
+  are ignored; ``"*"`` in ``tolerations`` tolerates everything).
+* kept but ``status="down"``: nodes whose ``Ready`` condition is not ``"True"`` (a node object
+  without any ``Ready`` condition, as in hand-written fixtures, counts as ready).
+
+Pods already running: a pod counts when it is bound (``spec.nodeName``) to a node in the graph and
+its phase is not ``Succeeded``/``Failed``. Its request follows the Kubernetes rule
+``max(sum(containers) + sum(sidecars), max over init containers) + overhead`` (sidecars are init
+containers with ``restartPolicy: Always``; a limit without a request counts as the request; a
+pod-level ``spec.resources.requests`` replaces the container sum). Two ways to account for them:
+
+* ``graph_from_k8s(nodes, pods, subtract_pods=True)`` (default): the pods' requests are subtracted
+  from each node before its vertices are made; the graph holds only free capacity. Simple, but the
+  capacity only returns when the graph is rebuilt.
+* ``subtract_pods=False``: the graph holds the full allocatable capacity and the caller registers
+  each running pod as an allocation, ``matcher.match(pod_jobspec(pod), ...)`` or with
+  :func:`pod_allocation_R` + ``Matcher.update_allocate``, so that ``Matcher.cancel`` frees it
+  when the pod finishes. The scheduler does this.
+
+Incremental updates as the cluster changes use the same plain data: :func:`node_subgraph` gives
+the vertices and edges of one node (to attach under its zone with the core's ``add_subgraph``);
+:func:`node_status` says whether a node is ``up`` or ``down``.
+
+>>> node = {"metadata": {"name": "n1", "labels": {}},
+...         "status": {"allocatable": {"cpu": "3900m", "memory": "8Gi", "nvidia.com/gpu": "1"}}}
+>>> inv = k8s_inventory([node], [])
+>>> spec = inv.nodes[0]
+>>> spec.cores, spec.memory_mib, spec.gpus
+(3, 8192, ('nvidia',))
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluxinfra.errors import FluxinfraError
+from fluxinfra.matcher.quantity import cpu_millicores, integer_quantity
+
+__all__ = [
+    "DEFAULT_GPU_RESOURCES",
+    "K8sInputError",
+    "K8sInventory",
+    "NodeSpec",
+    "LabelSelector",
+    "pod_requests",
+    "node_allocatable",
+    "node_skip_reason",
+    "node_status",
+    "k8s_inventory",
+    "node_subgraph",
+    "pod_jobspec",
+]
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: Extended resources that count as GPUs, mapped to the ``vendor`` property of their vertices.
+DEFAULT_GPU_RESOURCES: Mapping[str, str] = {
+    "nvidia.com/gpu": "nvidia",
+    "amd.com/gpu": "amd",
+    "gpu.intel.com/i915": "intel",
+    "gpu.intel.com/xe": "intel",
+}
+CONTROL_PLANE_KEYS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+MIB = 2**20
+
+
+class K8sInputError(FluxinfraError, ValueError):
+    """A Node or Pod object that cannot be read (names the object, the field and the fix)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Resource amounts: dicts of resource name -> integer (cpu in millicores, the rest rounded up).
+# ----------------------------------------------------------------------------------------------
+
+
+def _amounts(resources: Mapping[str, Any] | None, where: str) -> dict[str, int]:
+    if not resources:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise K8sInputError(f"{where}: {resources!r} is not a mapping of resource name to quantity")
+    out: dict[str, int] = {}
+    for name, value in resources.items():
+        field_name = f"{where}.{name}"
+        if name == "cpu":
+            out[name] = cpu_millicores(value, field_name)
+        else:
+            out[name] = integer_quantity(value, field_name)
+    return out
+
+
+def _add(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def _max(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    for name, value in more.items():
+        total[name] = max(total.get(name, 0), value)
+    return total
+
+
+def _container_requests(container: Mapping[str, Any], where: str) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    limits = _amounts(resources.get("limits"), f"{where}.resources.limits")
+    requests = _amounts(resources.get("requests"), f"{where}.resources.requests")
+    # The API server defaults a missing request to the limit; do the same for raw manifests.
+    return {**limits, **requests}
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The effective request of a pod: cpu in millicores, memory in bytes, others as integers.
+
+    >>> pod_requests({"spec": {"containers": [
+    ...     {"resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+    ...     {"resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}})
+    {'cpu': 1250, 'memory': 67108864, 'nvidia.com/gpu': 1}
+    """
+    name = _pod_name(pod)
+    spec = pod.get("spec") or {}
+    apps: dict[str, int] = {}
+    for i, container in enumerate(spec.get("containers") or []):
+        _add(apps, _container_requests(container, f"pod {name}: spec.containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in enumerate(spec.get("initContainers") or []):
+        request = _container_requests(container, f"pod {name}: spec.initContainers[{i}]")
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, request)
+            _max(init_peak, sidecars)
+        else:
+            _max(init_peak, _add(dict(request), sidecars))
+    total = _max(_add(apps, sidecars), init_peak)
+    # Pod-level resources (KEP 2837) replace the per-container figures they name (cpu, memory).
+    total.update(
+        _amounts(
+            (spec.get("resources") or {}).get("requests"), f"pod {name}: spec.resources.requests"
+        )
+    )
+    _add(total, _amounts(spec.get("overhead"), f"pod {name}: spec.overhead"))
+    return {k: v for k, v in sorted(total.items()) if v}
+
+
+def pod_is_active(pod: Mapping[str, Any]) -> bool:
+    """True for a pod that holds node resources: bound and not Succeeded/Failed."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    phase = (pod.get("status") or {}).get("phase")
+    return bool(node_name) and phase not in TERMINATED_PHASES
+
+
+def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
+    """``status.allocatable`` (falling back to ``status.capacity``) as integer amounts."""
+    status = node.get("status") or {}
+    name = (node.get("metadata") or {}).get("name", "?")
+    if status.get("allocatable"):
+        return _amounts(status["allocatable"], f"node {name}: status.allocatable")
+    return _amounts(status.get("capacity"), f"node {name}: status.capacity")
+
+
+# ----------------------------------------------------------------------------------------------
+# Label selectors (the string form kubectl -l takes, matchLabels, or a full LabelSelector).
+# ----------------------------------------------------------------------------------------------
+
+_SET_REQ = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*")
+_EQ_REQ = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s,]*)\s*")
+_EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*")
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """Label requirements ``(key, op, values)``; op is ``In NotIn Exists DoesNotExist``."""
+
+    requirements: tuple[tuple[str, str, frozenset[str]], ...] = ()
+
+    @classmethod
+    def parse(cls, selector: str | Mapping[str, Any] | LabelSelector | None) -> LabelSelector:
+        """From ``"a=b,c!=d,e,!f,g in (x,y)"``, ``{"a": "b"}`` or a ``LabelSelector`` object."""
+        if selector is None:
+            return cls()
+        if isinstance(selector, LabelSelector):
+            return selector
+        if isinstance(selector, str):
+            return cls(tuple(_parse_selector_string(selector)))
+        if not isinstance(selector, Mapping):
+            raise K8sInputError(
+                f"node_selector: {selector!r} is not a label selector; use 'key=value,...' or "
+                "{'key': 'value'} or {'matchLabels': ..., 'matchExpressions': [...]}"
+            )
+        if "matchLabels" in selector or "matchExpressions" in selector:
+            match_labels = selector.get("matchLabels") or {}
+            reqs = [(k, "In", frozenset([str(v)])) for k, v in match_labels.items()]
+            for expr in selector.get("matchExpressions") or []:
+                op = expr.get("operator")
+                if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                    raise K8sInputError(
+                        f"node_selector.matchExpressions: operator {op!r} of key "
+                        f"{expr.get('key')!r}; use In, NotIn, Exists or DoesNotExist"
+                    )
+                reqs.append((expr["key"], op, frozenset(map(str, expr.get("values") or []))))
+            return cls(tuple(reqs))
+        return cls(tuple((k, "In", frozenset([str(v)])) for k, v in selector.items()))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, op, values in self.requirements:
+            present = key in labels
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+            if op == "In" and (not present or labels[key] not in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+        return True
+
+
+def _parse_selector_string(text: str) -> list[tuple[str, str, frozenset[str]]]:
+    reqs = []
+    rest = text.strip()
+    while rest:
+        if m := _SET_REQ.match(rest):
+            values = frozenset(v.strip() for v in m[3].split(",") if v.strip())
+            reqs.append((m[1], "In" if m[2] == "in" else "NotIn", values))
+        elif m := _EQ_REQ.match(rest):
+            reqs.append((m[1], "NotIn" if m[2] == "!=" else "In", frozenset([m[3]])))
+        elif m := _EXISTS_REQ.match(rest):
+            reqs.append((m[2], "DoesNotExist" if m[1] else "Exists", frozenset()))
+        else:
+            m = None
+        if m is None or (m.end() < len(rest) and rest[m.end()] != ","):
+            raise K8sInputError(
+                f"node_selector: cannot parse {text!r} near {rest!r}; use comma-separated "
+                "'key=value', 'key!=value', 'key', '!key', 'key in (a,b)', 'key notin (a,b)'"
+            )
+        rest = rest[m.end() + 1 :].strip()
+    return reqs
+
+
+# ----------------------------------------------------------------------------------------------
+# Which nodes, and how much of each is free.
+# ----------------------------------------------------------------------------------------------
+
+
+def node_skip_reason(
+    node: Mapping[str, Any],
+    selector: LabelSelector | None = None,
+    tolerations: Iterable[str] = (),
+) -> str | None:
+    """Why ``node`` stays out of the graph, or ``None`` when it belongs in it."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    spec = node.get("spec") or {}
+    if any(key in labels for key in CONTROL_PLANE_KEYS):
+        return "control-plane node (node-role label)"
+    tolerated = set(tolerations)
+    for taint in spec.get("taints") or []:
+        key, effect = taint.get("key", ""), taint.get("effect", "")
+        if effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if key in CONTROL_PLANE_KEYS:
+            return f"control-plane node (taint {key}:{effect})"
+        if key.startswith("node.kubernetes.io/") or key in tolerated or "*" in tolerated:
+            continue
+        value = taint.get("value")
+        shown = f"{key}={value}" if value else key
+        return f"taint {shown}:{effect} not tolerated (add {key!r} to tolerations)"
+    if spec.get("unschedulable"):
+        return "cordoned (spec.unschedulable)"
+    if selector is not None and not selector.matches(labels):
+        return "excluded by node_selector"
+    return None
+
+
+def node_status(node: Mapping[str, Any]) -> str:
+    """``"up"`` when the node's ``Ready`` condition is ``"True"`` (or absent), else ``"down"``."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return "up" if condition.get("status") == "True" else "down"
+    return "up"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What one Kubernetes node contributes to the graph (plain data)."""
+
+    name: str
+    zone: str | None
+    status: str
+    cores: int
+    memory_mib: int
+    gpus: tuple[str, ...]  # one vendor string per GPU vertex, e.g. ("nvidia", "nvidia")
+    cpu_remainder_m: int
+    allocatable: Mapping[str, int]
+    requested: Mapping[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class K8sInventory:
+    """Nodes kept (sorted by name), nodes skipped with the reason, and the pods counted."""
+
+    nodes: list[NodeSpec]
+    skipped: dict[str, str]
+    pods: dict[str, list[str]]  # node name -> "namespace/name" of the active pods on it
+
+
+def _node_spec(
+    node: Mapping[str, Any],
+    requested: Mapping[str, int],
+    zone_label: str,
+    gpu_resources: Mapping[str, str],
+) -> NodeSpec:
+    meta = node.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    allocatable = node_allocatable(node)
+    free = {k: max(0, v - requested.get(k, 0)) for k, v in allocatable.items()}
+    free_m = free.get("cpu", 0)
+    gpus: list[str] = []
+    for resource, vendor in gpu_resources.items():
+        gpus.extend([vendor] * free.get(resource, 0))
+    return NodeSpec(
+        name=meta["name"],
+        zone=labels.get(zone_label),
+        status=node_status(node),
+        cores=free_m // 1000,
+        memory_mib=free.get("memory", 0) // MIB,
+        gpus=tuple(gpus),
+        cpu_remainder_m=free_m % 1000,
+        allocatable=allocatable,
+        requested=dict(requested),
+        labels=labels,
+    )
+
+
+def k8s_inventory(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
+    *,
+    zone_label: str = ZONE_LABEL,
+    node_selector: str | Mapping[str, Any] | LabelSelector | None = None,
+    tolerations: Iterable[str] = (),
+    subtract_pods: bool = True,
+    gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
+) -> K8sInventory:
+    """Decide which nodes are in the graph and how much of each is free (see module docstring)."""
+    selector = LabelSelector.parse(node_selector)
+    tolerations = tuple(tolerations)
+    kept: dict[str, Mapping[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    for i, node in enumerate(nodes):
+        name = (node.get("metadata") or {}).get("name")
+        if not name or not isinstance(name, str):
+            raise K8sInputError(f"nodes[{i}].metadata.name: {name!r}; every Node needs a name")
+        if name in kept or name in skipped:
+            raise K8sInputError(f"nodes[{i}].metadata.name: {name!r} appears twice; pass each once")
+        reason = node_skip_reason(node, selector, tolerations)
+        if reason is None:
+            kept[name] = node
+        else:
+            skipped[name] = reason
+    requested: dict[str, dict[str, int]] = {name: {} for name in kept}
+    pods_on: dict[str, list[str]] = {name: [] for name in kept}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name not in kept or not pod_is_active(pod):
+            continue
+        pods_on[node_name].append(_pod_name(pod))
+        if subtract_pods:
+            _add(requested[node_name], pod_requests(pod))
+    specs = [
+        _node_spec(kept[name], requested[name], zone_label, gpu_resources) for name in sorted(kept)
+    ]
+    return K8sInventory(nodes=specs, skipped=skipped, pods=pods_on)
+
+
+def node_subgraph(spec: NodeSpec, *, node_id: int, rank: int) -> dict[str, Any]:
+    """The vertices and edges of one node as plain data, ready for ``ResourceGraph.add_vertex``.
+
+    Returns ``{"vertices": [kwargs, ...], "edges": [(parent_pos, child_pos), ...]}`` where the
+    positions index ``vertices``; position 0 is the node vertex, whose parent (the zone vertex, or
+    the cluster) the caller attaches. Core, memory and GPU ids are local to the node.
+    """
+    properties = {"cpu-remainder-m": str(spec.cpu_remainder_m)} if spec.cpu_remainder_m else None
+    vertices: list[dict[str, Any]] = [
+        dict(
+            type="node",
+            basename="node",
+            name=spec.name,
+            id=node_id,
+            rank=rank,
+            size=1,
+            unit="",
+            properties=properties,
+            status=spec.status,
+        )
+    ]
+    for i in range(spec.cores):
+        vertices.append(
+            dict(
+                type="core",
+                basename="core",
+                name=f"core{i}",
+                id=i,
+                rank=rank,
+                size=1,
+                unit="",
+                properties=None,
+                status=spec.status,
+            )
+        )
+    if spec.memory_mib:
+        vertices.append(
+            dict(
+                type="memory",
+                basename="memory",
+                name="memory0",
+                id=0,
+                rank=rank,
+                size=spec.memory_mib,
+                unit="MiB",
+                properties=None,
+                status=spec.status,
+            )
+        )
+    for i, vendor in enumerate(spec.gpus):
+        vertices.append(
+            dict(
+                type="gpu",
+                basename="gpu",
+                name=f"gpu{i}",
+                id=i,
+                rank=rank,
+                size=1,
+                unit="",
+                properties={"vendor": vendor},
+                status=spec.status,
+            )
+        )
+    edges = [(0, child) for child in range(1, len(vertices))]
+    return {"vertices": vertices, "edges": edges}
+
+
+def pod_jobspec(
+    pod: Mapping[str, Any], gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES
+) -> dict[str, Any]:
+    """A canonical (RFC 14 v1) jobspec asking for what ``pod`` requests on one node.
+
+    CPU rounds up to whole cores, memory up to whole MiB, GPUs of every vendor add up; a pod that
+    requests nothing still asks for one node-local slot with one core (Fluxion slots need at least
+    one resource), which is the scheduler's unit of accounting for best-effort pods.
+    """
+    requests = pod_requests(pod)
+    cores = max(1, math.ceil(requests.get("cpu", 0) / 1000))
+    slot: list[dict[str, Any]] = [{"type": "core", "count": cores}]
+    memory_mib = math.ceil(requests.get("memory", 0) / MIB)
+    if memory_mib:
+        slot.append({"type": "memory", "count": memory_mib})
+    gpus = sum(requests.get(resource, 0) for resource in gpu_resources)
+    if gpus:
+        slot.append({"type": "gpu", "count": gpus})
+    return {
+        "version": 1,
+        "resources": [
+            {
+                "type": "node",
+                "count": 1,
+                "with": [{"type": "slot", "count": 1, "label": "task", "with": slot}],
+            }
+        ],
+        "attributes": {"system": {"duration": 0}},
+        "tasks": [{"command": ["pod", _pod_name(pod)], "slot": "task", "count": {"per_slot": 1}}],
+    }

@@ -1,0 +1,309 @@
+"""Kubernetes nodes + pods -> resource graph: accounting, node selection, subgraphs, jobspecs."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluxinfra.errors import FluxinfraError
+from fluxinfra.matcher.k8s import (
+    K8sInputError,
+    LabelSelector,
+    k8s_inventory,
+    node_skip_reason,
+    node_status,
+    node_subgraph,
+    pod_jobspec,
+    pod_requests,
+)
+
+
+def make_node(name, cpu="4", memory="16Gi", *, labels=None, taints=None, ready="True",
+              unschedulable=False, **extended):
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    # nvidia_com_gpu="2" -> "nvidia.com/gpu": "2"
+    allocatable.update({k.replace("_com_", ".com/"): v for k, v in extended.items()})
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "MemoryPressure", "status": "False"},
+                           {"type": "Ready", "status": ready}],
+        },
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    if unschedulable:
+        node["spec"]["unschedulable"] = True
+    return node
+
+
+def container(requests=None, limits=None, **extra):
+    resources = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": "c", "image": "busybox", "resources": resources, **extra}
+
+
+def make_pod(name, node=None, containers=(), *, init=(), overhead=None, phase="Running",
+             namespace="default"):
+    spec = {"containers": list(containers) or [container()]}
+    if init:
+        spec["initContainers"] = list(init)
+    if overhead:
+        spec["overhead"] = overhead
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+# ---------------------------------------------------------------------------- pod requests
+
+
+def test_pod_requests_sum_app_containers():
+    pod = make_pod("p", containers=[container({"cpu": "250m", "memory": "64Mi"}),
+                                    container({"cpu": "1", "memory": "1Gi"})])
+    assert pod_requests(pod) == {"cpu": 1250, "memory": 64 * 2**20 + 2**30}
+
+
+def test_limit_without_request_counts_as_request():
+    pod = make_pod("p", containers=[container(limits={"cpu": "2", "nvidia.com/gpu": "1"})])
+    assert pod_requests(pod) == {"cpu": 2000, "nvidia.com/gpu": 1}
+
+
+def test_request_wins_over_limit():
+    pod = make_pod("p", containers=[container({"cpu": "500m"}, {"cpu": "2"})])
+    assert pod_requests(pod) == {"cpu": 500}
+
+
+def test_init_container_peak_dominates_when_larger():
+    pod = make_pod("p", containers=[container({"cpu": "1", "memory": "1Gi"})],
+                   init=[container({"cpu": "3"}), container({"memory": "512Mi"})])
+    assert pod_requests(pod) == {"cpu": 3000, "memory": 2**30}
+
+
+def test_sidecars_add_to_app_containers_and_to_later_inits():
+    # sidecar 1 cpu (restartPolicy Always), then a plain init of 2 cpu: the init phase peaks at
+    # 1 + 2 = 3; the run phase needs app 1 + sidecar 1 = 2; max is 3.
+    pod = make_pod("p", containers=[container({"cpu": "1"})],
+                   init=[container({"cpu": "1"}, restartPolicy="Always"),
+                         container({"cpu": "2"})])
+    assert pod_requests(pod) == {"cpu": 3000}
+    # With a small plain init the run phase dominates: 1 + 1.
+    pod["spec"]["initContainers"][1] = container({"cpu": "100m"})
+    assert pod_requests(pod) == {"cpu": 2000}
+
+
+def test_overhead_is_added_after_the_max():
+    pod = make_pod("p", containers=[container({"cpu": "1"})], init=[container({"cpu": "2"})],
+                   overhead={"cpu": "250m", "memory": "120Mi"})
+    assert pod_requests(pod) == {"cpu": 2250, "memory": 120 * 2**20}
+
+
+def test_pod_level_resources_replace_container_sum():
+    pod = make_pod("p", containers=[container({"cpu": "1"}), container({"cpu": "1"})])
+    pod["spec"]["resources"] = {"requests": {"cpu": "3"}}
+    assert pod_requests(pod) == {"cpu": 3000}
+
+
+def test_best_effort_pod_requests_nothing():
+    assert pod_requests(make_pod("p")) == {}
+
+
+def test_bad_pod_quantity_names_pod_and_field():
+    pod = make_pod("web", containers=[container({"cpu": "lots"})], namespace="prod")
+    with pytest.raises(FluxinfraError) as info:
+        pod_requests(pod)
+    assert "prod/web" in str(info.value)
+    assert "spec.containers[0].resources.requests.cpu" in str(info.value)
+    assert "'lots'" in str(info.value)
+
+
+# ---------------------------------------------------------------------------- node selection
+
+
+@pytest.mark.parametrize(
+    ("node", "reason"),
+    [
+        (make_node("cp", labels={"node-role.kubernetes.io/control-plane": ""}), "control-plane"),
+        (make_node("m", labels={"node-role.kubernetes.io/master": ""}), "control-plane"),
+        (make_node("cp2", taints=[{"key": "node-role.kubernetes.io/control-plane",
+                                   "effect": "NoSchedule"}]), "control-plane"),
+        (make_node("c", unschedulable=True), "cordoned"),
+        (make_node("t", taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]),
+         "taint dedicated=db:NoSchedule"),
+    ],
+)
+def test_unschedulable_nodes_are_skipped_with_reason(node, reason):
+    assert reason in node_skip_reason(node)
+
+
+def test_lifecycle_and_prefer_taints_do_not_skip():
+    node = make_node("n", taints=[
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "spot", "effect": "PreferNoSchedule"},
+    ])
+    assert node_skip_reason(node) is None
+
+
+def test_tolerated_taint_keeps_node():
+    node = make_node("g", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+    assert node_skip_reason(node, tolerations=["nvidia.com/gpu"]) is None
+    assert node_skip_reason(node, tolerations=["*"]) is None
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ("pool=hpc", {"pool": "hpc"}, True),
+        ("pool=hpc", {"pool": "web"}, False),
+        ("pool==hpc,tier!=gold", {"pool": "hpc", "tier": "silver"}, True),
+        ("pool!=hpc", {}, True),
+        ("gpu", {"gpu": "yes"}, True),
+        ("!gpu", {"gpu": "yes"}, False),
+        ("zone in (a, b),pool notin (web)", {"zone": "b", "pool": "hpc"}, True),
+        ("zone in (a,b)", {"zone": "c"}, False),
+        ({"pool": "hpc"}, {"pool": "hpc"}, True),
+        ({"matchLabels": {"pool": "hpc"},
+          "matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]},
+         {"pool": "hpc", "gpu": "1"}, False),
+    ],
+)
+def test_label_selector(selector, labels, expected):
+    assert LabelSelector.parse(selector).matches(labels) is expected
+
+
+@pytest.mark.parametrize("bad", ["a in b", "=x", "a=b c", 42,
+                                 {"matchExpressions": [{"key": "a", "operator": "Gt"}]}])
+def test_bad_selector_is_a_typed_error(bad):
+    with pytest.raises(K8sInputError, match="node_selector"):
+        LabelSelector.parse(bad)
+
+
+def test_not_ready_node_is_down_and_missing_condition_is_up():
+    assert node_status(make_node("a", ready="False")) == "down"
+    assert node_status(make_node("a", ready="Unknown")) == "down"
+    assert node_status({"metadata": {"name": "x"}}) == "up"
+
+
+# ---------------------------------------------------------------------------- inventory
+
+
+def cluster():
+    nodes = [
+        make_node("w2", "8", "32Gi", labels={"topology.kubernetes.io/zone": "z1"},
+                  nvidia_com_gpu="2"),
+        make_node("w1", "3900m", "16Gi", labels={"topology.kubernetes.io/zone": "z1"}),
+        make_node("w3", "4", "1000M", ready="False"),
+        make_node("cp", labels={"node-role.kubernetes.io/control-plane": ""}),
+        make_node("off", unschedulable=True),
+    ]
+    pods = [
+        make_pod("a", "w2", [container({"cpu": "1500m", "memory": "4Gi",
+                                        "nvidia.com/gpu": "1"})]),
+        make_pod("b", "w2", [container({"cpu": "600m"})]),
+        make_pod("done", "w2", [container({"cpu": "4"})], phase="Succeeded"),
+        make_pod("failed", "w2", [container({"cpu": "4"})], phase="Failed"),
+        make_pod("pending", None, [container({"cpu": "4"})], phase="Pending"),
+        make_pod("on-cp", "cp", [container({"cpu": "4"})]),
+        make_pod("starting", "w1", [container({"cpu": "1"})], phase="Pending"),
+    ]
+    return nodes, pods
+
+
+def test_inventory_subtracts_active_pods_and_skips_with_reasons():
+    nodes, pods = cluster()
+    inv = k8s_inventory(nodes, pods)
+    assert [n.name for n in inv.nodes] == ["w1", "w2", "w3"]
+    assert set(inv.skipped) == {"cp", "off"}
+    w1, w2, w3 = inv.nodes
+    # w2: 8000m - 2100m = 5900m -> 5 cores + 900m remainder; 32Gi - 4Gi; 2 - 1 GPUs.
+    assert (w2.cores, w2.cpu_remainder_m, w2.memory_mib, w2.gpus) == (5, 900, 28 * 1024,
+                                                                     ("nvidia",))
+    assert w2.zone == "z1" and w2.status == "up"
+    assert sorted(inv.pods["w2"]) == ["default/a", "default/b"]
+    # w1: a bound Pending pod holds its request too.
+    assert (w1.cores, w1.cpu_remainder_m) == (2, 900)
+    # w3: 1000M bytes = 953 MiB (floor), NotReady -> down, no zone label.
+    assert (w3.memory_mib, w3.status, w3.zone) == (953, "down", None)
+
+
+def test_inventory_without_subtraction_keeps_full_capacity():
+    nodes, pods = cluster()
+    inv = k8s_inventory(nodes, pods, subtract_pods=False)
+    w2 = inv.nodes[1]
+    assert (w2.cores, w2.memory_mib, w2.gpus) == (8, 32 * 1024, ("nvidia", "nvidia"))
+    assert sorted(inv.pods["w2"]) == ["default/a", "default/b"]
+
+
+def test_overcommitted_node_clamps_at_zero():
+    inv = k8s_inventory([make_node("n", "1", "1Gi")],
+                        [make_pod("big", "n", [container({"cpu": "2", "memory": "2Gi"})])])
+    assert (inv.nodes[0].cores, inv.nodes[0].memory_mib) == (0, 0)
+
+
+def test_selector_and_zone_label_options():
+    nodes, pods = cluster()
+    inv = k8s_inventory(nodes, pods, node_selector="topology.kubernetes.io/zone=z1",
+                        zone_label="missing/label")
+    assert [n.name for n in inv.nodes] == ["w1", "w2"]
+    assert inv.skipped["w3"] == "excluded by node_selector"
+    assert all(n.zone is None for n in inv.nodes)
+
+
+def test_amd_and_nvidia_gpus_share_one_numbering():
+    inv = k8s_inventory([make_node("g", nvidia_com_gpu="1", amd_com_gpu="2")])
+    assert inv.nodes[0].gpus == ("nvidia", "amd", "amd")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "match"),
+    [
+        ([{"metadata": {}}], r"nodes\[0\].metadata.name"),
+        ([make_node("a"), make_node("a")], "appears twice"),
+        ([make_node("a", cpu="four")], "node a: status.allocatable.cpu"),
+    ],
+)
+def test_bad_nodes_are_typed_errors(nodes, match):
+    with pytest.raises(FluxinfraError, match=match):
+        k8s_inventory(nodes)
+
+
+# ---------------------------------------------------------------------------- subgraph, jobspec
+
+
+def test_node_subgraph_is_plain_data_rooted_at_the_node():
+    spec = k8s_inventory([make_node("w", "2500m", "3Gi", nvidia_com_gpu="1")]).nodes[0]
+    sub = node_subgraph(spec, node_id=7, rank=7)
+    names = [v["name"] for v in sub["vertices"]]
+    assert names == ["w", "core0", "core1", "memory0", "gpu0"]
+    assert sub["vertices"][0]["properties"] == {"cpu-remainder-m": "500"}
+    memory = sub["vertices"][3]
+    assert (memory["size"], memory["unit"]) == (3072, "MiB")
+    assert sub["vertices"][4]["properties"] == {"vendor": "nvidia"}
+    assert sub["edges"] == [(0, 1), (0, 2), (0, 3), (0, 4)]
+    assert {v["rank"] for v in sub["vertices"]} == {7}
+
+
+def test_pod_jobspec_rounds_up_to_cores_and_mib():
+    pod = make_pod("p", "w", [container({"cpu": "1100m", "memory": "100M",
+                                         "amd.com/gpu": "1"})])
+    js = pod_jobspec(pod)
+    node = js["resources"][0]
+    assert (node["type"], node["count"]) == ("node", 1)
+    slot = node["with"][0]
+    assert slot["type"] == "slot"
+    assert slot["with"] == [{"type": "core", "count": 2}, {"type": "memory", "count": 96},
+                            {"type": "gpu", "count": 1}]
+    assert js["tasks"][0]["slot"] == slot["label"]
+
+
+def test_best_effort_pod_jobspec_takes_one_core():
+    assert pod_jobspec(make_pod("p"))["resources"][0]["with"][0]["with"] == [
+        {"type": "core", "count": 1}]
