@@ -1,0 +1,280 @@
+"""``KubeApiDouble``: an in-memory stand-in for the Kubernetes API server (a TEST DOUBLE).
+
+It implements :class:`fluxinfra.scheduler.kube.KubeApi` and replays the shapes and failure modes
+of the real API that the scheduler must survive:
+
+- list returns ``(items, resourceVersion)``; watch yields ``{"type": ADDED|MODIFIED|DELETED|
+  BOOKMARK|ERROR, "object": ...}`` after a given version, then ends (a watch timeout);
+- after :meth:`compact`, watching from an older version yields an ``ERROR`` event whose object is
+  a ``Status`` with ``code: 410`` (or raises ``ApiError(410)`` when ``gone_as_exception``);
+- binding an already-bound pod is 409 Conflict, a missing pod 404, a uid mismatch 409;
+- :meth:`fail_next` makes the next calls of one method fail with any status (e.g. 500, 503);
+- every object the scheduler sends is validated against the Kubernetes schemas with
+  ``kubernetes-validate`` in strict mode: the Binding, each Event, and the pod as it looks after
+  a status or metadata patch. PodGroup status patches are checked against the scheduler-plugins
+  CRD's status fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes_validate
+
+from fluxinfra.scheduler.kube import ApiError, Kind, WatchEvent, binding
+
+K8S_VERSION = "1.31"
+PODGROUP_STATUS_FIELDS = {"phase", "occupiedBy", "scheduled", "running", "succeeded", "failed",
+                          "scheduleStartTime"}
+
+
+def validate(obj: dict[str, Any]) -> None:
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def make_node(name: str, cpu: str = "32", memory: str = "128Gi", gpu: int = 0,
+              labels: dict[str, str] | None = None, unschedulable: bool = False,
+              ready: bool = True) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpu:
+        allocatable["nvidia.com/gpu"] = str(gpu)
+    node = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable),
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+    validate(node)
+    return node
+
+
+def make_pod(name: str, namespace: str = "default", *, cpu: str = "1", memory: str = "1Gi",
+             gpu: int = 0, scheduler: str = "fluxion", node: str = "", phase: str = "Pending",
+             labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+             priority: int | None = None, created: str = "2026-01-01T00:00:00Z"
+             ) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if priority is not None:
+        spec["priority"] = priority
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {},
+                     "annotations": annotations or {}, "creationTimestamp": created},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+    validate(pod)
+    return pod
+
+
+def make_podgroup(name: str, min_member: int, namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": min_member}, "status": {}}
+
+
+class KubeApiDouble:
+    """An in-memory API server for three kinds, with injectable failures. Not thread-safe."""
+
+    def __init__(self, *, history: int = 10_000) -> None:
+        self.objects: dict[Kind, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.log: dict[Kind, list[tuple[int, str, dict[str, Any]]]] = defaultdict(list)
+        self.rv = itertools.count(1)
+        self.current_rv = 0
+        self.compacted_rv = 0
+        self.history = history
+        self.gone_as_exception = False
+        self.failures: dict[str, list[int]] = defaultdict(list)
+        self.bindings: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.status_patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.podgroup_patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.calls: defaultdict[str, int] = defaultdict(int)
+        self._uids = itertools.count(1)
+        self.podgroups_installed = True
+
+    # -- test controls -----------------------------------------------------------------------
+    def fail_next(self, method: str, status: int, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` fail with HTTP ``status``."""
+        self.failures[method].extend([status] * times)
+
+    def compact(self) -> None:
+        """Forget history: watches from any version before now get 410 Gone."""
+        self.compacted_rv = self.current_rv
+
+    def _maybe_fail(self, method: str) -> None:
+        self.calls[method] += 1
+        if self.failures[method]:
+            status = self.failures[method].pop(0)
+            raise ApiError(status, {409: "Conflict", 404: "NotFound", 410: "Gone"}.get(
+                status, "InternalError"), f"injected failure of {method}")
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        return f"{meta.get('namespace', '')}/{meta['name']}"
+
+    def _record(self, kind: Kind, etype: str, obj: dict[str, Any]) -> None:
+        rv = next(self.rv)
+        self.current_rv = rv
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self.log[kind].append((rv, etype, copy.deepcopy(obj)))
+        if len(self.log[kind]) > self.history:
+            dropped = self.log[kind].pop(0)
+            self.compacted_rv = max(self.compacted_rv, dropped[0])
+
+    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        obj["metadata"].setdefault("uid", f"uid-{next(self._uids)}")
+        key = self._key(obj)
+        if key in self.objects[kind]:
+            raise ApiError(409, "AlreadyExists", key)
+        self.objects[kind][key] = obj
+        self._record(kind, "ADDED", obj)
+        return obj
+
+    def update(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        self.objects[kind][self._key(obj)] = obj
+        self._record(kind, "MODIFIED", obj)
+        return obj
+
+    def delete(self, kind: Kind, key: str) -> None:
+        obj = self.objects[kind].pop(key)
+        self._record(kind, "DELETED", obj)
+
+    def get(self, kind: Kind, key: str) -> dict[str, Any]:
+        return self.objects[kind][key]
+
+    def set_phase(self, key: str, phase: str) -> None:
+        """What the kubelet does: a bound pod starts Running, then Succeeded or Failed."""
+        pod = copy.deepcopy(self.objects["pods"][key])
+        pod["status"]["phase"] = phase
+        self.update("pods", pod)
+
+    def bind_elsewhere(self, key: str, node: str) -> None:
+        """Another scheduler (e.g. kube-scheduler) binds the pod."""
+        pod = copy.deepcopy(self.objects["pods"][key])
+        pod["spec"]["nodeName"] = node
+        self.update("pods", pod)
+
+    # -- KubeApi -----------------------------------------------------------------------------
+    def list_objects(self, kind: Kind) -> tuple[list[dict[str, Any]], str]:
+        self._maybe_fail(f"list_{kind}")
+        if kind == "podgroups" and not self.podgroups_installed:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        items = [copy.deepcopy(o) for o in self.objects[kind].values()]
+        return items, str(self.current_rv)
+
+    def watch_objects(self, kind: Kind, resource_version: str,
+                      timeout_seconds: int) -> Iterator[WatchEvent]:
+        self._maybe_fail(f"watch_{kind}")
+        since = int(resource_version or 0)
+        if since < self.compacted_rv:
+            if self.gone_as_exception:
+                raise ApiError(410, "Gone", f"too old resource version: {since}")
+            yield {"type": "ERROR", "object": {
+                "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": f"too old resource version: {since} ({self.compacted_rv})",
+                "reason": "Expired", "code": 410}}
+            return
+        for rv, etype, obj in list(self.log[kind]):
+            if rv > since:
+                yield {"type": etype, "object": copy.deepcopy(obj)}
+        yield {"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {
+            "resourceVersion": str(self.current_rv)}}}
+
+    def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
+        body = binding(namespace, pod, uid, node)
+        validate(body)
+        self._maybe_fail("bind")
+        key = f"{namespace}/{pod}"
+        current = self.objects["pods"].get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        if uid and current["metadata"]["uid"] != uid:
+            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
+        if current["spec"].get("nodeName"):
+            raise ApiError(409, "Conflict",
+                           f"pod {pod} is already assigned to node "
+                           f'"{current["spec"]["nodeName"]}"')
+        if node not in self.objects["nodes"]:
+            # The real API server accepts it and the kubelet never shows up; we are stricter.
+            raise AssertionError(f"bind of {key} to unknown node {node}")
+        updated = copy.deepcopy(current)
+        updated["spec"]["nodeName"] = node
+        conditions = [c for c in updated["status"].get("conditions", [])
+                      if c["type"] != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True"})
+        updated["status"]["conditions"] = conditions
+        validate(updated)
+        self.bindings.append(body)
+        self.update("pods", updated)
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        validate(event)
+        assert event["metadata"]["namespace"] == namespace
+        self._maybe_fail("create_event")
+        self.events.append(copy.deepcopy(event))
+
+    def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
+        self._maybe_fail("patch_pod_status")
+        assert set(patch) == {"status"}, f"status patch touches {sorted(patch)}"
+        key = f"{namespace}/{pod}"
+        if key not in self.objects["pods"]:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        updated = copy.deepcopy(self.objects["pods"][key])
+        # Strategic merge: conditions merge by "type".
+        conditions = {c["type"]: c for c in updated["status"].get("conditions", [])}
+        for cond in patch["status"].get("conditions", []):
+            conditions[cond["type"]] = {k: v for k, v in cond.items() if v is not None}
+        updated["status"]["conditions"] = list(conditions.values())
+        for k, v in patch["status"].items():
+            if k != "conditions":
+                updated["status"][k] = v
+        validate(updated)
+        self.status_patches.append((namespace, pod, copy.deepcopy(patch)))
+        self.update("pods", updated)
+
+    def patch_pod_metadata(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
+        self._maybe_fail("patch_pod_metadata")
+        assert set(patch) == {"metadata"}, f"metadata patch touches {sorted(patch)}"
+        key = f"{namespace}/{pod}"
+        if key not in self.objects["pods"]:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        updated = copy.deepcopy(self.objects["pods"][key])
+        for field, values in patch["metadata"].items():
+            target = updated["metadata"].setdefault(field, {})
+            for k, v in values.items():
+                if v is None:
+                    target.pop(k, None)
+                else:
+                    target[k] = v
+        validate(updated)
+        self.update("pods", updated)
+
+    def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._maybe_fail("patch_podgroup_status")
+        assert set(patch) == {"status"}, f"podgroup patch touches {sorted(patch)}"
+        unknown = set(patch["status"]) - PODGROUP_STATUS_FIELDS
+        assert not unknown, f"PodGroup status has no fields {sorted(unknown)}"
+        key = f"{namespace}/{name}"
+        if key not in self.objects["podgroups"]:
+            raise ApiError(404, "NotFound", f'podgroups "{name}" not found')
+        updated = copy.deepcopy(self.objects["podgroups"][key])
+        updated.setdefault("status", {}).update(patch["status"])
+        self.podgroup_patches.append((namespace, name, copy.deepcopy(patch)))
+        self.update("podgroups", updated)
