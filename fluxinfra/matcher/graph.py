@@ -1,0 +1,356 @@
+"""The resource graph: vertices in parallel arrays, edges grouped by subsystem.
+
+A vertex is an ``int`` index. Its attributes live in one list per field (``type``, ``name``,
+``size`` ...), so a 16,384-node cluster (about 1.2 million vertices) costs a few hundred bytes per
+vertex rather than an object each. Edges are kept per subsystem as ``children[v]`` lists in
+insertion order (Fluxion's out-edge order, which fixes the order its writers emit vertices) and a
+``parent`` array; ``containment`` is the default (dominant) subsystem, and any other subsystem
+(e.g. ``power``, or a second ``flex`` containment for the flex-container case) is a second forest
+over the same vertices, selected with ``Matcher(..., subsystems="flex")`` / ``-S``.
+
+>>> g = ResourceGraph()
+>>> c = g.add_vertex(type="cluster", name="c0")
+>>> n = g.add_vertex(type="node", id=0)
+>>> g.add_edge(c, n)
+>>> g.finalize()
+>>> g.name[n], g.path(n), g.subtree_totals(c)
+('node0', '/c0/node0', {'node': 1})
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from fluxinfra.matcher.errors import GraphError
+
+__all__ = ["ResourceGraph", "CONTAINMENT", "read_jgf"]
+
+CONTAINMENT = "containment"
+_STATUS = {"up": 1, "down": 0}
+
+
+class ResourceGraph:
+    """A Fluxion resource graph (build with ``add_vertex``/``add_edge``, then ``finalize``)."""
+
+    def __init__(self) -> None:
+        self.type: list[str] = []
+        self.basename: list[str] = []
+        self.name: list[str] = []
+        self.id: list[int] = []
+        self.uniq_id: list[int] = []
+        self.rank: list[int] = []
+        self.size: list[int] = []
+        self.unit: list[str] = []
+        self.exclusive: list[bool] = []
+        self.properties: list[dict | None] = []
+        self.status: list[int] = []  # 1 up, 0 down
+        self.given_paths: dict[int, dict[str, str]] = {}
+        #: subsystem -> children lists / parent array / root
+        self.children: dict[str, list[list[int]]] = {}
+        self.parent: dict[str, list[int]] = {}
+        self.roots: dict[str, int] = {}
+        self.removed: list[bool] = []
+        self._by_uniq: dict[int, int] = {}
+        self._by_name: dict[str, list[int]] | None = None
+        self._totals: dict[int, dict[str, int]] = {}
+        self._paths: dict[int, str] = {}
+        self.finalized = False
+        self._intern: dict[str, str] = {}
+
+    # -- building ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.type)
+
+    def _s(self, text: str) -> str:
+        return self._intern.setdefault(text, text)
+
+    def add_vertex(self, type: str, basename: str | None = None, name: str | None = None,  # noqa: A002
+                   id: int | None = None, uniq_id: int | None = None, rank: int = -1,  # noqa: A002
+                   size: int = 1, unit: str = "", exclusive: bool = False,
+                   properties: dict | None = None, status: str = "up",
+                   paths: dict[str, str] | None = None) -> int:
+        """Add a vertex with Fluxion's defaults; returns its index."""
+        if not isinstance(type, str) or not type:
+            raise GraphError(f"vertex type must be a non-empty string, got {type!r}")
+        v = len(self.type)
+        if uniq_id is None:
+            uniq_id = v
+        if id is None:
+            id = uniq_id  # noqa: A001
+        if uniq_id in self._by_uniq:
+            raise GraphError(f"duplicate vertex uniq_id {uniq_id} "
+                             f"(vertices {self._by_uniq[uniq_id]} and {v}); ids must be unique")
+        if not isinstance(size, int) or size < 0:
+            raise GraphError(f"vertex {uniq_id}: size must be a non-negative integer, got {size!r}")
+        if status not in _STATUS:
+            raise GraphError(f"vertex {uniq_id}: status must be 'up' or 'down', got {status!r}")
+        basename = type if basename is None else basename
+        self._by_uniq[uniq_id] = v
+        self.type.append(self._s(type))
+        self.basename.append(self._s(basename))
+        self.name.append(name if name is not None else f"{basename}{id}")
+        self.id.append(id)
+        self.uniq_id.append(uniq_id)
+        self.rank.append(rank)
+        self.size.append(size)
+        self.unit.append(self._s(unit))
+        self.exclusive.append(bool(exclusive))
+        self.properties.append(properties or None)
+        self.status.append(_STATUS[status])
+        self.removed.append(False)
+        if paths:
+            self.given_paths[v] = dict(paths)
+        for sub in self.parent.values():
+            sub.append(-1)
+        for kids in self.children.values():
+            kids.append([])
+        self.finalized = False
+        self._by_name = None
+        return v
+
+    def _subsystem(self, subsystem: str) -> tuple[list[list[int]], list[int]]:
+        if subsystem not in self.children:
+            n = len(self.type)
+            self.children[subsystem] = [[] for _ in range(n)]
+            self.parent[subsystem] = [-1] * n
+        return self.children[subsystem], self.parent[subsystem]
+
+    def add_edge(self, parent: int, child: int, subsystem: str = CONTAINMENT) -> None:
+        """Add a parent -> child edge in ``subsystem``."""
+        n = len(self.type)
+        for role, v in (("source", parent), ("target", child)):
+            if not isinstance(v, int) or not 0 <= v < n:
+                raise GraphError(f"edge {parent} -> {child}: {role} vertex {v!r} does not exist")
+        kids, parents = self._subsystem(subsystem)
+        if parents[child] != -1:
+            if parents[child] == parent:
+                return  # the same edge given in both directions
+            raise GraphError(f"vertex {self.name[child]} has two parents in {subsystem} "
+                             f"({self.name[parents[child]]} and {self.name[parent]})")
+        parents[child] = parent
+        kids[parent].append(child)
+        self.finalized = False
+
+    def finalize(self) -> None:
+        """Validate (one root per subsystem, no cycles) and index the graph."""
+        if not self.type:
+            raise GraphError("the resource graph has no vertices")
+        if CONTAINMENT not in self.children and len(self.type) == 1:
+            self._subsystem(CONTAINMENT)
+        for sub, parents in self.parent.items():
+            kids = self.children[sub]
+            roots = [v for v, p in enumerate(parents)
+                     if p == -1 and (kids[v] or sub == CONTAINMENT) and not self.removed[v]]
+            if len(roots) != 1:
+                names = ", ".join(self.name[v] for v in roots[:4])
+                raise GraphError(f"subsystem {sub!r} must have exactly one root vertex, "
+                                 f"found {len(roots)} ({names}); connect them under one root")
+            self.roots[sub] = roots[0]
+        # reachability (cycle / orphan check) in the containment tree
+        reached = self._count_reachable(CONTAINMENT)
+        live = len(self.type) - sum(self.removed)
+        if reached != live:
+            raise GraphError(f"{live - reached} vertices are not reachable from the containment "
+                             f"root {self.name[self.roots[CONTAINMENT]]} (cycle or orphan)")
+        self._compute_totals()
+        self._paths = {}
+        self._by_name = None
+        self.finalized = True
+
+    def _count_reachable(self, sub: str) -> int:
+        kids = self.children[sub]
+        stack = [self.roots[sub]]
+        seen = 0
+        while stack:
+            v = stack.pop()
+            seen += 1
+            stack.extend(kids[v])
+        return seen
+
+    def _compute_totals(self) -> None:
+        """Per non-leaf vertex: total size of each resource type below it."""
+        kids = self.children[CONTAINMENT]
+        totals: dict[int, dict[str, int]] = {}
+        order = self.preorder(self.roots[CONTAINMENT])
+        typ, size = self.type, self.size
+        for v in reversed(order):
+            ch = kids[v]
+            if not ch:
+                continue
+            agg: dict[str, int] = {}
+            for c in ch:
+                t = typ[c]
+                agg[t] = agg.get(t, 0) + size[c]
+                sub = totals.get(c)
+                if sub:
+                    for k, n in sub.items():
+                        agg[k] = agg.get(k, 0) + n
+            totals[v] = agg
+        self._totals = totals
+
+    # -- queries ----------------------------------------------------------------------------
+    def preorder(self, root: int, subsystem: str = CONTAINMENT) -> list[int]:
+        kids = self.children[subsystem]
+        out: list[int] = []
+        stack = [root]
+        while stack:
+            v = stack.pop()
+            out.append(v)
+            stack.extend(reversed(kids[v]))
+        return out
+
+    def subtree_totals(self, v: int) -> dict[str, int]:
+        return self._totals.get(v, {})
+
+    @property
+    def root(self) -> int:
+        return self.roots[CONTAINMENT]
+
+    def path(self, v: int, subsystem: str = CONTAINMENT) -> str:
+        given = self.given_paths.get(v)
+        if given and subsystem in given:
+            return given[subsystem]
+        if subsystem == CONTAINMENT and v in self._paths:
+            return self._paths[v]
+        parents = self.parent.get(subsystem)
+        parts = []
+        u = v
+        while u != -1:
+            parts.append(self.name[u])
+            u = parents[u] if parents else -1
+        p = "/" + "/".join(reversed(parts))
+        if subsystem == CONTAINMENT:
+            self._paths[v] = p
+        return p
+
+    def by_name(self, name: str) -> list[int]:
+        if self._by_name is None:
+            idx: dict[str, list[int]] = {}
+            for v, n in enumerate(self.name):
+                if not self.removed[v]:
+                    idx.setdefault(n, []).append(v)
+            self._by_name = idx
+        return self._by_name.get(name, [])
+
+    def by_uniq_id(self, uniq_id: int) -> int | None:
+        return self._by_uniq.get(uniq_id)
+
+    def resolve(self, path_or_name: str) -> int:
+        """A vertex by containment path (``/c0/node3``) or unique name (``node3``)."""
+        if path_or_name.startswith("/"):
+            name = path_or_name.rsplit("/", 1)[-1]
+            for v in self.by_name(name):
+                if self.path(v) == path_or_name:
+                    return v
+            raise GraphError(f"no vertex at path {path_or_name!r}")
+        found = self.by_name(path_or_name)
+        if len(found) != 1:
+            what = "no vertex" if not found else f"{len(found)} vertices"
+            raise GraphError(f"{what} named {path_or_name!r}; give the containment path instead")
+        return found[0]
+
+    def types(self) -> set[str]:
+        return set(self.type)
+
+    def __repr__(self) -> str:
+        return f"ResourceGraph({len(self.type)} vertices, subsystems={sorted(self.children)})"
+
+
+# -- JSON Graph Format reader ----------------------------------------------------------------
+def _load_json(source: str | bytes | dict, what: str) -> dict:
+    if isinstance(source, dict):
+        return source
+    try:
+        return json.loads(source)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{what}: malformed JSON ({exc}); check the file is valid JSON") from None
+
+
+def read_jgf(source: str | bytes | dict) -> ResourceGraph:
+    """Read JSON Graph Format as Fluxion's JGF reader does (defaults included)."""
+    doc = _load_json(source, "JGF")
+    graph = doc.get("graph") if isinstance(doc, dict) else None
+    if not isinstance(graph, dict):
+        raise GraphError("JGF: top-level key 'graph' (an object) is missing")
+    nodes, edges = graph.get("nodes"), graph.get("edges")
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        raise GraphError("JGF: 'graph.nodes' and 'graph.edges' must both be lists")
+    g = ResourceGraph()
+    vmap: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("id"), str):
+            raise GraphError(f"JGF: graph.nodes[{i}].id: must be a string")
+        md = node.get("metadata")
+        if not isinstance(md, dict) or not isinstance(md.get("type"), str):
+            raise GraphError(f"JGF: graph.nodes[{i}].metadata.type: missing (vertex {node['id']})")
+        vid = node["id"]
+        if vid in vmap:
+            raise GraphError(f"JGF: graph.nodes[{i}]: duplicate vertex id {vid!r}")
+        uniq = md.get("uniq_id")
+        if uniq is None:
+            try:
+                uniq = int(vid)
+            except ValueError:
+                raise GraphError(f"JGF: graph.nodes[{i}]: uniq_id cannot be inferred from id "
+                                 f"{vid!r}; add metadata.uniq_id") from None
+        name = md.get("name")
+        rid = md.get("id")
+        if rid is None:
+            rid = uniq
+            if md["type"] == "node" and name:
+                digits = _trailing_int(name)
+                if digits is not None:
+                    rid = digits
+        props = md.get("properties")
+        if props is not None and not isinstance(props, dict):
+            raise GraphError(f"JGF: graph.nodes[{i}].metadata.properties: must be an object")
+        status = md.get("status", 0)
+        status_s = "down" if status in (1, "down") else "up"
+        try:
+            vtx = g.add_vertex(type=md["type"], basename=md.get("basename"), name=name, id=rid,
+                               uniq_id=uniq, rank=md.get("rank", -1), size=md.get("size", 1),
+                               unit=md.get("unit") or "", exclusive=bool(md.get("exclusive")),
+                               properties=props, status=status_s, paths=md.get("paths"))
+        except GraphError as exc:
+            raise GraphError(f"JGF: graph.nodes[{i}]: {exc}") from None
+        vmap[vid] = vtx
+    for i, edge in enumerate(edges):
+        if not isinstance(edge, dict):
+            raise GraphError(f"JGF: graph.edges[{i}]: must be an object")
+        src, tgt = edge.get("source"), edge.get("target")
+        if src not in vmap or tgt not in vmap:
+            missing = src if src not in vmap else tgt
+            raise GraphError(f"JGF: graph.edges[{i}]: vertex {missing!r} does not exist "
+                             f"({src} -> {tgt})")
+        md = edge.get("metadata") or {}
+        sub = md.get("subsystem")
+        if sub is None and isinstance(md.get("name"), dict) and md["name"]:
+            sub, relation = next(iter(md["name"].items()))
+            if relation == "in":
+                continue
+        sub = sub or CONTAINMENT
+        if md.get("relation") == "in" or (md.get("name") == "in"):
+            continue  # reverse edges are implied by the forward ones
+        u, v = vmap[src], vmap[tgt]
+        kids, parents = g._subsystem(sub)
+        if parents[v] == u:
+            continue
+        if parents[u] == v or v in kids[u]:
+            continue
+        g.add_edge(u, v, sub)
+    g.finalize()
+    return g
+
+
+def _trailing_int(name: str) -> int | None:
+    end = len(name)
+    start = end
+    while start > 0 and name[start - 1].isdigit():
+        start -= 1
+    return int(name[start:end]) if start < end else None
+
+
+def iter_children(g: ResourceGraph, v: int, subsystem: str = CONTAINMENT) -> Iterable[int]:
+    return g.children[subsystem][v]
+

@@ -1,0 +1,417 @@
+"""The matcher: Fluxion's match operations over a :class:`ResourceGraph`.
+
+>>> g = ResourceGraph()
+>>> root = g.add_vertex(type="cluster", name="c0")
+>>> for n in range(2):
+...     node = g.add_vertex(type="node", id=n)
+...     g.add_edge(root, node)
+...     for c in range(4):
+...         g.add_edge(node, g.add_vertex(type="core", id=c, uniq_id=10 + 4 * n + c))
+>>> m = Matcher(g, policy="low")
+>>> r = m.match({"version": 1, "resources": [{"type": "slot", "count": 1, "label": "a",
+...     "with": [{"type": "core", "count": 2}]}]})
+>>> r.jobid, r.status, r.at, r.nodes, r.slots
+(1, 'ALLOCATED', 0, ['node0'], [{'node0': {'core': 2}}])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluxinfra.matcher.errors import Busy, GraphError, MatcherError, UnknownJob, Unsatisfiable
+from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
+from fluxinfra.matcher.jobspec import Jobspec, aggregate
+from fluxinfra.matcher.planner import HORIZON
+from fluxinfra.matcher.policies import parse_policy
+from fluxinfra.matcher.traverser import (
+    AT_ALLOC,
+    AT_NO_ALLOC,
+    AT_RESERVE,
+    AT_SAT,
+    JobState,
+    Meta,
+    Traverser,
+)
+from fluxinfra.matcher.writers import write_jgf, write_rv1
+
+__all__ = ["Matcher", "MatchResult", "OPS"]
+
+OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
+       "without_allocating")
+
+
+@dataclass
+class MatchResult:
+    """The outcome of one match (or of ``info`` / ``update_allocate``)."""
+
+    jobid: int
+    status: str  # ALLOCATED | RESERVED | MATCHED (without_allocating) | SATISFIABLE | CANCELED
+    at: int
+    overhead: float
+    nodes: list[str]
+    slots: list[dict[str, dict[str, int]]]
+    emitted: list = field(default_factory=list, repr=False)
+    duration: int = 0
+    _graph: ResourceGraph | None = field(default=None, repr=False)
+    _r: dict | None = field(default=None, repr=False)
+
+    @property
+    def R(self) -> dict:  # noqa: N802 - RFC 20 calls it R
+        """RFC 20 Rv1 (``execution`` + ``scheduling`` JGF), built on first use."""
+        if self._r is None:
+            self._r = write_rv1(self._graph, self.emitted, self.at, self.at + self.duration)
+        return self._r
+
+    @property
+    def jgf(self) -> dict:
+        return write_jgf(self._graph, self.emitted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobid": self.jobid, "status": self.status, "at": self.at,
+                "overhead": self.overhead, "nodes": self.nodes, "slots": self.slots, "R": self.R}
+
+
+class Matcher:
+    """Match jobspecs against one graph, keeping allocations and reservations over time."""
+
+    def __init__(self, graph: ResourceGraph, policy: str = "first", *,
+                 subsystem: str = CONTAINMENT, prune_filters: str | None = None,
+                 now: int = 0, exact_pools: bool = False) -> None:
+        if not graph.finalized:
+            graph.finalize()
+        if subsystem not in graph.children:
+            raise GraphError(f"subsystem {subsystem!r} is not in the graph "
+                             f"(it has {', '.join(sorted(graph.children))})")
+        self.graph = graph
+        self.policy = parse_policy(policy)
+        prune_types = _parse_prune_filters(prune_filters)
+        self.trav = Traverser(graph, self.policy, subsystem, prune_types, exact_pools)
+        self.jobs: dict[int, JobState] = {}
+        self.results: dict[int, MatchResult] = {}
+        self.now = now
+        self._next_jobid = 1
+        self.stats = {"match_count": 0, "match_succeeded": 0, "match_failed": 0,
+                      "min_match": 0.0, "max_match": 0.0, "sum_match": 0.0}
+
+    # -- matching ---------------------------------------------------------------------------
+    def match(self, jobspec: Any, op: str = "allocate", jobid: int | None = None,
+              now: int | None = None) -> MatchResult:
+        """Run ``op`` for ``jobspec``; raises Busy (not now) or Unsatisfiable (never)."""
+        if op not in OPS:
+            raise MatcherError(f"unknown match op {op!r}; use one of {', '.join(OPS)}")
+        js = Jobspec.parse(jobspec)
+        if jobid is None:
+            jobid = self._next_jobid
+        if jobid in self.jobs:
+            raise MatcherError(f"job id {jobid} is already in use; cancel it first")
+        self._next_jobid = max(self._next_jobid, jobid + 1)
+        now = self.now if now is None else now
+        start = time.perf_counter()
+        try:
+            result = self._run(js, op, jobid, now)
+        except MatcherError:
+            self._record(time.perf_counter() - start, False)
+            raise
+        result.overhead = time.perf_counter() - start
+        self._record(result.overhead, True)
+        return result
+
+    def _record(self, elapsed: float, ok: bool) -> None:
+        st = self.stats
+        st["match_count"] += 1
+        st["match_succeeded" if ok else "match_failed"] += 1
+        if ok:
+            st["min_match"] = elapsed if st["match_succeeded"] == 1 else min(st["min_match"],
+                                                                               elapsed)
+            st["max_match"] = max(st["max_match"], elapsed)
+            st["sum_match"] += elapsed
+
+    def _duration(self, js: Jobspec, at: int) -> int:
+        return js.duration if js.duration > 0 else HORIZON - at
+
+    def _run(self, js: Jobspec, op: str, jobid: int, now: int) -> MatchResult:
+        trav, g = self.trav, self.graph
+        root = g.roots[trav.sub]
+        resources = js.resources
+        x = any(r.exclusive and r.type == g.type[root] for r in resources)
+        saved_excl = set(trav.excl_types)
+        trav.excl_types |= _exclusive_types(resources)
+        try:
+            if op == "satisfiability":
+                self._check_satisfiable(js, x)
+                return MatchResult(jobid, "SATISFIABLE", 0, 0.0, [], [], [], 0, g)
+            alloc_type = AT_NO_ALLOC if op == "without_allocating" else AT_ALLOC
+            meta = Meta(now, self._duration(js, now), alloc_type, jobid, now)
+            ok = self._feasible(js, meta, op) and trav.select(resources, meta, x)
+            if not ok and op == "allocate_orelse_reserve":
+                meta.alloc_type = AT_RESERVE
+                ok = self._reserve(js, meta, x)
+            if not ok:
+                if op in ("allocate_with_satisfiability", "allocate_orelse_reserve"):
+                    self._check_satisfiable(js, x)
+                raise Busy(f"no resources free now for job {jobid}; "
+                           "retry later or use allocate_orelse_reserve")
+            return self._commit(meta, jobid, now)
+        finally:
+            trav.excl_types = saved_excl
+
+    def _feasible(self, js: Jobspec, meta: Meta, op: str) -> bool:
+        """Fluxion's node-count precheck: enough whole nodes up and free at all?"""
+        want = aggregate(js.resources).get("node", 0)
+        if not want:
+            return True
+        g, trav = self.graph, self.trav
+        target = meta.at if op in ("allocate", "without_allocating") else HORIZON - 1
+        found = 0
+        for v in self._nodes():
+            if g.status[v] and trav.avail(v, target, 1) == 1:
+                found += 1
+                if found >= want:
+                    return True
+        return False
+
+    def _nodes(self) -> list[int]:
+        cache = getattr(self, "_node_cache", None)
+        if cache is None or cache[0] != len(self.graph):
+            g = self.graph
+            cache = (len(g), [v for v, t in enumerate(g.type) if t == "node" and not g.removed[v]])
+            self._node_cache = cache
+        return cache[1]
+
+    def _reserve(self, js: Jobspec, meta: Meta, x: bool) -> bool:
+        trav, g = self.trav, self.graph
+        root = g.roots[trav.sub]
+        need = aggregate(js.resources)
+        times: set[int] = set()
+        xp = trav.xcheck.get(root)
+        if xp is not None:
+            times.update(xp.times)
+        for p in trav.agg.get(root, {}).values():
+            times.update(p.times)
+        for t in sorted(t for t in times if t > meta.now):
+            duration = self._duration(js, t)
+            if any(trav.sub_avail(root, rtype, t, duration) < n
+                   for rtype, n in need.items() if rtype in g.subtree_totals(root)):
+                continue
+            meta.at, meta.duration = t, duration
+            if trav.select(js.resources, meta, x):
+                return True
+        return False
+
+    def _check_satisfiable(self, js: Jobspec, x: bool) -> None:
+        duration = js.duration if js.duration > 0 else 1
+        meta = Meta(HORIZON - duration - 1, duration, AT_SAT, 0, self.now)
+        if not self.trav.select(js.resources, meta, x):
+            raise Unsatisfiable("the request can never be satisfied by this resource graph "
+                                "(check counts, types and exclusivity against the graph)")
+
+    def _commit(self, meta: Meta, jobid: int, now: int) -> MatchResult:
+        job = JobState(jobid, now)
+        job.at, job.duration = meta.at, meta.duration
+        job.reserved = meta.alloc_type == AT_RESERVE
+        self.trav.update(meta, job, lambda *e: job.vertices.append(e))
+        if job.reweigh:
+            self.trav.reweigh(job.reweigh, now)
+        status = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"}[
+            meta.alloc_type]
+        result = self._result(job, status)
+        if meta.alloc_type != AT_NO_ALLOC:
+            self.jobs[jobid] = job
+            self.results[jobid] = result
+        return result
+
+    def _result(self, job: JobState, status: str) -> MatchResult:
+        g = self.graph
+        nodes = [g.name[v] for _, v, _, _, _ in job.vertices if g.type[v] == "node"]
+        slots = self._slots(job)
+        return MatchResult(job.jobid, status, job.at, 0.0, nodes, slots, job.vertices,
+                           job.duration, g)
+
+    def _slots(self, job: JobState) -> list[dict[str, dict[str, int]]]:
+        """Per slot instance: node name -> {type: amount} (from the last selection's marks)."""
+        g = self.graph
+        parent = g.parent[self.trav.sub]
+        held = {v: amount for _, v, amount, excl, _ in job.vertices if excl}
+        slots = []
+        for edges in self.trav.chosen_slots:
+            inst: dict[str, dict[str, int]] = {}
+            for c, amount in edges:
+                if c not in held:
+                    break
+                host = c
+                while host != -1 and g.type[host] != "node":
+                    host = parent[host]
+                key = g.name[host] if host != -1 else g.name[c]
+                per = inst.setdefault(key, {})
+                per[g.type[c]] = per.get(g.type[c], 0) + amount
+                for v in g.preorder(c, self.trav.sub)[1:]:
+                    if v in held:
+                        per[g.type[v]] = per.get(g.type[v], 0) + held[v]
+            else:
+                if inst:
+                    slots.append(inst)
+        return slots
+
+    # -- other operations -------------------------------------------------------------------
+    def cancel(self, jobid: int) -> None:
+        """Release every resource of ``jobid`` (now and in the future)."""
+        job = self.jobs.pop(jobid, None)
+        if job is None:
+            raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
+        self.results.pop(jobid, None)
+        self.trav.release(job)
+
+    def partial_cancel(self, jobid: int, what: Any) -> bool:
+        """Release part of a job: node names (list/str) or an R (dict) subset.
+
+        Returns True when the job is now fully released (and forgotten).
+        """
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
+        g = self.graph
+        roots = self._vertices_of(what)
+        held = set(job.sched) | set(job.xspans)
+        release: set[int] = set()
+        for r in roots:
+            for v in g.preorder(r, self.trav.sub):
+                if v in held:
+                    release.add(v)
+        if not release:
+            raise MatcherError(f"job {jobid} holds none of {what!r}; nothing to release")
+        done = self.trav.release(job, release)
+        job.vertices = [e for e in job.vertices if e[1] not in release]
+        if done:
+            del self.jobs[jobid]
+            self.results.pop(jobid, None)
+        else:
+            self.results[jobid] = self._result(job, self.results[jobid].status)
+        return done
+
+    def _vertices_of(self, what: Any) -> list[int]:
+        g = self.graph
+        if isinstance(what, str):
+            what = [what]
+        if isinstance(what, dict):
+            sched = what.get("scheduling", what)
+            nodes = (sched.get("graph") or {}).get("nodes") if isinstance(sched, dict) else None
+            if nodes:
+                out = []
+                for n in nodes:
+                    md = n.get("metadata", {})
+                    path = (md.get("paths") or {}).get(CONTAINMENT)
+                    v = g.resolve(path) if path else g.by_uniq_id(int(n["id"]))
+                    if v is not None and g.type[v] == "node":
+                        out.append(v)
+                if out:
+                    return out
+            nodelist = what.get("execution", {}).get("nodelist", [])
+            return [v for name in _expand_hostlist(nodelist) for v in g.by_name(name)]
+        return [g.resolve(name) for name in what]
+
+    def info(self, jobid: int) -> MatchResult:
+        result = self.results.get(jobid)
+        if result is None:
+            raise UnknownJob(f"unknown job id {jobid}")
+        return result
+
+    def update_allocate(self, jobid: int, R: dict, at: int = 0,  # noqa: N803
+                        duration: int | None = None) -> MatchResult:
+        """Re-register an allocation that already exists (e.g. after a scheduler restart)."""
+        if jobid in self.jobs:
+            raise MatcherError(f"job id {jobid} is already in use; cancel it first")
+        g, trav = self.graph, self.trav
+        marks: dict[int, tuple[int, bool]] = {}
+        sched = R.get("scheduling") if isinstance(R, dict) else None
+        nodes = ((sched or {}).get("graph") or {}).get("nodes")
+        if not nodes:
+            raise MatcherError("update_allocate: R has no scheduling JGF "
+                               "(R['scheduling']['graph']['nodes']); pass the R the matcher wrote")
+        for n in nodes:
+            md = n.get("metadata", {})
+            path = (md.get("paths") or {}).get(trav.sub)
+            v = g.resolve(path) if path else g.by_uniq_id(int(n["id"]))
+            if v is None:
+                raise GraphError(f"update_allocate: vertex {n.get('id')} of R is not in the graph")
+            marks[v] = (int(md.get("size", 1)), bool(md.get("exclusive", False)))
+        execution = R.get("execution", {})
+        if duration is None:
+            start, end = execution.get("starttime", at), execution.get("expiration", 0)
+            duration = int(end - start) if end and end > start else HORIZON - at
+        root = g.roots[trav.sub]
+        if root not in marks:
+            raise GraphError("update_allocate: R does not include the graph root")
+        trav.marks = marks
+        trav.root_mark = marks[root]
+        meta = Meta(at, duration, AT_ALLOC, jobid, self.now)
+        self._next_jobid = max(self._next_jobid, jobid + 1)
+        trav.chosen_slots = []
+        return self._commit(meta, jobid, self.now)
+
+    def set_status(self, path_or_name: str, status: str) -> None:
+        if status not in ("up", "down"):
+            raise MatcherError(f"status must be 'up' or 'down', got {status!r}")
+        v = self.graph.resolve(path_or_name)
+        flag = 1 if status == "up" else 0
+        for u in self.graph.preorder(v, self.trav.sub):
+            self.graph.status[u] = flag
+
+    def stat(self) -> dict:
+        g = self.graph
+        st = dict(self.stats)
+        st["vertices"] = len(g) - sum(g.removed)
+        st["edges"] = sum(len(k) for kids in g.children.values() for k in kids)
+        st["jobs"] = len(self.jobs)
+        st["avg_match"] = st["sum_match"] / st["match_succeeded"] if st["match_succeeded"] else 0
+        return st
+
+
+def _exclusive_types(resources) -> set[str]:
+    out = set()
+    for r in resources:
+        if r.exclusive:
+            out.add(r.type)
+        out |= _exclusive_types(r.with_)
+    return out
+
+
+def _parse_prune_filters(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ("core",)
+    types = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        _, _, rtype = item.rpartition(":")
+        if rtype and rtype not in types:
+            types.append(rtype)
+    return tuple(types)
+
+
+def _expand_hostlist(items: list[str]) -> list[str]:
+    out = []
+    for item in items:
+        depth, cur, parts = 0, "", []
+        for ch in item:
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+                continue
+            depth += ch == "["
+            depth -= ch == "]"
+            cur += ch
+        parts.append(cur)
+        for part in parts:
+            if "[" not in part:
+                out.append(part)
+                continue
+            prefix, _, rest = part.partition("[")
+            for rng in rest.rstrip("]").split(","):
+                lo, _, hi = rng.partition("-")
+                width = len(lo)
+                for i in range(int(lo), int(hi or lo) + 1):
+                    out.append(f"{prefix}{i:0{width}d}")
+    return out

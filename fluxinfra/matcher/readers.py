@@ -1,0 +1,42 @@
+"""Graph readers by format name: ``jgf``, ``grug``, ``rv1exec``, ``hwloc``."""
+
+from __future__ import annotations
+
+import os
+
+from fluxinfra.matcher.errors import GraphError
+from fluxinfra.matcher.graph import ResourceGraph, read_jgf
+
+__all__ = ["load_graph", "FORMATS"]
+
+FORMATS = ("jgf", "grug", "rv1exec", "hwloc")
+
+
+def _text(source) -> str:
+    if isinstance(source, (bytes, bytearray)):
+        return source.decode()
+    if isinstance(source, os.PathLike) or (
+            isinstance(source, str) and "\n" not in source and len(source) < 4096
+            and not source.lstrip().startswith(("{", "<"))):
+        try:
+            with open(source, encoding="utf-8") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise GraphError(f"cannot read graph file {source}: {exc.strerror}") from None
+    return source
+
+
+def load_graph(source, fmt: str = "jgf") -> ResourceGraph:
+    """Load a resource graph from a path, text, or (for jgf/rv1exec) a dict."""
+    if fmt not in FORMATS:
+        raise GraphError(f"unknown graph format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt == "jgf":
+        return read_jgf(source if isinstance(source, dict) else _text(source))
+    if fmt == "grug":
+        from fluxinfra.matcher.grug import read_grug
+        return read_grug(_text(source))
+    if fmt == "rv1exec":
+        from fluxinfra.matcher.rv1exec import read_rv1exec
+        return read_rv1exec(source if isinstance(source, dict) else _text(source))
+    from fluxinfra.matcher.hwloc import read_hwloc
+    return read_hwloc(_text(source))

@@ -1,0 +1,691 @@
+"""Depth-first-and-up (DFU) traversal: select the vertices of a match, then commit them.
+
+This follows Fluxion's ``dfu_impl`` semantics (facts, not code): a pre-order walk from the root
+pairs graph vertices with jobspec levels (``test``), prunes subtrees that cannot help (status,
+own availability, exclusivity checker, subtree aggregates), scores every qualifying child, keeps
+the best ``count`` per requested type at each constrained level (``enforce`` marks the chosen
+edges), and a second walk (``update``) follows the marked edges in graph order to add planner
+spans and emit the allocated vertices post-order — the order Fluxion's writers print.
+
+State lives in lazily created dicts keyed by vertex index, so vertices no job ever touched cost
+nothing. Subtree aggregates (free amount of every type below a vertex, over time) make pruning
+O(request) rather than O(graph) once a cluster is busy.
+"""
+
+from __future__ import annotations
+
+from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
+from fluxinfra.matcher.jobspec import Resource
+from fluxinfra.matcher.planner import Planner
+from fluxinfra.matcher.policies import Policy
+
+__all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
+
+MATCH_UNMET, MATCH_MET = 0, 1
+X_NJOBS = 0x40000000
+AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
+_NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+
+
+class Meta:
+    """One traversal's parameters (Fluxion's jobmeta)."""
+
+    __slots__ = ("at", "now", "duration", "alloc_type", "jobid")
+
+    def __init__(self, at: int, duration: int, alloc_type: int = AT_ALLOC, jobid: int = 0,
+                 now: int | None = None) -> None:
+        self.at = at
+        self.now = at if now is None else now
+        self.duration = duration
+        self.alloc_type = alloc_type
+        self.jobid = jobid
+
+
+class _Evals:
+    """Candidate edge groups of one resource type (Fluxion's evals_t)."""
+
+    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it")
+
+    def __init__(self) -> None:
+        self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
+        self.qual = 0
+        self.total = 0
+        self.best_k = 0
+        self.best_i = 0
+        self.it = -1
+
+    def add(self, group: list) -> None:
+        self.total += group[1]
+        if group[0] > MATCH_UNMET:
+            self.qual += group[1]
+        self.eg.append(group)
+
+    def merge(self, other: _Evals) -> None:
+        self.qual += other.qual
+        self.total += other.total
+        self.eg.extend(other.eg)
+
+    def choose_best_k(self, k: int, high: bool) -> bool:
+        if k == 0 or k > self.qual:
+            return False
+        self.eg.sort(key=_score, reverse=high)
+        left, i = k, 0
+        while left > 0:
+            group = self.eg[i]
+            group[2] = left if left <= group[1] else group[1]
+            left -= group[1]
+            i += 1
+        self.best_k, self.best_i = k, i
+        return True
+
+
+def _score(group: list) -> int:
+    return group[0]
+
+
+class _Dfu:
+    """Scores gathered below one vertex (Fluxion's scoring_api_t, one subsystem)."""
+
+    __slots__ = ("ev", "avail", "overall", "hier")
+
+    def __init__(self) -> None:
+        self.ev: dict[str, _Evals] = {}
+        self.avail = 0
+        self.overall = -1
+        self.hier = False
+
+    def evals(self, rtype: str) -> _Evals:
+        ev = self.ev.get(rtype)
+        if ev is None:
+            ev = self.ev[rtype] = _Evals()
+        return ev
+
+    def qual(self, rtype: str) -> int:
+        ev = self.ev.get(rtype)
+        return ev.qual if ev else 0
+
+    def merge(self, other: _Dfu) -> None:
+        for rtype, ev in other.ev.items():
+            self.evals(rtype).merge(ev)
+
+
+class Traverser:
+    """Matching state of one graph: planners, exclusivity checkers, subtree aggregates."""
+
+    def __init__(self, graph: ResourceGraph, policy: Policy, subsystem: str = CONTAINMENT,
+                 prune_types: tuple[str, ...] = ("core",), exact_pools: bool = False) -> None:
+        self.g = graph
+        #: fluxinfra extension: a pool (size > 1) gives exactly the amount asked, not all it has
+        self.exact_pools = exact_pools
+        self.policy = policy
+        self.sub = subsystem
+        self.prune_types = prune_types
+        self.sched: dict[int, Planner] = {}
+        self.allocs: dict[int, dict[int, int]] = {}
+        self.resvs: dict[int, dict[int, int]] = {}
+        self.xcheck: dict[int, Planner] = {}
+        self.agg: dict[int, dict[str, Planner]] = {}
+        self.excl_types: set[str] = set(policy.exclusive_types)
+        #: first-policy child order: vertex -> {child: weight}
+        self.weights: dict[int, dict[int, int]] = {}
+        self._order_cache: dict[int, list[int]] = {}
+        self.marks: dict[int, tuple[int, bool]] = {}
+        self.chosen_slots: list[list[int]] = []
+        self.root_mark: tuple[int, bool] = (1, False)
+        self.preorder = 0
+        self.postorder = 0
+        self._ml = 0
+        self._last_factor: dict[str, int] = {}
+
+    # -- availability -----------------------------------------------------------------------
+    def avail(self, v: int, at: int, duration: int) -> int:
+        p = self.sched.get(v)
+        return self.g.size[v] if p is None else p.avail_during(at, duration)
+
+    def sub_avail(self, v: int, rtype: str, at: int, duration: int) -> int:
+        total = self.g.subtree_totals(v).get(rtype, 0)
+        planners = self.agg.get(v)
+        if planners is None:
+            return total
+        p = planners.get(rtype)
+        return total if p is None else total - p.used_during(at, duration)
+
+    # -- selection --------------------------------------------------------------------------
+    def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
+        self.marks = {}
+        self.chosen_slots = []
+        self._ml = 0
+        self.preorder = self.postorder = 0
+        root = self.g.roots[self.sub]
+        dfu = _Dfu()
+        ok, x_in = self._dom_dfv(meta, root, resources, True, excl, dfu)
+        if not ok:
+            return False
+        dfu.evals(self.g.type[root]).add(
+            [dfu.overall, dfu.avail, 0, excl, True, [[dfu.avail, dfu.avail, excl, root]]])
+        needs = self._resolve_graph(root, resources, dfu)
+        if needs is None:
+            return False
+        self.root_mark = (needs, x_in)
+        return True
+
+    def _test(self, u: int, resources: list[Resource], pristine: bool):
+        utype = self.g.type[u]
+        slot_res = match_res = None
+        nslots = 0
+        matched = False
+        for r in resources:
+            if r.type == utype:
+                if matched:
+                    return resources, 0, _NONE, pristine
+                match_res = r
+                for c in r.with_:
+                    if c.type == "slot":
+                        slot_res = c
+                        nslots = c.effective_max
+                matched = True
+            elif r.type == "slot":
+                if matched:
+                    return resources, 0, _NONE, pristine
+                slot_res = r
+                nslots = r.effective_max
+                matched = True
+        if slot_res is not None and self._slot_match(u, slot_res):
+            return slot_res.with_, nslots, _SLOT, False
+        if match_res is not None:
+            return match_res.with_, nslots, _RESOURCE, False
+        return resources, nslots, (_PRISTINE_NONE if pristine else _NONE), pristine
+
+    def _slot_match(self, u: int, slot: Resource) -> bool:
+        gtype = self.g.type
+        kid_types = set()
+        for kids in self.g.children.values():
+            for c in kids[u]:
+                kid_types.add(gtype[c])
+        return all(c.type in kid_types for c in slot.with_)
+
+    def _prune(self, meta: Meta, x_in: bool, u: int, resources: list[Resource]) -> bool:
+        """True when ``u`` cannot contribute (Fluxion's prune)."""
+        g = self.g
+        if meta.alloc_type != AT_SAT and not g.status[u]:
+            return True
+        if self.avail(u, meta.at, meta.duration) == 0:
+            return True
+        utype = g.type[u]
+        for r in resources:
+            if r.type != utype and r.type != "slot":
+                continue
+            if r.type != "slot" and self._by_excl(meta, u, x_in, r):
+                return True
+            if r.user_data and g.subtree_totals(u) and self._by_subplan(meta, u, r):
+                return True
+        return False
+
+    def _by_excl(self, meta: Meta, u: int, x_in: bool, r: Resource) -> bool:
+        if x_in and r.exclusive is False:
+            return True
+        if x_in or r.exclusive:
+            if self.exact_pools and self.g.size[u] > 1:
+                return False  # a split pool is shared by amount; its planner decides
+            if (meta.at == meta.now and meta.alloc_type in (AT_ALLOC, AT_NO_ALLOC)
+                    and self.allocs.get(u)):
+                return True
+            p = self.xcheck.get(u)
+            if p is not None and p.avail_during(meta.at, meta.duration) < X_NJOBS:
+                return True
+        return False
+
+    def _by_subplan(self, meta: Meta, u: int, r: Resource) -> bool:
+        totals = self.g.subtree_totals(u)
+        for rtype, need in r.user_data.items():
+            if rtype not in totals:
+                if rtype in self.prune_types:
+                    return True
+                continue
+            if self.sub_avail(u, rtype, meta.at, meta.duration) < need:
+                return True
+        return False
+
+    def _discover(self, u: int) -> None:
+        factors = self.policy.factors
+        if factors:
+            f = factors.get(self.g.type[u])
+            if f is not None:
+                add_by, mul_by = f
+                factor = (self.g.id[u] + 1 + add_by) * mul_by + abs(
+                    _cmod(self.g.uniq_id[u], mul_by) - 1)
+                self._ml += factor
+                self._last_factor[self.g.type[u]] = factor
+
+    def _dom_dfv(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
+                 excl: bool, to_parent: _Dfu) -> tuple[bool, bool]:
+        g = self.g
+        x_in = excl or any(r.exclusive and r.type == g.type[u] for r in resources)
+        nxt, nslots, kind, check_pres = self._test(u, resources, pristine)
+        self.preorder += 1
+        if kind == _NONE:
+            return False, excl
+        if self._prune(meta, x_in, u, resources):
+            return False, excl
+        self._discover(u)
+        dfu = _Dfu()
+        if kind == _SLOT:
+            self._dom_slot(meta, u, nxt, nslots, check_pres, dfu)
+        else:
+            self._explore(meta, u, nxt, check_pres, x_in, dfu, 1)
+        avail = self.avail(u, meta.at, meta.duration)
+        if avail == 0:
+            return False, x_in
+        if not self._finish_vtx(u, resources, dfu):
+            return False, x_in
+        self._resolve(u, dfu, to_parent)
+        to_parent.avail = avail
+        to_parent.overall = dfu.overall
+        self.postorder += 1
+        return True, x_in
+
+    def _finish_vtx(self, u: int, resources: list[Resource], dfu: _Dfu) -> bool:
+        g = self.g
+        utype = g.type[u]
+        met = True
+        high = self.policy.high
+        for r in resources:
+            if r.type != utype:
+                continue
+            for c in r.with_:
+                count = c.calc_count(dfu.qual(c.type))
+                if count == 0:
+                    met = False
+                    break
+                if dfu.evals(c.type).choose_best_k(count, high):
+                    dfu.hier = True
+        factors = self.policy.factors
+        if factors and utype in factors:
+            self._ml -= self._last_factor.get(utype, 0)
+        dfu.overall = (MATCH_MET + self._ml + g.id[u] + 1) if met else MATCH_UNMET
+        return met
+
+    def _resolve(self, u: int, dfu: _Dfu, to_parent: _Dfu) -> None:
+        if dfu.overall > MATCH_UNMET:
+            if dfu.hier:
+                self._enforce(dfu, False, u)
+            else:
+                to_parent.merge(dfu)
+
+    def _children(self, u: int) -> list[int]:
+        return self.g.children[self.sub][u]
+
+    def _explore(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
+                 excl: bool, dfu: _Dfu, multiplier: int) -> bool:
+        if self.policy.stop_on_k:
+            return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier)
+        found = False
+        gtype = self.g.type
+        for c in self._children(u):
+            ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
+            if ok:
+                cnt = dfu.avail
+                dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c]]])
+                found = True
+        return found
+
+    def _ordered_children(self, u: int) -> list[int]:
+        kids = self._children(u)
+        w = self.weights.get(u)
+        if not w:
+            return sorted(kids, key=self.g.uniq_id.__getitem__)
+        cached = self._order_cache.get(u)
+        if cached is None:
+            uid = self.g.uniq_id
+            cached = sorted(kids, key=lambda c: (w.get(c, 0), uid[c]))
+            self._order_cache[u] = cached
+        return cached
+
+    def _explore_dynamic(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
+                         excl: bool, dfu: _Dfu, multiplier: int) -> bool:
+        gtype = self.g.type
+        per_share = {r.type: r.effective_max for r in resources}
+        tallies = {t: [0, 0, 0] for t in per_share}  # prev_total, accum, shares
+        sat: set[str] = set()
+        found = False
+        for c in self._ordered_children(u):
+            if gtype[c] in sat:
+                continue
+            ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
+            if not ok:
+                continue
+            cnt = dfu.avail
+            dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c]]])
+            found = True
+            enough = True
+            for t, tally in tallies.items():
+                ev = dfu.ev.get(t)
+                total = ev.total if ev else 0
+                if total > tally[0]:
+                    tally[1] += total - tally[0]
+                    tally[0] = total
+                    if per_share[t] > 0 and tally[1] >= per_share[t]:
+                        tally[2] += 1
+                        tally[1] = 0
+                done = per_share[t] == 0 or tally[2] >= multiplier
+                if done:
+                    sat.add(t)
+                else:
+                    enough = False
+            if enough:
+                break
+        return found
+
+    def _dom_slot(self, meta: Meta, u: int, shape: list[Resource], nslots: int,
+                  pristine: bool, dfu: _Dfu) -> bool:
+        slot_dfu = _Dfu()
+        self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
+        high = self.policy.high
+        for ev in slot_dfu.ev.values():
+            if ev.qual:
+                ev.choose_best_k(ev.qual, high)
+        # how many whole slots the candidates can form (greedy whole-group packing, or
+        # amount packing when pools are split exactly)
+        exact = self.exact_pools
+        qual_slots = None
+        counts = []
+        for elem in shape:
+            count = elem.calc_count(slot_dfu.qual(elem.type))
+            counts.append(count)
+            shares = 0
+            ev = slot_dfu.ev.get(elem.type)
+            if count and ev:
+                if exact:
+                    shares = sum(group[5][0][0] for group in ev.eg) // count
+                else:
+                    acc = 0
+                    for group in ev.eg:
+                        acc += group[5][0][0]
+                        if acc >= count:
+                            shares += 1
+                            acc = 0
+            qual_slots = shares if qual_slots is None else min(qual_slots, shares)
+        qual_slots = min(qual_slots or 0, nslots) if exact else (qual_slots or 0)
+        if not qual_slots:
+            return False
+        cursor = {elem.type: [0, -1] for elem in shape}  # egroup index, amount left in it
+        made = []
+        for _ in range(qual_slots):
+            edges = []
+            score = MATCH_MET
+            for elem, count in zip(shape, counts, strict=True):
+                ev = slot_dfu.ev[elem.type]
+                cur = cursor[elem.type]
+                j = 0
+                while j < count:
+                    k = cur[0]
+                    if k >= len(ev.eg):
+                        return False
+                    group = ev.eg[k]
+                    edge = group[5][0]
+                    left = edge[0] if cur[1] < 0 else cur[1]
+                    take = min(left, count - j) if exact else left
+                    edges.append([edge[0], take, True, edge[3]])
+                    score += group[0]
+                    j += take
+                    if left - take > 0:
+                        cur[1] = left - take
+                    else:
+                        cur[0], cur[1] = k + 1, -1
+            made.append([score, 1, 0, True, False, edges])
+        ev = dfu.evals("slot")
+        for group in made:
+            ev.add(group)
+        return True
+
+    def _resolve_graph(self, root: int, resources: list[Resource], dfu: _Dfu) -> int | None:
+        high = self.policy.high
+        for r in resources:
+            count = r.calc_count(dfu.qual(r.type))
+            if count == 0:
+                return None
+            dfu.evals(r.type).choose_best_k(count, high)
+        self._ml = 0
+        needs = 1
+        rtype = self.g.type[root]
+        for r in resources:
+            if r.type == rtype:
+                count = r.calc_count(dfu.avail)
+                if count == 0:
+                    return None
+                needs = count
+        if any(ev.qual == 0 for ev in dfu.ev.values()):
+            return None
+        self._enforce(dfu, True)
+        return needs
+
+    def _enforce(self, dfu: _Dfu, unconstrained: bool, top: int = -1) -> None:
+        marks = self.marks
+        parent = self.g.parent[self.sub]
+        gtype, size = self.g.type, self.g.size
+        split: dict[int, int] = {}
+        for rtype, ev in dfu.ev.items():
+            if not ev.best_k:
+                continue
+            for i in range(ev.best_i):
+                group = ev.eg[i]
+                if group[4]:
+                    continue
+                if rtype == "slot":
+                    self.chosen_slots.append([(edge[3], edge[1]) for edge in group[5]])
+                for edge in group[5]:
+                    child = edge[3]
+                    if split and child in split:
+                        # one pool shared by several slot instances of this job
+                        split[child] += edge[1]
+                        marks[child] = (split[child], True)
+                    else:
+                        marks[child] = (edge[1], bool(edge[2]))
+                        if rtype == "slot" and self.exact_pools:
+                            split[child] = edge[1]
+                    if not unconstrained:
+                        # a slot formed below this level (jobspec skipped a graph level):
+                        # keep the path to it, shared, so the commit walk reaches it
+                        pv = parent[child]
+                        while pv != top and pv != -1 and pv not in marks:
+                            marks[pv] = (size[pv], False)
+                            pv = parent[pv]
+                        continue
+                    pv = parent[child]
+                    while pv != -1 and parent[pv] != -1:
+                        if pv in marks:
+                            break
+                        tgt = pv
+                        pv = parent[pv]
+                        tev = dfu.ev.get(gtype[tgt])
+                        if tev is not None and not tev.best_k:
+                            marks[tgt] = (size[tgt], False)
+
+    # -- commit -----------------------------------------------------------------------------
+    def update(self, meta: Meta, job: JobState, emit) -> int:
+        """Commit the last selection: add spans, emit vertices (post-order), fill ``job``."""
+        self._level = 0
+        root = self.g.roots[self.sub]
+        needs, excl = self.root_mark
+        to_parent: dict[str, int] = {}
+        return self._upd_dfv(root, needs, excl, meta, job, emit, to_parent, False, False)
+
+    def _upd_dfv(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState, emit,
+                 to_parent: dict[str, int], emit_shadow: bool, excl_parent: bool) -> int:
+        g = self.g
+        mod = emit_shadow or g.type[u] in self.excl_types
+        excl = excl or mod
+        self._level += 1
+        n_plans = 0
+        below: dict[str, int] = {}
+        marks = self.marks
+        first = self.policy.stop_on_k > 0
+        for c in self._children(u):
+            mark = marks.get(c)
+            if mark is None and not mod:
+                continue
+            if mod:
+                x, cneeds = True, g.size[c]
+            else:
+                cneeds, x = mark
+            n = self._upd_dfv(c, cneeds, x, meta, job, emit, below, mod, excl)
+            if n > 0:
+                n_plans += n
+                if first:
+                    job.reweigh.append((u, c))
+        # upd_sched
+        if meta.alloc_type == AT_NO_ALLOC:
+            if excl:
+                n_plans += 1
+        else:
+            if excl:
+                n_plans += 1
+                self._add_sched(u, needs, meta, job)
+            if n_plans > 0:
+                self._add_meta(u, needs, excl, meta, job, below, to_parent)
+        if n_plans > 0:
+            emit(self._level, u, needs, excl, excl_parent)
+        self._level -= 1
+        return n_plans
+
+    def _add_sched(self, u: int, needs: int, meta: Meta, job: JobState) -> None:
+        p = self.sched.get(u)
+        if p is None:
+            p = self.sched[u] = Planner(self.g.size[u])
+        span = p.add_span(meta.at, meta.duration, needs)
+        job.sched[u] = span
+        if meta.alloc_type == AT_ALLOC:
+            self.allocs.setdefault(u, {})[meta.jobid] = span
+            job.alloc_vertices.append(u)
+        elif meta.alloc_type == AT_RESERVE:
+            self.resvs.setdefault(u, {})[meta.jobid] = span
+            job.resv_vertices.append(u)
+
+    def _add_meta(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState,
+                  below: dict[str, int], to_parent: dict[str, int]) -> None:
+        x = self.xcheck.get(u)
+        if x is None:
+            x = self.xcheck[u] = Planner(X_NJOBS)
+        job.xspans[u] = x.add_span(meta.at, meta.duration, 1)
+        if below and self.g.subtree_totals(u):
+            planners = self.agg.get(u)
+            if planners is None:
+                planners = self.agg[u] = {}
+            for rtype, amount in below.items():
+                if amount <= 0:
+                    continue
+                p = planners.get(rtype)
+                if p is None:
+                    p = planners[rtype] = Planner(self.g.subtree_totals(u).get(rtype, 0))
+                job.agg[(u, rtype)] = (p.add_span(meta.at, meta.duration, amount), amount)
+                job.agg_owners.add(u)
+        rtype = self.g.type[u]
+        used = needs if excl else 0
+        if used:
+            to_parent[rtype] = to_parent.get(rtype, 0) + used
+            job.used[u] = {rtype: used}
+        for t, n in below.items():
+            to_parent[t] = to_parent.get(t, 0) + n
+
+    # -- release ----------------------------------------------------------------------------
+    def release(self, job: JobState, vertices: set[int] | None = None) -> bool:
+        """Undo ``job`` (all of it, or only ``vertices`` and their aggregate share).
+
+        Returns True when nothing of the job remains.
+        """
+        if vertices is None:
+            vertices = set(job.sched) | set(job.xspans)
+        released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
+        parent = self.g.parent[self.sub]
+        for u in vertices:
+            span = job.sched.pop(u, None)
+            if span is not None:
+                self.sched[u].remove_span(span)
+                for table in (self.allocs, self.resvs):
+                    spans = table.get(u)
+                    if spans is not None and spans.pop(job.jobid, None) is not None and not spans:
+                        del table[u]
+            span = job.xspans.pop(u, None)
+            if span is not None:
+                self.xcheck[u].remove_span(span)
+            for key in [k for k in job.agg if k[0] == u] if u in job.agg_owners else ():
+                span, _ = job.agg.pop(key)
+                self.agg[u][key[1]].remove_span(span)
+        # shrink the aggregate spans of ancestors that stay in the job
+        for u in vertices:
+            used = job.used.get(u)
+            if not used:
+                continue
+            a = parent[u]
+            while a != -1:
+                if a not in vertices:
+                    per = released.setdefault(a, {})
+                    for t, n in used.items():
+                        per[t] = per.get(t, 0) + n
+                a = parent[a]
+        for a, per in released.items():
+            for t, n in per.items():
+                entry = job.agg.get((a, t))
+                if entry is None:
+                    continue
+                span, amount = entry
+                planner = self.agg[a][t]
+                at, end, _ = planner.spans[span]
+                planner.remove_span(span)
+                left = amount - n
+                if left > 0:
+                    job.agg[(a, t)] = (planner.add_span(at, end - at, left), left)
+                else:
+                    del job.agg[(a, t)]
+        if job.reweigh:
+            self.reweigh(job.reweigh, job.now)
+        # the job is gone once no vertex it holds exclusively remains
+        remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
+        if not remaining:
+            for u in list(job.xspans):
+                self.xcheck[u].remove_span(job.xspans.pop(u))
+            for (a, t), (span, _) in list(job.agg.items()):
+                self.agg[a][t].remove_span(span)
+            job.agg.clear()
+        return not remaining
+
+    def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
+        """Re-rank children for ``first`` (least free of the last prune type first)."""
+        rtype = self.prune_types[-1] if self.prune_types else "core"
+        for u, c in pairs:
+            total = self.g.subtree_totals(c).get(rtype, 0)
+            if total == 0:
+                continue
+            avail = self.sub_avail(c, rtype, now, 1)
+            self.weights.setdefault(u, {})[c] = avail
+            self._order_cache.pop(u, None)
+
+
+class JobState:
+    """What a committed match holds, so cancel can undo it exactly."""
+
+    __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
+                 "resv_vertices", "reweigh", "now", "vertices", "at", "duration", "reserved")
+
+    def __init__(self, jobid: int, now: int = 0) -> None:
+        self.jobid = jobid
+        self.now = now
+        self.at = now
+        self.duration = 0
+        self.reserved = False
+        self.sched: dict[int, int] = {}  # vertex -> span in its own planner
+        self.xspans: dict[int, int] = {}  # vertex -> span in its exclusivity checker
+        self.agg: dict[tuple[int, str], tuple[int, int]] = {}  # (vertex, type) -> (span, amount)
+        self.agg_owners: set[int] = set()
+        self.used: dict[int, dict[str, int]] = {}  # vertex -> {its type: amount held}
+        self.alloc_vertices: list[int] = []
+        self.resv_vertices: list[int] = []
+        self.reweigh: list[tuple[int, int]] = []
+        #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order
+        self.vertices: list[tuple[int, int, int, bool, bool]] = []
+
+
+def _cmod(a: int, b: int) -> int:
+    """C's ``%`` (truncating toward zero)."""
+    r = abs(a) % b
+    return -r if a < 0 else r
