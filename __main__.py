@@ -1,0 +1,59 @@
+"""The fluxinfra Pulumi program: read the stack config, wire the components, export outputs.
+
+Deploy with ``pulumi up --stack dev`` (see docs/kubernetes.md), or render offline with
+``fluxinfra render --stack dev --out build/manifests``. Components never read config; this file
+is the only place that does, and it validates all of it before declaring anything.
+"""
+
+import pulumi
+
+from fluxinfra.errors import ConfigError
+from fluxinfra.k8s.cluster import Cluster
+from fluxinfra.k8s.fluxion_service import FluxionService
+from fluxinfra.k8s.installer import FluxInstaller
+from fluxinfra.k8s.manifests import labels, namespace
+from fluxinfra.k8s.minicluster import MiniCluster
+from fluxinfra.k8s.resources import declare
+from fluxinfra.k8s.scheduler import FluxScheduler
+from fluxinfra.k8s.stack import load_stack_settings, stack_config
+
+try:
+    settings = load_stack_settings(pulumi.get_stack(), stack_config())
+except ConfigError as exc:
+    # pulumi prints a RunError's message alone (no traceback); fluxinfra render re-raises the
+    # ConfigError it carries.
+    raise pulumi.RunError(str(exc)) from exc
+
+cluster = Cluster("cluster", settings.cluster)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
+image = settings.image.ref
+
+if settings.installer is not None:
+    # The installer has its own (privileged) namespace.
+    installer = FluxInstaller("flux-installer", settings.installer, image, opts=on_cluster)
+    pulumi.export("installerNamespace", installer.namespace)
+    pulumi.export("curvePublicKey", installer.keys.curve_public)
+
+if settings.fluxion_service is not None or settings.scheduler is not None:
+    # The service and the scheduler share one namespace, held to the restricted Pod Security level.
+    system_namespace = declare(
+        namespace(settings.namespace, "restricted", labels("fluxinfra", settings.namespace)),
+        "system-namespace", on_cluster)
+    in_system_namespace = pulumi.ResourceOptions.merge(
+        on_cluster, pulumi.ResourceOptions(depends_on=[system_namespace]))
+
+    if settings.fluxion_service is not None:
+        service = FluxionService("fluxion-service", settings.fluxion_service, settings.namespace,
+                                 image, opts=in_system_namespace)
+        pulumi.export("fluxionServiceAddress", service.address)
+
+    if settings.scheduler is not None:
+        scheduler = FluxScheduler("fluxion-scheduler", settings.scheduler, settings.namespace,
+                                  image, opts=in_system_namespace)
+        pulumi.export("schedulerName", scheduler.scheduler_name)
+
+for mc_args in settings.miniclusters:
+    minicluster = MiniCluster(f"minicluster-{mc_args.namespace}-{mc_args.name}", mc_args,
+                              opts=on_cluster)
+    pulumi.export(f"minicluster-{mc_args.name}-lead", minicluster.lead)

@@ -1,0 +1,246 @@
+"""Stack-config options: how an ``XArgs`` field is exposed in ``stacks/Pulumi.<stack>.yaml``.
+
+A component's Args dataclass is the one place its defaults live. Fields users may set from a stack
+file are declared with :func:`option`, which records the config-level type, the accepted values and
+a one-line description; :func:`load_args` turns one stack-config object into an Args instance, and
+every mistake becomes a one-line :class:`fluxinfra.errors.ConfigError` naming the stack file, the
+key, the value and what is accepted. No Pulumi import here: config is checked before anything is
+declared.
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class DemoArgs:
+...     size: int = option(2, "brokers", check=at_least(1))
+>>> load_args(DemoArgs, {"size": "3"}, where="stacks/Pulumi.demo.yaml: fluxinfra:demo").size
+3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fluxinfra.errors import ConfigError
+
+__all__ = [
+    "KNOWN_POLICIES",
+    "CUSTOM_POLICY_KEYS",
+    "Option",
+    "option",
+    "options_of",
+    "load_args",
+    "at_least",
+    "dns1123_label",
+    "dns1123_subdomain",
+    "match_policy",
+    "pinned_image",
+    "one_of",
+]
+
+#: Match policies the Fluxion matcher knows by name (Fluxion's resource-query/sched-fluxion-resource
+#: names). A custom policy is written ``"policy=<known> key=value ..."`` with keys from
+#: CUSTOM_POLICY_KEYS. The matcher owns the implementation; this list is what configs may name.
+KNOWN_POLICIES = ("first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
+                  "locality", "variation")
+#: Keys a custom policy string may set besides ``policy`` (booleans, ``true``/``false``).
+CUSTOM_POLICY_KEYS = ("node_centric", "node_exclusive", "stop_on_1_matches", "set_prefer")
+
+Check = Callable[[Any], str | None]  # returns None when fine, else "accepted: ..." text
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one Args field appears in the stack file."""
+
+    key: str          # camelCase stack key
+    type: type        # str | int | bool | list | dict
+    doc: str
+    check: Check | None = None
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def option(default: Any, doc: str, *, check: Check | None = None, kind: type | None = None) -> Any:
+    """A dataclass field settable from the stack file (the default is copied per instance)."""
+    meta = {"fluxinfra.option": (kind or type(default), doc, check)}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def options_of(cls: type) -> dict[str, tuple[dataclasses.Field, Option]]:
+    """Stack key -> (field, Option) for every stack-settable field of an Args class."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if "fluxinfra.option" in f.metadata:
+            typ, doc, check = f.metadata["fluxinfra.option"]
+            out[_camel(f.name)] = (f, Option(_camel(f.name), typ, doc, check))
+    return out
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory()  # type: ignore[misc]
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
+               dict: "a mapping"}
+
+
+def _coerce(value: Any, typ: type) -> Any:
+    """Pulumi hands scalars over as strings ("3", "true"); accept those, refuse other mixes."""
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+            return int(value)
+    elif typ is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # a YAML version like 1.29 read as a number
+    elif typ in (list, dict):
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = json.loads(value)
+        if isinstance(value, typ):
+            return value
+    raise TypeError
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
+
+
+def load_args(cls: type, raw: Any, *, where: str, extra: dict[str, Any] | None = None) -> Any:
+    """Build ``cls`` from one stack-config object ``raw`` (a mapping, or its JSON text).
+
+    ``where`` prefixes every message (``"stacks/Pulumi.dev.yaml: fluxinfra:scheduler"``);
+    ``extra`` passes fields that do not come from the stack file (namespace, image, ...).
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ConfigError(f"{where}: {raw!r} is not accepted; accepted: a mapping of "
+                              f"{', '.join(options_of(cls))}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: {_show(raw)} is not accepted; accepted: a mapping of "
+                          f"{', '.join(options_of(cls))}")
+    opts = options_of(cls)
+    kwargs: dict[str, Any] = dict(extra or {})
+    for key, value in raw.items():
+        if key not in opts:
+            raise ConfigError(f"{where}.{key}: unknown key (value {_show(value)}); accepted keys: "
+                              f"{', '.join(opts)}")
+        f, opt = opts[key]
+        try:
+            value = _coerce(value, opt.type)
+        except TypeError:
+            raise ConfigError(f"{where}.{key}: {_show(value)} is not accepted; accepted: "
+                              f"{_TYPE_WORDS[opt.type]} ({opt.doc})") from None
+        if opt.check is not None and (problem := opt.check(value)) is not None:
+            raise ConfigError(f"{where}.{key}: {_show(value)} is not accepted; accepted: {problem}")
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+# -- checks: each returns None when the value is fine, else the description of what is accepted --
+
+def at_least(low: int, high: int | None = None) -> Check:
+    def check(value: int) -> str | None:
+        if value < low or (high is not None and value > high):
+            if high is None:
+                return f"an integer >= {low}"
+            return f"an integer from {low} to {high}"
+        return None
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: str) -> str | None:
+        return None if value in choices else "one of " + ", ".join(choices)
+    return check
+
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns1123_label(max_len: int = 63) -> Check:
+    def check(value: str) -> str | None:
+        if len(value) <= max_len and _LABEL.fullmatch(value):
+            return None
+        return (f"a DNS-1123 label: lower-case letters, digits and '-', starting and ending with "
+                f"a letter or digit, at most {max_len} characters")
+    return check
+
+
+def dns1123_subdomain(value: str) -> str | None:
+    if len(value) <= 253 and all(_LABEL.fullmatch(p) for p in value.split(".")):
+        return None
+    return "a DNS-1123 subdomain: dot-separated labels of [a-z0-9-], at most 253 characters"
+
+
+def match_policy(value: str) -> str | None:
+    """A known policy name, or ``policy=<known> key=true|false ...``."""
+    accepted = (f"one of {', '.join(KNOWN_POLICIES)}, or a custom string 'policy=<one of those> "
+                f"{'|'.join(CUSTOM_POLICY_KEYS)}=true|false ...'")
+    if value in KNOWN_POLICIES:
+        return None
+    pairs = [tok.split("=", 1) for tok in value.split()]
+    if not pairs or any(len(p) != 2 for p in pairs):
+        return accepted
+    settings = dict(pairs)
+    if len(settings) != len(pairs) or settings.get("policy") not in KNOWN_POLICIES:
+        return accepted
+    for key, val in settings.items():
+        if key != "policy" and (key not in CUSTOM_POLICY_KEYS or val not in ("true", "false")):
+            return accepted
+    return None
+
+
+_IMAGE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?)(?::(?P<tag>[\w][\w.-]{0,127}))?"
+                    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+def pinned_image(value: str) -> str | None:
+    """An image reference with a tag other than ``latest``, or a sha256 digest."""
+    m = _IMAGE.match(value)
+    if m and (m.group("digest") or (m.group("tag") and m.group("tag") != "latest")):
+        return None
+    return "a pinned image reference: repo:tag (not 'latest') and/or repo@sha256:<64 hex>"
+
+
+def image_digest(value: str) -> str | None:
+    if value == "" or re.fullmatch(r"sha256:[0-9a-f]{64}", value):
+        return None
+    return "'' or sha256:<64 lower-case hex digits>"
+
+
+def string_map(value: dict) -> str | None:
+    if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return None
+    return "a mapping of strings to strings"
+
+
+def kube_version(value: str) -> str | None:
+    return None if re.fullmatch(r"1\.\d+", value) else "a Kubernetes minor version like '1.29'"

@@ -1,0 +1,138 @@
+"""Plain-dict builders shared by the components: metadata, RBAC, Pod Security, templates.
+
+Everything here returns Kubernetes API objects as ordinary dicts (camelCase, as ``kubectl`` wants
+them), so the component modules stay short and the tests need no Pulumi.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from typing import Any
+
+import jinja2
+
+__all__ = [
+    "MANAGED_BY",
+    "labels",
+    "metadata",
+    "namespace",
+    "service_account",
+    "cluster_role",
+    "cluster_role_binding",
+    "role",
+    "role_binding",
+    "secret",
+    "restricted_container_security",
+    "restricted_pod_security",
+    "render_template",
+    "image_ref",
+]
+
+MANAGED_BY = "fluxinfra"
+Manifest = dict[str, Any]
+
+
+def labels(component: str, instance: str) -> dict[str, str]:
+    """The recommended app.kubernetes.io labels; the first two select pods."""
+    return {
+        "app.kubernetes.io/name": component,
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/part-of": "fluxinfra",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def selector(component: str, instance: str) -> dict[str, str]:
+    return {k: v for k, v in labels(component, instance).items()
+            if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
+
+
+def metadata(name: str, namespace: str | None, lbls: dict[str, str], **extra: Any) -> Manifest:
+    meta: Manifest = {"name": name, "labels": dict(lbls)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def namespace(name: str, pod_security: str, lbls: dict[str, str]) -> Manifest:
+    """A Namespace whose Pod Security admission level is enforced, audited and warned alike."""
+    ps = {f"pod-security.kubernetes.io/{mode}": pod_security for mode in ("enforce", "audit",
+                                                                            "warn")}
+    ps.update({f"pod-security.kubernetes.io/{mode}-version": "latest"
+               for mode in ("enforce", "audit", "warn")})
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": metadata(name, None, {**lbls, **ps})}
+
+
+def service_account(name: str, ns: str, lbls: dict[str, str]) -> Manifest:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, ns, lbls),
+            "automountServiceAccountToken": True}
+
+
+def cluster_role(name: str, rules: list[Manifest], lbls: dict[str, str]) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": metadata(name, None, lbls), "rules": rules}
+
+
+def role(name: str, ns: str, rules: list[Manifest], lbls: dict[str, str]) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": metadata(name, ns, lbls), "rules": rules}
+
+
+def _binding(kind: str, name: str, ns: str | None, role_kind: str, sa: str, sa_ns: str,
+             lbls: dict[str, str]) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": metadata(name, ns, lbls),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}]}
+
+
+def cluster_role_binding(name: str, sa: str, sa_ns: str, lbls: dict[str, str]) -> Manifest:
+    """Binds the ClusterRole of the same name to one ServiceAccount."""
+    return _binding("ClusterRoleBinding", name, None, "ClusterRole", sa, sa_ns, lbls)
+
+
+def role_binding(name: str, ns: str, sa: str, lbls: dict[str, str]) -> Manifest:
+    """Binds the Role of the same name to one ServiceAccount of that namespace."""
+    return _binding("RoleBinding", name, ns, "Role", sa, ns, lbls)
+
+
+def secret(name: str, ns: str, files: dict[str, bytes | str], lbls: dict[str, str]) -> Manifest:
+    """An Opaque, immutable Secret; file contents base64-encoded under ``data``."""
+    data = {key: base64.b64encode(val.encode() if isinstance(val, str) else val).decode()
+            for key, val in files.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata(name, ns, lbls),
+            "type": "Opaque", "data": data}
+
+
+def restricted_container_security() -> Manifest:
+    """What the ``restricted`` Pod Security level asks of every container, and a read-only root."""
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def restricted_pod_security() -> Manifest:
+    return {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("fluxinfra", "templates"),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+        trim_blocks=True, lstrip_blocks=True)
+
+
+def render_template(template: str, **context: Any) -> str:
+    """Render ``fluxinfra/templates/<name>`` (undefined variables are errors, not blanks)."""
+    return _environment().get_template(template).render(**context)
+
+
+def image_ref(repository: str, tag: str, digest: str = "") -> str:
+    """``repo:tag`` or ``repo:tag@sha256:...`` (the digest wins at pull time, the tag documents)."""
+    ref = f"{repository}:{tag}" if tag else repository
+    return f"{ref}@{digest}" if digest else ref

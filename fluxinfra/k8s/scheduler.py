@@ -1,0 +1,169 @@
+"""``FluxScheduler``: Fluxion as a second Kubernetes scheduler (``fluxinfra scheduler``).
+
+Pods opt in with ``spec.schedulerName: <schedulerName>``. The Deployment runs ``fluxinfra
+scheduler --scheduler-name N --policy P --port HTTP`` (``/healthz``, ``/metrics``) with exactly the
+RBAC a binder needs: pods get/list/watch/patch, ``pods/binding`` create, ``pods/status`` patch,
+nodes get/list/watch, events create (core and events.k8s.io), PodGroups and their status
+(scheduling.x-k8s.io), and a namespaced Role on leases for leader election. Optionally installs the
+PodGroup CRD (the scheduler-plugins shape: minMember, minResources, scheduleTimeoutSeconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from fluxinfra.k8s import manifests as m
+from fluxinfra.k8s.config import at_least, dns1123_label, match_policy, option
+from fluxinfra.k8s.resources import declare_all
+
+__all__ = ["FluxSchedulerArgs", "FluxScheduler", "scheduler_manifests", "podgroup_crd",
+           "scheduler_rules"]
+
+COMPONENT = "fluxion-scheduler"
+PODGROUP_GROUP = "scheduling.x-k8s.io"
+
+
+@dataclass
+class FluxSchedulerArgs:
+    scheduler_name: str = option("fluxion", "schedulerName pods ask for",
+                                 check=dns1123_label())
+    """The name pods put in spec.schedulerName."""
+    policy: str = option("first", "match policy", check=match_policy)
+    """Fluxion match policy (KNOWN_POLICIES or a custom 'policy=... key=value' string)."""
+    port: int = option(10260, "HTTP port for /healthz and /metrics", check=at_least(1024, 65535))
+    """HTTP port for /healthz and /metrics."""
+    replicas: int = option(1, "replicas (one leads, the others wait on the lease)",
+                           check=at_least(1, 5))
+    """Replicas; one holds the leader lease."""
+    install_podgroup_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
+    """Install the PodGroup CRD (turn off when scheduler-plugins already did)."""
+    resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
+                              "limits": {"memory": "512Mi"}}, "container resources")
+    """Container resources."""
+
+
+def scheduler_rules() -> list[dict[str, Any]]:
+    """The ClusterRole rules: what a binder reads, binds, patches and reports; nothing else."""
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups"],
+         "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups/status"],
+         "verbs": ["get", "update", "patch"]},
+    ]
+
+
+def podgroup_crd() -> dict[str, Any]:
+    """A PodGroup CRD compatible with scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1``."""
+    quantity = {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                "x-kubernetes-int-or-string": True}
+    spec = {"type": "object", "properties": {
+        "minMember": {"type": "integer", "format": "int32", "minimum": 1,
+                      "description": "Pods that must be schedulable together before any binds."},
+        "minResources": {"type": "object", "additionalProperties": quantity,
+                         "description": "Resources the whole group needs (name -> quantity)."},
+        "scheduleTimeoutSeconds": {"type": "integer", "format": "int32", "minimum": 1,
+                                   "description": "Give up on the group after this long."},
+    }}
+    status = {"type": "object", "properties": {
+        "phase": {"type": "string", "description": "Pending, PreScheduling, Scheduling, "
+                  "Scheduled, Running, Finished or Failed."},
+        "occupiedBy": {"type": "string"},
+        "scheduled": {"type": "integer", "format": "int32"},
+        "running": {"type": "integer", "format": "int32"},
+        "succeeded": {"type": "integer", "format": "int32"},
+        "failed": {"type": "integer", "format": "int32"},
+        "scheduleStartTime": {"type": "string", "format": "date-time"},
+    }}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"podgroups.{PODGROUP_GROUP}",
+                     "labels": m.labels(COMPONENT, "podgroup-crd")},
+        "spec": {
+            "group": PODGROUP_GROUP,
+            "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups",
+                      "singular": "podgroup", "shortNames": ["pg", "pgs"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1alpha1", "served": True, "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+                    {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+                ],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object"}, "spec": spec, "status": status}}},
+            }],
+        },
+    }
+
+
+def scheduler_manifests(name: str, namespace: str, args: FluxSchedulerArgs,
+                        image: str) -> list[dict[str, Any]]:
+    lbls = m.labels(COMPONENT, name)
+    lease_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                    "verbs": ["get", "create", "update"]}]
+    container = {
+        "name": "scheduler",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
+                 "--port", str(args.port)],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "POD_NAMESPACE",
+                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "ports": [{"name": "http", "containerPort": args.port, "protocol": "TCP"}],
+        "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5,
+                         "failureThreshold": 60},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+        "resources": args.resources,
+        "securityContext": m.restricted_container_security(),
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": m.metadata(name, namespace, lbls),
+        "spec": {
+            "replicas": args.replicas,
+            "selector": {"matchLabels": m.selector(COMPONENT, name)},
+            "template": {"metadata": {"labels": lbls, "annotations": {
+                "prometheus.io/scrape": "true", "prometheus.io/port": str(args.port)}},
+                "spec": {"serviceAccountName": name,
+                         "securityContext": m.restricted_pod_security(),
+                         "containers": [container]}},
+        },
+    }
+    out = [
+        m.service_account(name, namespace, lbls),
+        m.cluster_role(name, scheduler_rules(), lbls),
+        m.cluster_role_binding(name, name, namespace, lbls),
+        m.role(f"{name}-leader-election", namespace, lease_rules, lbls),
+        m.role_binding(f"{name}-leader-election", namespace, name, lbls),
+        deployment,
+    ]
+    if args.install_podgroup_crd:
+        out.insert(0, podgroup_crd())
+    return out
+
+
+class FluxScheduler(pulumi.ComponentResource):
+    """The second scheduler; ``scheduler_name`` is what pods put in ``spec.schedulerName``."""
+
+    scheduler_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: FluxSchedulerArgs, namespace: str, image: str,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fluxinfra:k8s:FluxScheduler", name, {}, opts)
+        self.resources = declare_all(scheduler_manifests(name, namespace, args, image), name, self)
+        self.scheduler_name = pulumi.Output.from_input(args.scheduler_name)
+        self.register_outputs({"schedulerName": self.scheduler_name})

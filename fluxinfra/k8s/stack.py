@@ -1,0 +1,202 @@
+"""The stack-config schema: ``stacks/Pulumi.<stack>.yaml`` -> validated, typed settings.
+
+Top-level keys (namespace ``fluxinfra:``) and the Args class each one fills:
+
+==================  =====================================================================
+``cluster``         :class:`fluxinfra.k8s.cluster.ClusterArgs`
+``namespace``       namespace for the Fluxion service and scheduler (restricted Pod Security)
+``image``           :class:`ImageArgs`, the fluxinfra image the service and scheduler run
+``kubernetesVersions``  :class:`VersionsArgs`, the versions ``fluxinfra render`` validates for
+``installer``       :class:`fluxinfra.k8s.installer.FluxInstallerArgs` (+ ``enabled``)
+``fluxionService``  :class:`fluxinfra.k8s.fluxion_service.FluxionServiceArgs` (+ ``enabled``)
+``scheduler``       :class:`fluxinfra.k8s.scheduler.FluxSchedulerArgs` (+ ``enabled``)
+``miniclusters``    a list of :class:`fluxinfra.k8s.minicluster.MiniClusterArgs`
+==================  =====================================================================
+
+:func:`load_stack_settings` checks everything (unknown keys, types, ranges, cross-field rules)
+before the program declares a single resource and raises a one-line ConfigError otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluxinfra import __version__
+from fluxinfra.errors import ConfigError
+from fluxinfra.k8s.cluster import ClusterArgs
+from fluxinfra.k8s.config import (
+    dns1123_label,
+    image_digest,
+    kube_version,
+    load_args,
+    option,
+)
+from fluxinfra.k8s.fluxion_service import FluxionServiceArgs
+from fluxinfra.k8s.installer import FluxInstallerArgs
+from fluxinfra.k8s.manifests import image_ref
+from fluxinfra.k8s.minicluster import MiniClusterArgs
+from fluxinfra.k8s.scheduler import FluxSchedulerArgs
+
+__all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stack_settings",
+           "stack_file"]
+
+PROJECT = "fluxinfra"
+
+
+def _tag(value: str) -> str | None:
+    return None if value and value != "latest" else "a tag other than '' and 'latest'"
+
+
+@dataclass
+class ImageArgs:
+    repository: str = option("fluxinfra", "image repository (built from Containerfile)")
+    """Repository of the fluxinfra image."""
+    tag: str = option(__version__, "image tag (pinned; not 'latest')", check=_tag)
+    """Tag; defaults to this fluxinfra version."""
+    digest: str = option("", "image digest sha256:... ('' = tag only)", check=image_digest)
+    """Digest to pin the exact image."""
+
+    @property
+    def ref(self) -> str:
+        return image_ref(self.repository, self.tag, self.digest)
+
+
+@dataclass
+class VersionsArgs:
+    min: str = option("1.29", "oldest Kubernetes minor version to validate for",
+                      check=kube_version)
+    """Oldest minor version the render validates against."""
+    max: str = option("", "newest minor version ('' = newest kubernetes-validate bundles)",
+                      check=lambda v: None if v == "" else kube_version(v))
+    """Newest minor version ('' = newest bundled)."""
+
+
+@dataclass
+class StackSettings:
+    """Everything ``__main__.py`` needs, validated."""
+
+    stack: str
+    cluster: ClusterArgs
+    namespace: str
+    image: ImageArgs
+    kubernetes_versions: VersionsArgs
+    installer: FluxInstallerArgs | None
+    fluxion_service: FluxionServiceArgs | None
+    scheduler: FluxSchedulerArgs | None
+    miniclusters: list[MiniClusterArgs] = field(default_factory=list)
+
+
+#: top-level key -> one-line description (the docs and the unknown-key message use this)
+TOP_LEVEL = {
+    "cluster": "where to deploy: a kind cluster or an existing one",
+    "namespace": "namespace of the Fluxion service and scheduler",
+    "image": "the fluxinfra image (repository, tag, digest)",
+    "kubernetesVersions": "Kubernetes versions the render validates against (min, max)",
+    "installer": "FluxInstaller settings (+ enabled)",
+    "fluxionService": "FluxionService settings (+ enabled)",
+    "scheduler": "FluxScheduler settings (+ enabled)",
+    "miniclusters": "list of MiniCluster settings",
+}
+
+
+def stack_file(stack: str) -> str:
+    return f"stacks/Pulumi.{stack}.yaml"
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _component(cls: type, raw: Any, where: str, **extra: Any) -> Any | None:
+    """Args for an optional component, or None when ``enabled: false``."""
+    raw = _parse(raw)
+    if isinstance(raw, dict) and "enabled" in raw:
+        raw = dict(raw)
+        enabled = raw.pop("enabled")
+        if str(enabled).lower() not in ("true", "false"):
+            raise ConfigError(f"{where}.enabled: {enabled!r} is not accepted; accepted: true or "
+                              "false")
+        if str(enabled).lower() == "false":
+            return None
+    return load_args(cls, raw, where=where, extra=extra)
+
+
+def _miniclusters(raw: Any, where: str) -> list[MiniClusterArgs]:
+    raw = _parse(raw)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: {raw!r} is not accepted; accepted: a list of MiniCluster "
+                          "mappings")
+    out: list[MiniClusterArgs] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        mc = _component(MiniClusterArgs, item, at)
+        if mc is None:
+            continue
+        if not 1 <= mc.size <= mc.hosts:
+            raise ConfigError(f"{at}.size: {mc.size} is not accepted; accepted: an integer from "
+                              f"1 to maxSize ({mc.max_size})")
+        if mc.mode == "ephemeral" and not mc.command.strip():
+            raise ConfigError(f"{at}.command: '' is not accepted in ephemeral mode; accepted: the "
+                              "command rank 0 runs (e.g. 'flux run -N2 hostname'), or set "
+                              "mode: persistent")
+        if (mc.namespace, mc.name) in seen:
+            raise ConfigError(f"{at}.name: {mc.name!r} is not accepted; accepted: a name not "
+                              f"already used in namespace {mc.namespace!r}")
+        seen.add((mc.namespace, mc.name))
+        out.append(mc)
+    return out
+
+
+def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
+    """Validate ``config`` (``"fluxinfra:<key>" -> value``, values as Pulumi passes them: strings,
+    JSON text for objects, or already-parsed values) for ``stack``."""
+    src = stack_file(stack)
+    raw: dict[str, Any] = {}
+    for key, value in config.items():
+        project, _, name = key.partition(":")
+        if project != PROJECT:
+            continue  # other providers' config (kubernetes:..., pulumi:...) is not ours
+        if name not in TOP_LEVEL:
+            raise ConfigError(f"{src}: {key}: unknown key (value {value!r}); accepted keys: "
+                              + ", ".join(f"{PROJECT}:{k}" for k in TOP_LEVEL))
+        raw[name] = value
+
+    def at(key: str) -> str:
+        return f"{src}: {PROJECT}:{key}"
+
+    namespace = raw.get("namespace", "fluxinfra-system")
+    if (problem := dns1123_label()(str(namespace))) is not None:
+        raise ConfigError(f"{at('namespace')}: {namespace!r} is not accepted; accepted: {problem}")
+    return StackSettings(
+        stack=stack,
+        cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
+        namespace=str(namespace),
+        image=load_args(ImageArgs, _parse(raw.get("image")), where=at("image")),
+        kubernetes_versions=load_args(VersionsArgs, _parse(raw.get("kubernetesVersions")),
+                                      where=at("kubernetesVersions")),
+        installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer")),
+        fluxion_service=_component(FluxionServiceArgs, raw.get("fluxionService"),
+                                   at("fluxionService")),
+        scheduler=_component(FluxSchedulerArgs, raw.get("scheduler"), at("scheduler")),
+        miniclusters=_miniclusters(raw.get("miniclusters"), at("miniclusters")),
+    )
+
+
+def stack_config() -> dict[str, Any]:
+    """All config the Pulumi runtime holds for this run (``pulumi up`` passes it in the
+    environment; the render's mock runtime sets it), so unknown keys can be refused."""
+    from pulumi.runtime import config as runtime_config
+
+    merged = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    return merged

@@ -1,0 +1,363 @@
+"""Offline render: run the Pulumi program under the SDK's mock runtime and write Kubernetes YAML.
+
+``render(stack)`` reads ``stacks/Pulumi.<stack>.yaml`` into the mock runtime's config, runs
+``__main__.py`` (the same program ``pulumi up`` runs; no CLI, no cluster), collects every
+Kubernetes resource it declares, turns Pulumi's wire form back into plain manifests (secrets
+unwrapped, integral floats back to ints), validates each with kubernetes-validate's strict schemas
+for the stack's Kubernetes versions, and ``write_manifests`` writes one YAML file per resource plus
+a ``kustomization.yaml``: ``kubectl apply -k <dir>`` applies what ``pulumi up`` would. Same stack
+and seed, same bytes.
+
+Resources that are not manifests (the kind cluster's ``command:local:Command``, providers, the
+``ClusterKeys`` dynamic resource) appear in the printed tree with a note, not as files. Key
+material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``); the render derives it
+from a seed (``--seed-file``, else ``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public
+and fine only for throw-away clusters).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import importlib.resources
+import json
+import re
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
+from fluxinfra.secrets import derive_cluster_keys
+
+__all__ = ["Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
+           "validate_manifests", "stack_config_values", "kubernetes_versions", "dump_yaml"]
+
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+_NOT_RENDERED = {
+    "command:local:Command": "not rendered: runs `kind create cluster` on pulumi up",
+    "pulumi:providers:kubernetes": "provider",
+    "pulumi-python:dynamic:Resource": "not rendered: key material, held in the Pulumi state",
+}
+
+
+class RenderError(FluxinfraError):
+    """The stack could not be rendered (names the stack file and the reason)."""
+
+
+class ManifestInvalid(FluxinfraError):
+    """One or more manifests failed schema validation; ``problems`` lists them one per line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(f"{len(problems)} manifest problem(s):\n" + "\n".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class Node:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    manifest: dict[str, Any] | None = None
+    file: str = ""
+
+
+@dataclass
+class Rendered:
+    stack: str
+    manifests: list[dict[str, Any]]          # sorted by file name
+    files: dict[str, str]                    # file name -> YAML text
+    nodes: dict[str, Node] = field(default_factory=dict)
+    versions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def tree(self) -> str:
+        """A ``pulumi preview``-like resource tree."""
+        children: dict[str, list[Node]] = {}
+        for node in self.nodes.values():
+            children.setdefault(node.parent, []).append(node)
+        rows: list[tuple[str, str, str]] = []
+
+        def walk(parent: str, prefix: str) -> None:
+            kids = sorted(children.get(parent, []), key=lambda n: (n.name, n.type))
+            for i, node in enumerate(kids):
+                last = i == len(kids) - 1
+                branch = "" if not parent else ("└─ " if last else "├─ ")
+                note = (f"-> {node.file}" if node.file
+                        else _NOT_RENDERED.get(node.type, ""))
+                rows.append((prefix + branch + node.type, node.name, note))
+                walk(node.urn, prefix + ("" if not parent else ("   " if last else "│  ")))
+
+        walk("", "")
+        width = max(len(r[0]) for r in rows) + 2
+        name_w = max(len(r[1]) for r in rows) + 2
+        lines = [f"{'Type':<{width}}{'Name':<{name_w}}Output"]
+        lines += [f"{t:<{width}}{n:<{name_w}}{note}".rstrip() for t, n, note in rows]
+        return "\n".join(lines)
+
+
+# -- config --------------------------------------------------------------------------------------
+
+def stack_config_values(stack_path: Path) -> dict[str, str]:
+    """The stack file's ``config:`` as the Pulumi runtime holds it (strings; JSON for objects)."""
+    try:
+        doc = yaml.safe_load(stack_path.read_text()) or {}
+    except FileNotFoundError:
+        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")]
+                        for p in stack_path.parent.glob("Pulumi.*.yaml"))
+        raise ConfigError(f"{stack_path}: no such stack file; accepted stacks: "
+                          f"{', '.join(stacks)}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{stack_path}: not YAML ({str(exc).splitlines()[0]})") from None
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{stack_path}: config: expected a mapping of 'fluxinfra:<key>' values")
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            raise ConfigError(f"{stack_path}: {key}: encrypted values cannot be read offline; "
+                              "accepted: plain values (keep secrets out of rendered stacks)")
+        if isinstance(value, str):
+            out[str(key)] = value
+        elif isinstance(value, bool):
+            out[str(key)] = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            out[str(key)] = str(value)
+        else:
+            out[str(key)] = json.dumps(value)
+    return out
+
+
+def kubernetes_versions(min_version: str, max_version: str) -> list[str]:
+    """Every bundled kubernetes-validate minor version from ``min_version`` to ``max_version``."""
+    from kubernetes_validate.utils import all_versions
+
+    def key(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")[:2]
+        return int(major), int(minor)
+
+    bundled = sorted({".".join(v.split(".")[:2]) for v in all_versions()}, key=key)
+    hi = max_version or bundled[-1]
+    chosen = [v for v in bundled if key(min_version) <= key(v) <= key(hi)]
+    if not chosen:
+        raise ConfigError(f"kubernetesVersions: {min_version}..{hi} names no version "
+                          f"kubernetes-validate bundles; accepted: {bundled[0]}..{bundled[-1]}")
+    return chosen
+
+
+# -- running the program under mocks -------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    """Pulumi wire values -> plain data: unwrap secrets, integral floats -> int."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG) is not None and "value" in value:
+            return _plain(value["value"])
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes) -> dict[str, Node]:
+    import pulumi
+    from pulumi.runtime import mocks as pmocks
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    nodes: dict[str, Node] = {}
+
+    class Monitor(pmocks.MockMonitor):
+        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+            urn = self.make_urn(request.parent, request.type, request.name)
+            nodes[urn] = Node(urn, request.type, request.name, request.parent)
+            response = super().RegisterResource(request)
+            if request.type.startswith("kubernetes:"):
+                nodes[urn].manifest = _plain(self.resources[urn].state)
+            return response
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            state = {k: v for k, v in args.inputs.items() if k != "__provider"}
+            if state.get("purpose") == KEYS_PURPOSE:
+                state.update(key_outputs(derive_cluster_keys(seed, f"{stack}/{state['label']}",
+                                                             state["label"])))
+            elif args.typ == "command:local:Command":
+                state["stdout"] = "# kubeconfig: written by `kind` when pulumi up creates it\n"
+            return f"{args.name}-id", state
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            raise RenderError(f"the program calls {args.token}, which has no offline answer")
+
+    def run() -> None:
+        pulumi.runtime.set_mocks(Mocks(), project="fluxinfra", stack=stack, preview=False,
+                                 monitor=Monitor(Mocks()))
+        pulumi.runtime.set_all_config({k: v for k, v in config.items()})
+        _sync_await(run_pulumi_func(
+            lambda: runpy.run_path(str(root / "__main__.py"), run_name="__main__")))
+
+    try:
+        # A fresh context: the SDK keeps its settings in ContextVars, so renders don't mix.
+        contextvars.Context().run(run)
+    except Exception as exc:  # the program's own error, carried through the Pulumi runtime
+        cause = exc
+        while cause is not None and not isinstance(cause, FluxinfraError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise cause from None
+        raise RenderError(f"{root / '__main__.py'}: {type(exc).__name__}: {exc}") from exc
+    return nodes
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+@functools.cache
+def _schema_dir(version: str) -> Any:
+    return importlib.resources.files("kubernetes_validate").joinpath(
+        f"kubernetes-json-schema/v{version}.0-local-strict")
+
+
+@functools.cache
+def _validator(version: str, api_version: str, kind: str) -> Any:
+    import jsonschema
+    from referencing import Registry, Resource
+
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    path = _schema_dir(version).joinpath(f"{kind.lower()}-{group}.json")
+    if not path.is_file():
+        return None
+    schema = json.loads(path.read_text())
+    definitions = json.loads(_schema_dir(version).joinpath("_definitions.json").read_text())
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _builtin_group(api_version: str) -> bool:
+    group = api_version.rpartition("/")[0]
+    return group == "" or "." not in group or group.endswith(".k8s.io")
+
+
+def validate_manifests(files: dict[str, dict[str, Any]], versions: list[str]) -> list[str]:
+    """Strict-schema problems as ``file: field: reason (Kubernetes X.Y)`` lines; also returns
+    nothing for instances of custom kinds (they are skipped, see ``skipped_custom``)."""
+    problems = []
+    for fname, manifest in sorted(files.items()):
+        if not _builtin_group(manifest["apiVersion"]):
+            continue
+        for version in versions:
+            validator = _validator(version, manifest["apiVersion"], manifest["kind"])
+            if validator is None:
+                problems.append(f"{fname}: apiVersion: {manifest['apiVersion']} {manifest['kind']} "
+                                f"does not exist in Kubernetes {version}")
+                continue
+            for err in sorted(validator.iter_errors(manifest), key=lambda e: list(e.path)):
+                where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+                problems.append(f"{fname}: {where}: {err.message} (Kubernetes {version})")
+    return problems
+
+
+# -- output --------------------------------------------------------------------------------------
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+_FIRST = ("apiVersion", "kind", "metadata")
+
+
+def _ordered(value: Any, top: bool = False) -> Any:
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (top and k in _FIRST and _FIRST.index(k) - 3, k))
+        return {k: _ordered(value[k]) for k in keys}
+    if isinstance(value, list):
+        return [_ordered(v) for v in value]
+    return value
+
+
+def dump_yaml(manifest: dict[str, Any]) -> str:
+    return yaml.dump(_ordered(manifest, top=True), Dumper=_Dumper, sort_keys=False,
+                     default_flow_style=False, width=100, allow_unicode=True)
+
+
+def _file_name(manifest: dict[str, Any]) -> str:
+    meta = manifest["metadata"]
+    parts = [manifest["kind"].lower(), meta.get("namespace", ""), meta["name"]]
+    return "-".join(p for p in parts if p).replace(".", "-") + ".yaml"
+
+
+def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -> Rendered:
+    """Render ``stack`` (validated); raises ConfigError, RenderError or ManifestInvalid."""
+    from fluxinfra.k8s.stack import load_stack_settings
+
+    root = Path(root or Path.cwd()).resolve()
+    config = stack_config_values(root / "stacks" / f"Pulumi.{stack}.yaml")
+    settings = load_stack_settings(stack, config)  # fail fast, before the Pulumi runtime starts
+    versions = kubernetes_versions(settings.kubernetes_versions.min,
+                                   settings.kubernetes_versions.max)
+    notes = []
+    if seed is None:
+        seed = f"fluxinfra-render:{stack}".encode()
+        notes.append("keys derived from the stack name (public): fine for throw-away clusters; "
+                     "use --seed-file for anything else")
+    nodes = _run_program(root, stack, config, seed)
+
+    files: dict[str, dict[str, Any]] = {}
+    for node in nodes.values():
+        if not node.type.startswith("kubernetes:"):
+            continue
+        state = node.manifest or {}
+        fname = _file_name(state)
+        if fname in files:
+            raise RenderError(f"two resources render to {fname}: rename one of them")
+        node.file = fname
+        files[fname] = state
+    for fname, mf in sorted(files.items()):
+        if not _builtin_group(mf["apiVersion"]):
+            notes.append(f"{fname}: {mf['apiVersion']} {mf['kind']} is a custom kind: not "
+                         "schema-validated")
+    problems = validate_manifests(files, versions)
+    if problems:
+        raise ManifestInvalid(problems)
+    texts = {fname: dump_yaml(mf) for fname, mf in sorted(files.items())}
+    return Rendered(stack=stack, manifests=[files[f] for f in sorted(files)], files=texts,
+                    nodes=nodes, versions=versions, notes=notes)
+
+
+def kustomization(rendered: Rendered) -> str:
+    head = (f"# Rendered by `fluxinfra render --stack {rendered.stack}`: do not edit; re-render.\n"
+            f"# Apply with `kubectl apply -k <this directory>`.\n")
+    body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": sorted(rendered.files)}
+    return head + yaml.dump(body, Dumper=_Dumper, sort_keys=False)
+
+
+def write_manifests(rendered: Rendered, out: Path) -> list[Path]:
+    """Write the files and kustomization.yaml; removes files a previous render wrote there."""
+    out.mkdir(parents=True, exist_ok=True)
+    previous = out / "kustomization.yaml"
+    if previous.is_file():
+        try:
+            old = (yaml.safe_load(previous.read_text()) or {}).get("resources", [])
+        except yaml.YAMLError:
+            old = []
+        for name in old:
+            if isinstance(name, str) and "/" not in name and name not in rendered.files:
+                (out / name).unlink(missing_ok=True)
+    written = []
+    for name, text in rendered.files.items():
+        (out / name).write_text(text)
+        written.append(out / name)
+    previous.write_text(kustomization(rendered))
+    return [*written, previous]
