@@ -10,7 +10,7 @@ Shape of the graph (containment subsystem)::
       <zone label value>                         type zone   (only for nodes with the zone label)
         <node name>                              type node, rank = position in the sorted node list
           core0 .. core{N-1}                     type core,   N = whole free cores
-          memory0                                type memory, size = free memory in MiB, unit MiB
+          memory0 .. memory{M-1}                 type memory, size = chunk MiB, unit MiB
           gpu0 .. gpu{G-1}                       type gpu,    property vendor=nvidia|amd|...
 
 Nodes whose zone label is missing hang directly under the cluster vertex.
@@ -22,9 +22,13 @@ How Kubernetes amounts become vertices:
   by the matcher and is reported as the node property ``cpu-remainder-m``. A pod's CPU request turns
   into ``ceil(request / 1000)`` cores when the pod is matched or registered (:func:`pod_jobspec`),
   so two 500m pods take two cores: whole-core granularity is Fluxion's model.
-* **Memory.** One pool vertex per node, ``size`` = free memory in MiB (``floor(bytes / 2**20)``),
-  ``unit`` = ``"MiB"``; a jobspec asks for ``{"type": "memory", "count": 512}`` = 512 MiB.
-  Pod requests are rounded up to whole MiB.
+* **Memory.** Free memory is cut into chunks of ``memory_chunk_mib`` MiB (default 1024): ``M =
+  floor(free_MiB / chunk)`` memory vertices of ``size`` = chunk, ``unit`` = ``"MiB"`` (the
+  remainder is the node property ``memory-remainder-mib``). Chunks, not one pool, because Fluxion
+  gives everything under a slot exclusively to one job: a single per-node pool would let only one
+  pod per node have memory (Fluxion's own GRUGs likewise model 4 x 16 GB pools per socket). A
+  jobspec asks for MiB (``{"type": "memory", "count": 2048}``); :func:`pod_jobspec` rounds a pod's
+  request up to whole chunks, which is what it then holds.
 * **GPUs.** Each unit of an extended GPU resource (``nvidia.com/gpu``, ``amd.com/gpu``, ... see
   ``gpu_resources``) is one ``gpu`` vertex, numbered per node across vendors, with the property
   ``vendor``.
@@ -88,7 +92,11 @@ __all__ = [
     "node_status",
     "k8s_inventory",
     "node_subgraph",
+    "add_node_subgraph",
+    "graph_from_inventory",
+    "graph_from_k8s",
     "pod_jobspec",
+    "pod_allocation_R",
 ]
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -102,6 +110,7 @@ DEFAULT_GPU_RESOURCES: Mapping[str, str] = {
 CONTROL_PLANE_KEYS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 MIB = 2**20
+DEFAULT_MEMORY_CHUNK_MIB = 1024
 
 
 class K8sInputError(FluxinfraError, ValueError):
@@ -332,9 +341,10 @@ class NodeSpec:
     zone: str | None
     status: str
     cores: int
-    memory_mib: int
+    memory_mib: int  # free memory, whole MiB
     gpus: tuple[str, ...]  # one vendor string per GPU vertex, e.g. ("nvidia", "nvidia")
     cpu_remainder_m: int
+    memory_chunk_mib: int
     allocatable: Mapping[str, int]
     requested: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -354,6 +364,7 @@ def _node_spec(
     requested: Mapping[str, int],
     zone_label: str,
     gpu_resources: Mapping[str, str],
+    memory_chunk_mib: int,
 ) -> NodeSpec:
     meta = node.get("metadata") or {}
     labels = dict(meta.get("labels") or {})
@@ -369,6 +380,7 @@ def _node_spec(
         status=node_status(node),
         cores=free_m // 1000,
         memory_mib=free.get("memory", 0) // MIB,
+        memory_chunk_mib=memory_chunk_mib,
         gpus=tuple(gpus),
         cpu_remainder_m=free_m % 1000,
         allocatable=allocatable,
@@ -386,8 +398,15 @@ def k8s_inventory(
     tolerations: Iterable[str] = (),
     subtract_pods: bool = True,
     gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
+    memory_chunk_mib: int = DEFAULT_MEMORY_CHUNK_MIB,
 ) -> K8sInventory:
     """Decide which nodes are in the graph and how much of each is free (see module docstring)."""
+    if (
+        isinstance(memory_chunk_mib, bool)
+        or not isinstance(memory_chunk_mib, int)
+        or (memory_chunk_mib < 1)
+    ):
+        raise K8sInputError(f"memory_chunk_mib: {memory_chunk_mib!r}; give an integer >= 1")
     selector = LabelSelector.parse(node_selector)
     tolerations = tuple(tolerations)
     kept: dict[str, Mapping[str, Any]] = {}
@@ -413,9 +432,35 @@ def k8s_inventory(
         if subtract_pods:
             _add(requested[node_name], pod_requests(pod))
     specs = [
-        _node_spec(kept[name], requested[name], zone_label, gpu_resources) for name in sorted(kept)
+        _node_spec(kept[name], requested[name], zone_label, gpu_resources, memory_chunk_mib)
+        for name in sorted(kept)
     ]
     return K8sInventory(nodes=specs, skipped=skipped, pods=pods_on)
+
+
+def _vertex(
+    kind: str,
+    name: str,
+    vid: int,
+    rank: int,
+    status: str,
+    *,
+    basename: str | None = None,
+    size: int = 1,
+    unit: str = "",
+    properties: dict | None = None,
+) -> dict[str, Any]:
+    return dict(
+        type=kind,
+        basename=basename or kind,
+        name=name,
+        id=vid,
+        rank=rank,
+        size=size,
+        unit=unit,
+        properties=properties,
+        status=status,
+    )
 
 
 def node_subgraph(spec: NodeSpec, *, node_id: int, rank: int) -> dict[str, Any]:
@@ -423,81 +468,104 @@ def node_subgraph(spec: NodeSpec, *, node_id: int, rank: int) -> dict[str, Any]:
 
     Returns ``{"vertices": [kwargs, ...], "edges": [(parent_pos, child_pos), ...]}`` where the
     positions index ``vertices``; position 0 is the node vertex, whose parent (the zone vertex, or
-    the cluster) the caller attaches. Core, memory and GPU ids are local to the node.
+    the cluster) the caller attaches. Core, memory and GPU ids are local to the node; every
+    vertex carries the node's rank and status (a NotReady node is down all the way down).
     """
-    properties = {"cpu-remainder-m": str(spec.cpu_remainder_m)} if spec.cpu_remainder_m else None
-    vertices: list[dict[str, Any]] = [
-        dict(
-            type="node",
-            basename="node",
-            name=spec.name,
-            id=node_id,
-            rank=rank,
-            size=1,
-            unit="",
-            properties=properties,
-            status=spec.status,
-        )
+    chunk = spec.memory_chunk_mib
+    chunks, memory_left = divmod(spec.memory_mib, chunk)
+    props = {}
+    if spec.cpu_remainder_m:
+        props["cpu-remainder-m"] = str(spec.cpu_remainder_m)
+    if memory_left:
+        props["memory-remainder-mib"] = str(memory_left)
+    st = spec.status
+    vertices = [_vertex("node", spec.name, node_id, rank, st, properties=props or None)]
+    vertices += [_vertex("core", f"core{i}", i, rank, st) for i in range(spec.cores)]
+    vertices += [
+        _vertex("memory", f"memory{i}", i, rank, st, size=chunk, unit="MiB") for i in range(chunks)
     ]
-    for i in range(spec.cores):
-        vertices.append(
-            dict(
-                type="core",
-                basename="core",
-                name=f"core{i}",
-                id=i,
-                rank=rank,
-                size=1,
-                unit="",
-                properties=None,
-                status=spec.status,
-            )
-        )
-    if spec.memory_mib:
-        vertices.append(
-            dict(
-                type="memory",
-                basename="memory",
-                name="memory0",
-                id=0,
-                rank=rank,
-                size=spec.memory_mib,
-                unit="MiB",
-                properties=None,
-                status=spec.status,
-            )
-        )
-    for i, vendor in enumerate(spec.gpus):
-        vertices.append(
-            dict(
-                type="gpu",
-                basename="gpu",
-                name=f"gpu{i}",
-                id=i,
-                rank=rank,
-                size=1,
-                unit="",
-                properties={"vendor": vendor},
-                status=spec.status,
-            )
-        )
-    edges = [(0, child) for child in range(1, len(vertices))]
-    return {"vertices": vertices, "edges": edges}
+    vertices += [
+        _vertex("gpu", f"gpu{i}", i, rank, st, properties={"vendor": vendor})
+        for i, vendor in enumerate(spec.gpus)
+    ]
+    return {"vertices": vertices, "edges": [(0, child) for child in range(1, len(vertices))]}
+
+
+def add_node_subgraph(graph, parent: int, subgraph: Mapping[str, Any]) -> list[int]:
+    """Add a :func:`node_subgraph` under vertex ``parent``; returns the new vertex indices."""
+    index = [graph.add_vertex(**vertex) for vertex in subgraph["vertices"]]
+    graph.add_edge(parent, index[0])
+    for src, dst in subgraph["edges"]:
+        graph.add_edge(index[src], index[dst])
+    return index
+
+
+def graph_from_inventory(inventory: K8sInventory, *, cluster: str = "cluster"):
+    """Build and finalize the :class:`~fluxinfra.matcher.ResourceGraph` of an inventory.
+
+    Vertex order: the cluster, the zones (sorted), then each node followed by its cores, memory
+    and GPUs; node ``k`` of ``inventory.nodes`` has id and rank ``k``.
+    """
+    from fluxinfra.matcher.graph import ResourceGraph
+
+    graph = ResourceGraph()
+    root = graph.add_vertex(type="cluster", basename=cluster, name=f"{cluster}0", id=0)
+    zones: dict[str, int] = {}
+    for i, zone in enumerate(sorted({n.zone for n in inventory.nodes if n.zone is not None})):
+        zones[zone] = graph.add_vertex(type="zone", basename="zone", name=zone, id=i)
+        graph.add_edge(root, zones[zone])
+    for k, spec in enumerate(inventory.nodes):
+        parent = root if spec.zone is None else zones[spec.zone]
+        add_node_subgraph(graph, parent, node_subgraph(spec, node_id=k, rank=k))
+    graph.finalize()
+    return graph
+
+
+def graph_from_k8s(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
+    *,
+    zone_label: str = ZONE_LABEL,
+    node_selector: str | Mapping[str, Any] | LabelSelector | None = None,
+    tolerations: Iterable[str] = (),
+    subtract_pods: bool = True,
+    gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
+    memory_chunk_mib: int = DEFAULT_MEMORY_CHUNK_MIB,
+    cluster: str = "cluster",
+):
+    """The resource graph of a Kubernetes cluster (see the module docstring for the model).
+
+    ``graph_from_inventory(k8s_inventory(...))`` in one call; use those two to also get the
+    skipped nodes and their reasons (``K8sInventory.skipped``).
+    """
+    inventory = k8s_inventory(
+        nodes,
+        pods,
+        zone_label=zone_label,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        subtract_pods=subtract_pods,
+        gpu_resources=gpu_resources,
+        memory_chunk_mib=memory_chunk_mib,
+    )
+    return graph_from_inventory(inventory, cluster=cluster)
 
 
 def pod_jobspec(
-    pod: Mapping[str, Any], gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES
+    pod: Mapping[str, Any],
+    gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
+    memory_chunk_mib: int = DEFAULT_MEMORY_CHUNK_MIB,
 ) -> dict[str, Any]:
     """A canonical (RFC 14 v1) jobspec asking for what ``pod`` requests on one node.
 
-    CPU rounds up to whole cores, memory up to whole MiB, GPUs of every vendor add up; a pod that
-    requests nothing still asks for one node-local slot with one core (Fluxion slots need at least
-    one resource), which is the scheduler's unit of accounting for best-effort pods.
+    CPU rounds up to whole cores, memory up to whole chunks (counted in MiB), GPUs of every vendor
+    add up; a pod that requests nothing still asks for one node-local slot with one core (Fluxion
+    slots need at least one resource), the scheduler's unit of accounting for best-effort pods.
     """
     requests = pod_requests(pod)
     cores = max(1, math.ceil(requests.get("cpu", 0) / 1000))
     slot: list[dict[str, Any]] = [{"type": "core", "count": cores}]
-    memory_mib = math.ceil(requests.get("memory", 0) / MIB)
+    memory_mib = _chunks(requests.get("memory", 0), memory_chunk_mib) * memory_chunk_mib
     if memory_mib:
         slot.append({"type": "memory", "count": memory_mib})
     gpus = sum(requests.get(resource, 0) for resource in gpu_resources)
@@ -515,3 +583,74 @@ def pod_jobspec(
         "attributes": {"system": {"duration": 0}},
         "tasks": [{"command": ["pod", _pod_name(pod)], "slot": "task", "count": {"per_slot": 1}}],
     }
+
+
+def _chunks(nbytes: int, chunk_mib: int) -> int:
+    return math.ceil(nbytes / (chunk_mib * MIB))
+
+
+def pod_allocation_R(  # noqa: N802 - RFC 20 calls it R
+    pod: Mapping[str, Any],
+    matcher,
+    *,
+    duration: int | None = None,
+    gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
+) -> dict[str, Any]:
+    """An Rv1 that holds what a running ``pod`` uses on its node, for ``Matcher.update_allocate``.
+
+    Picks the lowest-numbered cores, memory chunks and GPUs of the pod's node (``spec.nodeName``)
+    that are free in ``matcher`` now (same rounding as :func:`pod_jobspec`); raises
+    :class:`~fluxinfra.matcher.Busy` when the node lacks them (the pod over-commits it) and
+    ``K8sInputError`` when the pod is unbound or its node is not in the graph.
+    """
+    from fluxinfra.matcher.errors import Busy
+    from fluxinfra.matcher.graph import CONTAINMENT
+    from fluxinfra.matcher.planner import HORIZON
+    from fluxinfra.matcher.writers import write_rv1
+
+    graph, name = matcher.graph, _pod_name(pod)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise K8sInputError(f"pod {name}: spec.nodeName is empty; only bound pods hold resources")
+    node = next((v for v in graph.by_name(node_name) if graph.type[v] == "node"), None)
+    if node is None:
+        raise K8sInputError(
+            f"pod {name}: node {node_name!r} is not in the graph (skipped or "
+            "not added yet); add the node before registering its pods"
+        )
+    requests = pod_requests(pod)
+    children = graph.children[CONTAINMENT][node]
+    chunk = next((graph.size[c] for c in children if graph.type[c] == "memory"), 1)
+    wanted = {
+        "core": math.ceil(requests.get("cpu", 0) / 1000),
+        "memory": _chunks(requests.get("memory", 0), chunk),
+        "gpu": sum(requests.get(resource, 0) for resource in gpu_resources),
+    }
+    now = matcher.now
+    picked: list[int] = []
+    for kind, count in wanted.items():
+        if not count:
+            continue
+        free = [
+            c
+            for c in children
+            if graph.type[c] == kind and matcher.trav.avail(c, now, 1) == graph.size[c]
+        ][:count]
+        if len(free) < count:
+            raise Busy(
+                f"pod {name}: node {node_name} has {len(free)} free {kind} vertices, the "
+                f"pod needs {count}; it over-commits the node (subtract_pods=True avoids "
+                "registering it)"
+            )
+        picked += free
+    # Post-order emission, as the matcher's writers expect: leaves, node, then its ancestors.
+    ancestors, a = [], graph.parent[CONTAINMENT][node]
+    while a != -1:
+        ancestors.append(a)
+        a = graph.parent[CONTAINMENT][a]
+    depth = len(ancestors)
+    emitted = [(depth + 1, v, graph.size[v], True, False) for v in picked]
+    emitted.append((depth, node, 1, False, False))
+    emitted += [(depth - 1 - i, v, 1, False, False) for i, v in enumerate(ancestors)]
+    end = HORIZON if not duration else now + duration
+    return write_rv1(graph, emitted, now, end)

@@ -8,10 +8,13 @@ from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.k8s import (
     K8sInputError,
     LabelSelector,
+    graph_from_inventory,
+    graph_from_k8s,
     k8s_inventory,
     node_skip_reason,
     node_status,
     node_subgraph,
+    pod_allocation_R,
     pod_jobspec,
     pod_requests,
 )
@@ -279,16 +282,25 @@ def test_bad_nodes_are_typed_errors(nodes, match):
 
 
 def test_node_subgraph_is_plain_data_rooted_at_the_node():
-    spec = k8s_inventory([make_node("w", "2500m", "3Gi", nvidia_com_gpu="1")]).nodes[0]
+    spec = k8s_inventory([make_node("w", "2500m", "3584Mi", nvidia_com_gpu="1")]).nodes[0]
     sub = node_subgraph(spec, node_id=7, rank=7)
     names = [v["name"] for v in sub["vertices"]]
-    assert names == ["w", "core0", "core1", "memory0", "gpu0"]
-    assert sub["vertices"][0]["properties"] == {"cpu-remainder-m": "500"}
+    assert names == ["w", "core0", "core1", "memory0", "memory1", "memory2", "gpu0"]
+    assert sub["vertices"][0]["properties"] == {"cpu-remainder-m": "500",
+                                                "memory-remainder-mib": "512"}
     memory = sub["vertices"][3]
-    assert (memory["size"], memory["unit"]) == (3072, "MiB")
-    assert sub["vertices"][4]["properties"] == {"vendor": "nvidia"}
-    assert sub["edges"] == [(0, 1), (0, 2), (0, 3), (0, 4)]
+    assert (memory["size"], memory["unit"]) == (1024, "MiB")
+    assert sub["vertices"][6]["properties"] == {"vendor": "nvidia"}
+    assert sub["edges"] == [(0, i) for i in range(1, 7)]
     assert {v["rank"] for v in sub["vertices"]} == {7}
+
+
+def test_memory_chunk_size_is_configurable():
+    spec = k8s_inventory([make_node("w", memory="4Gi")], memory_chunk_mib=512).nodes[0]
+    sub = node_subgraph(spec, node_id=0, rank=0)
+    assert [v["size"] for v in sub["vertices"] if v["type"] == "memory"] == [512] * 8
+    with pytest.raises(K8sInputError, match="memory_chunk_mib"):
+        k8s_inventory([make_node("w")], memory_chunk_mib=0)
 
 
 def test_pod_jobspec_rounds_up_to_cores_and_mib():
@@ -299,7 +311,8 @@ def test_pod_jobspec_rounds_up_to_cores_and_mib():
     assert (node["type"], node["count"]) == ("node", 1)
     slot = node["with"][0]
     assert slot["type"] == "slot"
-    assert slot["with"] == [{"type": "core", "count": 2}, {"type": "memory", "count": 96},
+    # 100M bytes -> one 1024 MiB chunk, asked for in MiB
+    assert slot["with"] == [{"type": "core", "count": 2}, {"type": "memory", "count": 1024},
                             {"type": "gpu", "count": 1}]
     assert js["tasks"][0]["slot"] == slot["label"]
 
@@ -307,3 +320,100 @@ def test_pod_jobspec_rounds_up_to_cores_and_mib():
 def test_best_effort_pod_jobspec_takes_one_core():
     assert pod_jobspec(make_pod("p"))["resources"][0]["with"][0]["with"] == [
         {"type": "core", "count": 1}]
+
+
+# ---------------------------------------------------------------------------- graphs and matching
+
+
+def types_under(g, name):
+    v = g.resolve(name)
+    out = {}
+    for c in g.children["containment"][v]:
+        out[g.type[c]] = out.get(g.type[c], 0) + g.size[c]
+    return out
+
+
+def test_graph_shape_zones_nodes_and_leaves():
+    nodes, pods = cluster()
+    g = graph_from_k8s(nodes, pods)
+    assert g.path(g.resolve("w2")) == "/cluster0/z1/w2"
+    assert g.path(g.resolve("w3")) == "/cluster0/w3"  # no zone label: under the cluster
+    assert types_under(g, "w2") == {"core": 5, "memory": 28 * 1024, "gpu": 1}
+    assert types_under(g, "w1") == {"core": 2, "memory": 16 * 1024}
+    w3 = g.resolve("w3")
+    assert g.status[w3] == 0  # NotReady -> down
+    assert [g.rank[g.resolve(n)] for n in ("w1", "w2", "w3")] == [0, 1, 2]
+    assert not g.by_name("cp") and not g.by_name("off")
+
+
+def test_graph_without_subtraction_and_skipped_report():
+    nodes, pods = cluster()
+    inv = k8s_inventory(nodes, pods, subtract_pods=False)
+    g = graph_from_inventory(inv)
+    assert types_under(g, "w2") == {"core": 8, "memory": 32 * 1024, "gpu": 2}
+    assert set(inv.skipped) == {"cp", "off"}
+
+
+def test_pods_match_and_fill_a_node_exactly():
+    from fluxinfra.matcher.errors import Busy
+    from fluxinfra.matcher.matcher import Matcher
+
+    g = graph_from_k8s([make_node("w", "4", "8Gi", nvidia_com_gpu="1")])
+    m = Matcher(g, policy="first")
+    pod = make_pod("p", containers=[container({"cpu": "2", "memory": "3Gi"})])
+    first, second = m.match(pod_jobspec(pod)), m.match(pod_jobspec(pod))
+    assert first.nodes == ["w"] == second.nodes
+    with pytest.raises(Busy):
+        m.match(pod_jobspec(pod))  # 4 cores used up
+    m.cancel(first.jobid)
+    gpu_pod = make_pod("g", containers=[container(limits={"nvidia.com/gpu": "1"})])
+    assert m.match(pod_jobspec(gpu_pod)).slots == [{"w": {"core": 1, "gpu": 1}}]
+
+
+def test_down_node_is_never_matched():
+    from fluxinfra.matcher.errors import MatcherError
+    from fluxinfra.matcher.matcher import Matcher
+
+    g = graph_from_k8s([make_node("sick", ready="False")])
+    with pytest.raises(MatcherError):
+        Matcher(g).match(pod_jobspec(make_pod("p")))
+
+
+def test_running_pods_registered_with_update_allocate_then_released():
+    from fluxinfra.matcher.errors import Busy
+    from fluxinfra.matcher.matcher import Matcher
+
+    nodes = [make_node("w1", "4", "4Gi", labels={"topology.kubernetes.io/zone": "a"},
+                       nvidia_com_gpu="2")]
+    running = make_pod("r", "w1", [container({"cpu": "1500m", "memory": "1500Mi",
+                                              "nvidia.com/gpu": "1"})])
+    g = graph_from_k8s(nodes, [running], subtract_pods=False)
+    m = Matcher(g, policy="first")
+    R = pod_allocation_R(running, m)
+    assert R["execution"]["nodelist"] == ["w1"]
+    assert R["execution"]["R_lite"] == [{"rank": "0", "children": {
+        "core": "0-1", "gpu": "0", "memory": "0-1"}}]
+    registered = m.update_allocate(101, R)
+    assert registered.nodes == ["w1"]
+    # 2 of 4 cores, 2 of 4 memory chunks, 1 of 2 GPUs are held: a 3-core pod does not fit.
+    big = make_pod("big", containers=[container({"cpu": "3"})])
+    with pytest.raises(Busy):
+        m.match(pod_jobspec(big))
+    again = pod_allocation_R(running, m)  # the next free vertices
+    assert again["execution"]["R_lite"][0]["children"] == {"core": "2-3", "gpu": "1",
+                                                           "memory": "2-3"}
+    with pytest.raises(Busy, match="over-commits"):
+        m.update_allocate(102, again) and pod_allocation_R(running, m)
+    m.cancel(101)  # the pod finished
+    m.cancel(102)
+    assert m.match(pod_jobspec(big)).nodes == ["w1"]
+
+
+def test_pod_allocation_needs_a_bound_pod_on_a_known_node():
+    from fluxinfra.matcher.matcher import Matcher
+
+    m = Matcher(graph_from_k8s([make_node("w")]))
+    with pytest.raises(K8sInputError, match="spec.nodeName"):
+        pod_allocation_R(make_pod("p"), m)
+    with pytest.raises(K8sInputError, match="'elsewhere' is not in the graph"):
+        pod_allocation_R(make_pod("p", "elsewhere"), m)
