@@ -136,6 +136,17 @@ class Informer:
             if self.clock() - self._last_list >= self.resync_seconds or self.stopped.is_set():
                 return
 
+    def poll(self) -> None:
+        """One watch pass, relisting if the version expired (for step-driven callers)."""
+        try:
+            self.watch_once()
+        except _Expired:
+            self.relist()
+        except ApiError as exc:
+            if not exc.expired:
+                raise
+            self.relist()
+
     def _apply(self, event: dict[str, Any]) -> None:
         etype, obj = event.get("type"), event.get("object") or {}
         if etype == "ERROR":
@@ -162,7 +173,7 @@ class Informer:
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> None:
         """Run until :meth:`stop`; safe to run in a daemon thread."""
-        need_list = True
+        need_list = not self.synced.is_set()
         while not self.stopped.is_set():
             try:
                 if need_list or self.clock() - self._last_list >= self.resync_seconds:

@@ -36,6 +36,7 @@ __all__ = [
     "PodInfo",
     "PodSpecError",
     "Request",
+    "Shape",
     "pod_request",
     "parse_duration",
     "pod_info",
@@ -47,6 +48,7 @@ LABEL_GROUP_SIZE = "fluxinfra.io/group-size"
 ANNOT_DURATION = "fluxinfra.io/duration"
 ANNOT_JOBID = "fluxinfra.io/jobid"
 
+MIB = 2**20
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -75,6 +77,20 @@ class Request:
     cpu_milli: int = 0
     memory: int = 0
     gpu: int = 0
+
+    def shape(self) -> Shape:
+        """What the matcher sees: whole cores (at least one), whole MiB, GPUs."""
+        return Shape(max(1, math.ceil(self.cpu_milli / 1000)), math.ceil(self.memory / MIB),
+                     self.gpu)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Shape:
+    """One slot of a jobspec, in the graph's units (see :mod:`fluxinfra.matcher.k8s`)."""
+
+    cores: int = 1
+    memory_mib: int = 0
+    gpus: int = 0
 
 
 @dataclass(slots=True)

@@ -211,7 +211,7 @@ class KubeApiDouble:
             raise ApiError(409, "Conflict",
                            f"pod {pod} is already assigned to node "
                            f'"{current["spec"]["nodeName"]}"')
-        if node not in self.objects["nodes"]:
+        if f"/{node}" not in self.objects["nodes"]:
             # The real API server accepts it and the kubelet never shows up; we are stricter.
             raise AssertionError(f"bind of {key} to unknown node {node}")
         updated = copy.deepcopy(current)

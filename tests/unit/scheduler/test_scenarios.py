@@ -1,0 +1,279 @@
+"""Scheduler scenarios end to end: API double -> informers -> core -> allocator -> binds/Events.
+
+Every scenario runs with each allocator (Fluxion's matcher and the spread baseline) unless it
+needs reservations, and ends with :func:`check_invariants` (no node over capacity, exactly one
+share held per running pod, on the node it runs on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from fluxinfra.scheduler.allocator import Allocator, SpreadAllocator
+from fluxinfra.scheduler.core import SchedulerConfig
+from fluxinfra.scheduler.pods import LABEL_GROUP, LABEL_GROUP_SIZE, LABEL_PODGROUP
+
+from .harness import Harness, check_invariants
+from .kube_double import KubeApiDouble, make_node, make_pod, make_podgroup
+
+ALLOCATORS: dict[str, Callable[[], Allocator]] = {"spread": SpreadAllocator}
+try:
+    from fluxinfra.scheduler.fluxion import FluxionAllocator
+
+    ALLOCATORS["fluxion"] = lambda: FluxionAllocator(policy="first")
+except ImportError:  # pragma: no cover - the matcher core has not landed yet
+    pass
+
+
+@pytest.fixture(params=sorted(ALLOCATORS))
+def make(request: pytest.FixtureRequest) -> Callable[..., Harness]:
+    def build(nodes: int = 2, cpu: str = "4", memory: str = "16Gi",
+              config: SchedulerConfig | None = None, api: KubeApiDouble | None = None) -> Harness:
+        if api is None:
+            api = KubeApiDouble()
+            for i in range(nodes):
+                api.create("nodes", make_node(f"n{i}", cpu=cpu, memory=memory))
+        return Harness(api, ALLOCATORS[request.param](), config)
+    return build
+
+
+def group_pods(api: KubeApiDouble, name: str, size: int, cpu: str = "1", *,
+               podgroup: bool = False, start: int = 0, count: int | None = None) -> None:
+    labels = ({LABEL_PODGROUP: name} if podgroup
+              else {LABEL_GROUP: name, LABEL_GROUP_SIZE: str(size)})
+    for i in range(start, start + (size if count is None else count)):
+        api.create("pods", make_pod(f"{name}-{i}", cpu=cpu, labels=labels))
+
+
+def test_single_pods_are_bound_with_events(make: Callable[..., Harness]) -> None:
+    h = make().start()
+    for i in range(3):
+        h.api.create("pods", make_pod(f"p{i}"))
+    h.step()
+    assert all(h.node_of(f"p{i}") for i in range(3))
+    assert len(h.api.bindings) == 3
+    assert {e["regarding"]["name"] for e in h.events("Scheduled")} == {"p0", "p1", "p2"}
+    assert h.core.metrics.pods_bound.value() == 3
+    check_invariants(h)
+
+
+def test_pods_of_other_schedulers_are_left_alone_but_counted(
+        make: Callable[..., Harness]) -> None:
+    h = make(nodes=1).start()
+    h.api.create("pods", make_pod("theirs", cpu="3", scheduler="default-scheduler"))
+    h.step()
+    assert h.node_of("theirs") == "" and not h.api.bindings
+    h.api.bind_elsewhere("default/theirs", "n0")  # kube-scheduler places it
+    h.api.create("pods", make_pod("ours", cpu="2"))
+    h.step()
+    assert h.node_of("ours") == "", "3 of 4 cores are taken by the other scheduler's pod"
+    check_invariants(h)
+    h.api.set_phase("default/theirs", "Succeeded")
+    h.step()
+    assert h.node_of("ours") == "n0"
+    check_invariants(h)
+
+
+def test_gang_is_all_or_nothing(make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    h.api.create("pods", make_pod("blocker", cpu="4", scheduler="other", node="n0",
+                                  phase="Running"))
+    group_pods(h.api, "gang", 5)  # 5 x 1 core; only 4 free
+    h.step()
+    assert not any(h.node_of(f"gang-{i}") for i in range(5))
+    assert h.events("FailedScheduling"), "waiting pods get a FailedScheduling Event"
+    h.api.delete("pods", "default/blocker")
+    h.step()
+    assert all(h.node_of(f"gang-{i}") for i in range(5))
+    check_invariants(h)
+
+
+def test_group_waits_for_min_member(make: Callable[..., Harness]) -> None:
+    h = make().start()
+    h.api.create("podgroups", make_podgroup("pg", 3))
+    group_pods(h.api, "pg", 3, podgroup=True, count=2)
+    h.step()
+    assert not h.api.bindings
+    group_pods(h.api, "pg", 3, podgroup=True, start=2, count=1)
+    h.step()
+    assert len(h.api.bindings) == 3
+    assert h.api.podgroup_patches[-1][2]["status"]["phase"] == "Scheduled"
+    check_invariants(h)
+
+
+def test_podgroup_with_min_member_zero_is_reported_not_retried(
+        make: Callable[..., Harness]) -> None:
+    h = make().start()
+    h.api.create("podgroups", make_podgroup("bad", 0))
+    group_pods(h.api, "bad", 2, podgroup=True)
+    h.step()
+    h.step(5)
+    assert not h.api.bindings
+    [ev] = [e for e in h.events("InvalidPodGroup")]
+    assert "spec.minMember" in ev["note"] and ev["regarding"]["kind"] == "PodGroup"
+    cond = h.conditions("bad-0")["PodScheduled"]
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+
+
+def test_group_larger_than_cluster_is_unschedulable_once(make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    h.api.create("podgroups", make_podgroup("huge", 9))
+    group_pods(h.api, "huge", 9, podgroup=True)
+    h.step()
+    tries = h.core.metrics.match_latency.count
+    h.step(10)
+    h.step(10)
+    assert h.core.metrics.match_latency.count == tries, "no endless retry"
+    assert not h.api.bindings
+    assert len(h.events("Unschedulable")) == 9 + 1  # each pod, and the PodGroup
+    assert h.conditions("huge-3")["PodScheduled"]["reason"] == "Unschedulable"
+    # A node joins: the group is looked at again (and still cannot fit 9 cores on 12 - no,
+    # it now can: 3 nodes x 4 cores).
+    h.api.create("nodes", make_node("n2", cpu="4", memory="16Gi"))
+    h.step()
+    assert len(h.api.bindings) == 9
+    check_invariants(h)
+
+
+def test_unparsable_request_gets_an_event_and_the_loop_goes_on(
+        make: Callable[..., Harness]) -> None:
+    h = make().start()
+    bad = make_pod("bad")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    h.api.objects["pods"]["default/bad"] = {**bad, "metadata": {**bad["metadata"],
+                                                                "uid": "uid-bad"}}
+    h.api._record("pods", "ADDED", h.api.objects["pods"]["default/bad"])
+    h.api.create("pods", make_pod("good"))
+    h.step()
+    h.step(5)
+    assert h.node_of("good") and not h.node_of("bad")
+    [ev] = h.events("InvalidPod")
+    assert "cpu" in ev["note"] and "'lots'" in ev["note"]
+    assert h.conditions("bad")["PodScheduled"]["reason"] == "Unschedulable"
+    check_invariants(h)
+
+
+def test_pod_finishing_in_a_group_releases_only_its_share(make: Callable[..., Harness]) -> None:
+    h = make(nodes=1, cpu="4").start()
+    group_pods(h.api, "g", 4)
+    h.step()
+    assert len(h.api.bindings) == 4
+    h.api.set_phase("default/g-0", "Succeeded")
+    h.step()
+    held = h.core.held()["n0"]
+    assert len(held) == 3, held
+    # Exactly one core came back: a 1-core pod fits, a 2-core pod does not.
+    h.api.create("pods", make_pod("two", cpu="2"))
+    h.api.create("pods", make_pod("one", cpu="1"))
+    h.step()
+    assert h.node_of("one") == "n0" and h.node_of("two") == ""
+    check_invariants(h)
+
+
+def test_node_deleted_under_running_pods(make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    for i in range(2):
+        h.api.create("pods", make_pod(f"p{i}", cpu="3"))
+    h.step()
+    lost = next(p for p in ("p0", "p1") if h.node_of(p) == "n0")
+    h.api.delete("nodes", "/n0")
+    h.step()
+    # The pod GC deletes pods of a deleted node; the scheduler must not crash meanwhile.
+    h.api.delete("pods", f"default/{lost}")
+    h.api.create("pods", make_pod("next", cpu="3"))
+    h.step()
+    assert h.node_of("next") == "", "the only node left is full"
+    check_invariants(h)
+
+
+def test_bind_conflict_rolls_back_and_adopts_the_real_placement(
+        make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    h.api.create("pods", make_pod("racer", cpu="2"))
+    real_bind = h.api.bind
+
+    def bind_after_rival(namespace: str, pod: str, uid: str, node: str) -> None:
+        other = "n1" if node == "n0" else "n0"
+        h.api.bind_elsewhere(f"{namespace}/{pod}", other)  # someone else won the race
+        h.api.bind = real_bind  # type: ignore[method-assign]
+        real_bind(namespace, pod, uid, node)
+
+    h.api.bind = bind_after_rival  # type: ignore[method-assign]
+    h.step()
+    assert h.events("FailedBinding"), "the 409 is reported"
+    assert h.core.metrics.errors.value(source="bind") == 1
+    assert h.core.held() == {}, "our share was rolled back"
+    h.step()  # the watch shows where the pod really runs
+    [(uid, _)] = h.core.held()[h.node_of("racer")]
+    check_invariants(h)
+
+
+def test_server_error_on_bind_rolls_back_then_retries(make: Callable[..., Harness]) -> None:
+    cfg = SchedulerConfig(bind_retry_after=5)
+    h = make(config=cfg).start()
+    h.api.fail_next("bind", 503)
+    h.api.create("pods", make_pod("p"))
+    h.step()
+    assert h.node_of("p") == ""
+    assert h.core.held() == {}, "the failed bind's share was released"
+    h.step(1)
+    assert h.node_of("p") == "", "still cooling down"
+    h.step(5)
+    assert h.node_of("p")
+    check_invariants(h)
+
+
+def test_restart_in_the_middle_of_binding_a_group(make: Callable[..., Harness]) -> None:
+    first = make(nodes=2, cpu="4").start()
+    group_pods(first.api, "g", 6)
+    calls = {"n": 0}
+    real_bind = first.api.bind
+
+    def crash_after_three(*args: str) -> None:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("scheduler killed")
+        real_bind(*args)
+
+    first.api.bind = crash_after_three  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        first.step()
+    first.api.bind = real_bind  # type: ignore[method-assign]
+    assert len(first.api.bindings) == 3
+    # A new scheduler process on the same cluster.
+    second = make(api=first.api).start()
+    assert sorted(len(s) for s in second.core.held().values()) in ([3], [1, 2], [0, 3])
+    check_invariants(second)
+    second.step()
+    assert len(second.api.bindings) == 6
+    check_invariants(second)
+
+
+def test_priority_is_served_first(make: Callable[..., Harness]) -> None:
+    h = make(nodes=1, cpu="4").start()
+    h.api.create("pods", make_pod("low", cpu="4", priority=0,
+                                  created="2026-01-01T00:00:00Z"))
+    h.api.create("pods", make_pod("high", cpu="4", priority=1000,
+                                  created="2026-01-01T00:01:00Z"))
+    h.step()
+    assert h.node_of("high") == "n0" and h.node_of("low") == ""
+    check_invariants(h)
+
+
+def test_cordoned_node_gets_no_new_pods_but_keeps_its_running_ones(
+        make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    h.api.create("pods", make_pod("a", cpu="1"))
+    h.step()
+    node = h.node_of("a")
+    cordoned = dict(h.api.get("nodes", f"/{node}"))
+    cordoned["spec"] = {"unschedulable": True}
+    h.api.update("nodes", cordoned)
+    h.step()
+    for i in range(3):
+        h.api.create("pods", make_pod(f"b{i}", cpu="1"))
+    h.step()
+    assert all(h.node_of(f"b{i}") not in ("", node) for i in range(3))
+    check_invariants(h)
