@@ -16,8 +16,8 @@ __all__ = ["ResourceGraph", "Matcher", "Jobspec", "MatchResult", "load_graph", "
            "MatcherError", "GraphError", "JobspecError", "Busy", "Unsatisfiable", "UnknownJob"]
 
 
-def load_graph(source, fmt: str = "jgf") -> ResourceGraph:
+def load_graph(source, fmt: str = "jgf", **options) -> ResourceGraph:
     """Load a graph from a path or text: ``jgf`` | ``grug`` | ``rv1exec`` | ``hwloc``."""
     from fluxinfra.matcher.readers import load_graph as _load
 
-    return _load(source, fmt)
+    return _load(source, fmt, **options)

@@ -138,10 +138,19 @@ class ResourceGraph:
             raise GraphError("the resource graph has no vertices")
         if CONTAINMENT not in self.children and len(self.type) == 1:
             self._subsystem(CONTAINMENT)
+        if CONTAINMENT not in self.children:
+            raise GraphError("the graph has no containment edges; add parent -> child edges")
+        member = [False] * len(self.type)
+        for sub, parents in self.parent.items():
+            kids = self.children[sub]
+            for v, p in enumerate(parents):
+                if p != -1 or kids[v]:
+                    member[v] = True
         for sub, parents in self.parent.items():
             kids = self.children[sub]
             roots = [v for v, p in enumerate(parents)
-                     if p == -1 and (kids[v] or sub == CONTAINMENT) and not self.removed[v]]
+                     if p == -1 and not self.removed[v]
+                     and (kids[v] or (sub == CONTAINMENT and not member[v]))]
             if len(roots) != 1:
                 names = ", ".join(self.name[v] for v in roots[:4])
                 raise GraphError(f"subsystem {sub!r} must have exactly one root vertex, "
@@ -149,7 +158,9 @@ class ResourceGraph:
             self.roots[sub] = roots[0]
         # reachability (cycle / orphan check) in the containment tree
         reached = self._count_reachable(CONTAINMENT)
-        live = len(self.type) - sum(self.removed)
+        cparents, ckids = self.parent[CONTAINMENT], self.children[CONTAINMENT]
+        live = sum(1 for v in range(len(self.type)) if not self.removed[v]
+                   and (cparents[v] != -1 or ckids[v] or not member[v]))
         if reached != live:
             raise GraphError(f"{live - reached} vertices are not reachable from the containment "
                              f"root {self.name[self.roots[CONTAINMENT]]} (cycle or orphan)")

@@ -350,6 +350,25 @@ class Matcher:
         trav.chosen_slots = []
         return self._commit(meta, jobid, self.now)
 
+    def find(self, criteria: str) -> dict:
+        """Vertices matching ``criteria`` (and their ancestors) as an R (``scheduling`` JGF).
+
+        ``m.find("status=up and sched-now=free")``; see :mod:`fluxinfra.matcher.find`.
+        """
+        from fluxinfra.matcher.find import find_vertices
+        g = self.graph
+        emitted = [(lvl, v, g.size[v], True, False) for lvl, v in find_vertices(self, criteria)]
+        return write_rv1(g, emitted, 0, 0)
+
+    def find_text(self, criteria: str, fmt: str = "simple") -> str:
+        """resource-query's ``find`` output lines (``simple`` / ``pretty_simple``)."""
+        from fluxinfra.matcher.find import find_vertices
+        from fluxinfra.matcher.writers import write_pretty_simple, write_simple
+        g = self.graph
+        emitted = [(lvl, v, g.size[v], True, False) for lvl, v in find_vertices(self, criteria)]
+        writer = write_pretty_simple if fmt == "pretty_simple" else write_simple
+        return writer(g, emitted)
+
     def set_status(self, path_or_name: str, status: str) -> None:
         if status not in ("up", "down"):
             raise MatcherError(f"status must be 'up' or 'down', got {status!r}")

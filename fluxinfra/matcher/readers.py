@@ -26,7 +26,7 @@ def _text(source) -> str:
     return source
 
 
-def load_graph(source, fmt: str = "jgf") -> ResourceGraph:
+def load_graph(source, fmt: str = "jgf", **options) -> ResourceGraph:
     """Load a resource graph from a path, text, or (for jgf/rv1exec) a dict."""
     if fmt not in FORMATS:
         raise GraphError(f"unknown graph format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -39,4 +39,4 @@ def load_graph(source, fmt: str = "jgf") -> ResourceGraph:
         from fluxinfra.matcher.rv1exec import read_rv1exec
         return read_rv1exec(source if isinstance(source, dict) else _text(source))
     from fluxinfra.matcher.hwloc import read_hwloc
-    return read_hwloc(_text(source))
+    return read_hwloc(_text(source), **options)

@@ -25,6 +25,7 @@ MATCH_UNMET, MATCH_MET = 0, 1
 X_NJOBS = 0x40000000
 AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+_UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
 
 
 class Meta:
@@ -330,14 +331,13 @@ class Traverser:
         return found
 
     def _ordered_children(self, u: int) -> list[int]:
-        kids = self._children(u)
-        w = self.weights.get(u)
-        if not w:
-            return sorted(kids, key=self.g.uniq_id.__getitem__)
+        """Children for ``first``: untouched ones first, then most free; higher uniq_id first."""
         cached = self._order_cache.get(u)
         if cached is None:
+            w = self.weights.get(u, {})
             uid = self.g.uniq_id
-            cached = sorted(kids, key=lambda c: (w.get(c, 0), uid[c]))
+            cached = sorted(self._children(u), key=lambda c: (w.get(c, _UNTOUCHED), uid[c]),
+                            reverse=True)
             self._order_cache[u] = cached
         return cached
 

@@ -24,32 +24,12 @@ def write_simple(g: ResourceGraph, emitted: Emitted) -> str:
 
 
 def write_pretty_simple(g: ResourceGraph, emitted: Emitted) -> str:
-    # pretty_simple prints pre-order (parents first); reverse the post-order of each subtree
-    lines = [(level, f"{g.name[v]}[{amount}:{'x' if excl else 's'}]")
-             for level, v, amount, excl, _ in emitted]
-    ordered = _preorder_from_postorder(lines)
-    return "".join(f"      {'---' * level}{text}\n" for level, text in ordered)
-
-
-def _preorder_from_postorder(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    # a post-order list of (depth, label) -> pre-order, children kept in their order
-    stack: list[tuple[int, str, list]] = []
-    for level, text in lines:
-        kids = []
-        while stack and stack[-1][0] > level:
-            kids.append(stack.pop())
-        kids.reverse()
-        stack.append((level, text, kids))
-    out: list[tuple[int, str]] = []
-
-    def walk(node):
-        out.append((node[0], node[1]))
-        for k in node[2]:
-            walk(k)
-
-    for node in stack:
-        walk(node)
-    return out
+    """resource-query's pretty_simple: the simple lines reversed, modes spelled out."""
+    out = []
+    for level, v, amount, excl, _ in reversed(emitted):
+        mode = "exclusive" if excl else "shared"
+        out.append(f"      {'---' * level}{g.name[v]}[{amount}:{mode}]\n")
+    return "".join(out)
 
 
 def idset(ids: list[int]) -> str:

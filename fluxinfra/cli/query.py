@@ -1,0 +1,373 @@
+"""``fluxinfra query``: a resource-query compatible shell over the matcher.
+
+Reads resource-query commands (``match allocate FILE``, ``cancel 3``, ``find status=up`` ...)
+from stdin or ``--commands FILE`` and prints what Fluxion's resource-query prints, so its
+command files replay unchanged::
+
+    fluxinfra query -L graph.graphml -f grug -P low -t out.txt < cmds.in
+
+The session state lives in :class:`QuerySession` (used in-process by the conformance replay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from fluxinfra.matcher import load_graph
+from fluxinfra.matcher.errors import (
+    Busy,
+    GraphError,
+    JobspecError,
+    MatcherError,
+    UnknownJob,
+    Unsatisfiable,
+)
+from fluxinfra.matcher.matcher import Matcher
+from fluxinfra.matcher.writers import write_pretty_simple, write_simple
+
+__all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
+
+#: -S letters -> subsystem names (first is the dominant one)
+SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
+_BAR = "INFO: =============================\n"
+
+
+def _subsystems(text: str) -> list[str]:
+    out = []
+    for part in text.split("+"):
+        part = part[:-1] if part.endswith("A") else part
+        if part not in SUBSYSTEMS:
+            raise MatcherError(f"-S {text!r}: unknown subsystem {part!r}; use CA, PA, IBA, VA "
+                               "or combinations like C+PA")
+        out.append(SUBSYSTEMS[part])
+    return out
+
+
+class QuerySession:
+    """One resource-query session: a matcher, a job counter, and the output stream."""
+
+    def __init__(self, matcher: Matcher, out: TextIO, match_format: str = "simple",
+                 err: TextIO | None = None) -> None:
+        self.m = matcher
+        self.out = out
+        self.err = err if err is not None else sys.stderr
+        self.fmt = match_format
+        self.jobid_counter = 1
+        self.jobs: dict[int, tuple[str, int, str]] = {}  # jobid -> (state, at, jobspec file)
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def run(self, lines) -> None:
+        for line in lines:
+            tokens = line.split()
+            if not tokens:
+                continue
+            handler = self._commands().get(tokens[0])
+            if handler is None:
+                continue
+            if handler(tokens) is False:
+                break
+
+    def _commands(self):
+        return {"match": self.cmd_match, "m": self.cmd_match,
+                "multi-match": self.cmd_multi_match, "M": self.cmd_multi_match,
+                "cancel": self.cmd_cancel, "c": self.cmd_cancel,
+                "partial-cancel": self.cmd_partial_cancel, "pc": self.cmd_partial_cancel,
+                "info": self.cmd_info, "i": self.cmd_info,
+                "stat": self.cmd_stat, "s": self.cmd_stat,
+                "find": self.cmd_find, "f": self.cmd_find,
+                "set-status": self.cmd_set_status, "t": self.cmd_set_status,
+                "get-status": self.cmd_get_status, "e": self.cmd_get_status,
+                "set-property": self.cmd_set_property, "p": self.cmd_set_property,
+                "get-property": self.cmd_get_property, "g": self.cmd_get_property,
+                "list": self.cmd_list, "l": self.cmd_list,
+                "cat": self.cmd_cat, "a": self.cmd_cat,
+                "quit": self.cmd_quit, "q": self.cmd_quit}
+
+    def error(self, text: str) -> None:
+        self.err.write(f"ERROR: {text}\n")
+
+    def emit(self, result) -> str:
+        g = self.m.graph
+        if self.fmt == "pretty_simple":
+            return write_pretty_simple(g, result.emitted)
+        return write_simple(g, result.emitted)
+
+    # -- commands ---------------------------------------------------------------------------
+    def cmd_match(self, args) -> None:
+        if len(args) != 3:
+            self.error("malformed command")
+            return
+        self._run_match(args[1], args[2])
+
+    def cmd_multi_match(self, args) -> None:
+        if len(args) <= 3:
+            self.error("malformed command")
+            return
+        for path in args[2:]:
+            self._run_match(args[1], path)
+
+    def _run_match(self, op: str, path: str) -> None:
+        from fluxinfra.matcher.matcher import OPS
+        if op not in OPS:
+            self.error(f"unknown subcmd {op}")
+            return
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError:
+            self.error(f"can't open {path}")
+            return
+        jobid = self.jobid_counter
+        counts = op not in ("satisfiability", "without_allocating")
+        out = self.out
+        try:
+            result = self.m.match(text, op=op, jobid=jobid)
+        except JobspecError as exc:
+            self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
+            self._no_match(jobid, sat=True)
+            return
+        except Unsatisfiable:
+            if counts:
+                self.jobid_counter += 1
+            if op == "satisfiability":
+                out.write(_BAR + "INFO: Unsatisfiable request\n" + _BAR)
+            else:
+                self._no_match(jobid, sat=False)
+            return
+        except Busy:
+            if counts:
+                self.jobid_counter += 1
+            if op == "satisfiability":
+                out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
+            else:
+                self._no_match(jobid, sat=True)
+            return
+        except MatcherError as exc:
+            self.err.write(f"match_allocate: ERROR: {exc}\n")
+            self._no_match(jobid, sat=True)
+            return
+        if counts:
+            self.jobid_counter += 1
+        if op == "satisfiability":
+            out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
+            return
+        out.write(self.emit(result))
+        allocated = op != "without_allocating"
+        mode = ("ALLOCATED" if result.at == 0 else "RESERVED") if allocated else "MATCHED"
+        when = "Now" if result.at == 0 else str(result.at)
+        out.write(f"{_BAR}INFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
+                  f"INFO: SCHEDULED AT={when}\n{_BAR}")
+        if allocated:
+            self.jobs[jobid] = (mode, result.at, path)
+
+    def _no_match(self, jobid: int, sat: bool) -> None:
+        text = _BAR + "INFO: No matching resources found\n"
+        if not sat:
+            text += "INFO: Unsatisfiable request\n"
+        self.out.write(text + f"INFO: JOBID={jobid}\n" + _BAR)
+
+    def cmd_cancel(self, args) -> None:
+        if not 2 <= len(args) <= 3:
+            self.error("malformed command")
+            return
+        try:
+            jobid = int(args[1])
+            self.m.cancel(jobid)
+            self.jobs.pop(jobid, None)
+        except (ValueError, UnknownJob) as exc:
+            self.err.write(f"cancel: {exc}\n")
+
+    def cmd_partial_cancel(self, args) -> None:
+        if not 4 <= len(args) <= 5:
+            self.error("malformed command")
+            return
+        import json
+        try:
+            jobid = int(args[1])
+            with open(args[3], encoding="utf-8") as fh:
+                r = json.load(fh)
+            if self.m.partial_cancel(jobid, r):
+                self.jobs.pop(jobid, None)
+        except (OSError, ValueError, MatcherError) as exc:
+            self.error(f"partial-cancel: {exc}")
+
+    def cmd_info(self, args) -> None:
+        if len(args) != 2:
+            self.error("malformed command")
+            return
+        try:
+            jobid = int(args[1])
+        except ValueError:
+            jobid = 0
+        if jobid not in self.jobs:
+            self.err.write(f"info: ERROR: jobid {jobid} not found\n")
+            return
+        state, at, path = self.jobs[jobid]
+        r = self.m.results.get(jobid)
+        overhead = r.overhead if r else 0.0
+        sys.stdout.write(f"INFO: {jobid}, {state}, {at}, {path}, {overhead:g}\n")
+
+    def cmd_list(self, args) -> None:
+        for jobid in sorted(self.jobs):
+            self.cmd_info(["info", str(jobid)])
+
+    def cmd_stat(self, args) -> None:
+        st = self.m.stat()
+        n = len(self.jobs)
+        avg = st["sum_match"] / n if n else 0.0
+        sys.stdout.write(f"INFO: Num. of Jobs Matched: {n}\n"
+                         f"INFO: Min. Match Time: {st['min_match'] if n else 0:g}\n"
+                         f"INFO: Max. Match Time: {st['max_match']:g}\n"
+                         f"INFO: Avg. Match Time: {avg:g}\n")
+
+    def cmd_find(self, args) -> None:
+        if len(args) < 2:
+            self.error("malformed command: ")
+            return
+        criteria = " ".join(args[1:])
+        try:
+            lines = self.m.find_text(criteria, self.fmt)
+        except MatcherError as exc:
+            self.err.write(f"{exc}\n")
+            return
+        self.out.write(lines)
+        self.out.write(f"{_BAR}INFO: EXPRESSION=\"{criteria}\"\n{_BAR}")
+
+    def _by_path(self, path: str) -> list[int]:
+        g = self.m.graph
+        name = path.rsplit("/", 1)[-1]
+        return [v for v in g.by_name(name) if g.path(v) == path]
+
+    def cmd_set_status(self, args) -> None:
+        if len(args) != 3:
+            self.error("malformed command")
+            return
+        if not self._by_path(args[1]):
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        if args[2] not in ("up", "down"):
+            self.error("unrecognized status")
+            return
+        self.m.set_status(args[1], args[2])
+
+    def cmd_get_status(self, args) -> None:
+        if len(args) != 2:
+            self.error("malformed command")
+            return
+        found = self._by_path(args[1])
+        if not found:
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        for v in found:
+            status = "up" if self.m.graph.status[v] else "down"
+            self.out.write(f"{args[1]} is {status}\n")
+
+    def cmd_set_property(self, args) -> None:
+        if len(args) != 3:
+            self.error("malformed command")
+            return
+        key, sep, value = args[2].partition("=")
+        if not key or not sep or not value:
+            self.out.write("Incorrect input format. \n"
+                           "Please use `set-property <resource> PROPERTY=VALUE`.\n")
+            return
+        found = self._by_path(args[1])
+        if not found:
+            self.out.write(f"Couldn't find path {args[1]} in resource graph.\n")
+            return
+        g = self.m.graph
+        for v in found:
+            props = dict(g.properties[v] or {})
+            props[key] = value
+            g.properties[v] = props
+
+    def cmd_get_property(self, args) -> None:
+        if len(args) != 2:
+            self.error("malformed command")
+            return
+        found = self._by_path(args[1])
+        if not found:
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        g = self.m.graph
+        for v in found:
+            props = g.properties[v]
+            if not props:
+                self.out.write(f"No properties were found for {args[1]} "
+                               f"(vtx's uniq_id={g.uniq_id[v]}).\n")
+            else:
+                for k in sorted(props):
+                    self.out.write(f"{k}={props[k]}\n")
+
+    def cmd_cat(self, args) -> None:
+        if len(args) < 2:
+            return
+        try:
+            with open(args[1], encoding="utf-8") as fh:
+                sys.stdout.write(fh.read())
+        except OSError:
+            pass
+        sys.stdout.write(f"INFO: Jobspec in {args[1]}\n")
+
+    def cmd_quit(self, args) -> bool:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fluxinfra query",
+                                description="resource-query compatible shell over the matcher")
+    p.add_argument("-L", "--load-file", required=True, help="resource graph file")
+    p.add_argument("-f", "--load-format", default="grug",
+                   choices=["jgf", "grug", "rv1exec", "hwloc"], help="graph format")
+    p.add_argument("-W", "--load-allowlist", default=None,
+                   help="resource types to keep (hwloc), e.g. node,socket,core")
+    p.add_argument("-S", "--match-subsystems", default="CA", help="CA, PA, C+PA ...")
+    p.add_argument("-P", "--match-policy", default="first", help="policy name or custom string")
+    p.add_argument("-F", "--match-format", default="simple",
+                   choices=["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"])
+    p.add_argument("-T", "--traverser-policy", default="simple", choices=["simple", "flexible"])
+    p.add_argument("-p", "--prune-filters", default="ALL:core", help="e.g. ALL:core,ALL:gpu")
+    p.add_argument("-t", "--test-output", default=None, help="also write match output here")
+    p.add_argument("-e", "--elapse-time", action="store_true", help="accepted for compatibility")
+    p.add_argument("-d", "--disable-prompt", action="store_true", help="accepted (no prompt)")
+    p.add_argument("--commands", default=None, help="read commands from FILE instead of stdin")
+    return p
+
+
+def open_session(opts, out: TextIO, err: TextIO | None = None) -> QuerySession:
+    """Load the graph and build a session from parsed options (shared with the replay test)."""
+    kwargs = {}
+    if opts.load_allowlist and opts.load_format == "hwloc":
+        kwargs["allowlist"] = opts.load_allowlist
+    graph = load_graph(opts.load_file, opts.load_format, **kwargs)
+    subsystems = _subsystems(opts.match_subsystems)
+    matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
+                      prune_filters=opts.prune_filters)
+    return QuerySession(matcher, out, opts.match_format, err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    out = sys.stdout
+    if opts.test_output:
+        try:
+            out = open(opts.test_output, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise GraphError(f"cannot write {opts.test_output}: {exc.strerror}") from None
+    try:
+        session = open_session(opts, out)
+        if opts.commands:
+            with open(opts.commands, encoding="utf-8") as fh:
+                session.run(fh)
+        else:
+            session.run(sys.stdin)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""``find``: select graph vertices by predicates, as resource-query's ``find`` does.
+
+Predicates: ``status=up|down``, ``sched-now=allocated|free``, ``sched-future=reserved|free``,
+``names=HOSTLIST``, ``property=NAME``, ``jobid-alloc|jobid-reserved|jobid-span|jobid-tag=ID``,
+``agfilter=true|false``; joined by ``and`` / ``or`` evaluated left to right, with parentheses.
+A vertex that is down, allocated or reserved makes its whole subtree so. The result is every
+matching vertex plus its ancestors, in post-order (children first).
+"""
+
+from __future__ import annotations
+
+from fluxinfra.matcher.errors import MatcherError
+
+__all__ = ["parse_criteria", "find_vertices"]
+
+_KEYS = {"status", "sched-now", "sched-future", "names", "property", "jobid-alloc",
+         "jobid-reserved", "jobid-span", "jobid-tag", "agfilter"}
+
+
+def parse_criteria(text: str):
+    """Parse into a nested list: [leaf, op, leaf, ...] where leaf is (key, value) or a list."""
+    pos = 0
+    text = text.strip()
+
+    def group(s: str):
+        items: list = []
+        i = 0
+        expect_operand = True
+        while i < len(s):
+            if s[i] in " \t":
+                i += 1
+                continue
+            if expect_operand:
+                if s[i] == "(":
+                    depth, j = 0, i
+                    while j < len(s):
+                        depth += s[j] == "("
+                        depth -= s[j] == ")"
+                        if depth == 0:
+                            break
+                        j += 1
+                    if depth:
+                        raise MatcherError(f"find: unbalanced parentheses in {text!r}")
+                    items.append(group(s[i + 1:j]))
+                    i = j + 1
+                else:
+                    j = i
+                    while j < len(s) and s[j] not in " \t":
+                        j += 1
+                    key, sep, value = s[i:j].partition("=")
+                    if not sep or key not in _KEYS:
+                        raise MatcherError(f"find: invalid criteria: {text}. (predicates: "
+                                           f"{', '.join(sorted(_KEYS))})")
+                    items.append((key, value))
+                    i = j
+                expect_operand = False
+            else:
+                j = i
+                while j < len(s) and s[j] not in " \t(":
+                    j += 1
+                op = s[i:j]
+                if op not in ("and", "or"):
+                    raise MatcherError(f"find: invalid criteria: {text}. (join with and/or)")
+                items.append(op)
+                i = j
+                expect_operand = True
+        if expect_operand:
+            raise MatcherError(f"find: invalid criteria: {text}")
+        return items
+
+    del pos
+    return group(text)
+
+
+def _expand_names(value: str) -> set[str]:
+    from fluxinfra.matcher.matcher import _expand_hostlist
+    return set(_expand_hostlist([value]))
+
+
+def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
+    """(level, vertex) pairs in post-order for ``criteria``."""
+    tree = parse_criteria(criteria)
+    m = matcher
+    g, trav = m.graph, m.trav
+    names_cache: dict[str, set[str]] = {}
+    by_job = {jobid: job for jobid, job in m.jobs.items()}
+
+    def leaf(v: int, key: str, value: str, over: tuple[bool, bool, bool]) -> bool:
+        lv = value.lower()
+        if key == "status":
+            down = over[0] or not g.status[v]
+            return down if lv == "down" else (not down if lv == "up" else False)
+        if key == "sched-now":
+            alloc = over[1] or bool(trav.allocs.get(v))
+            return alloc if lv == "allocated" else (not alloc if lv == "free" else False)
+        if key == "sched-future":
+            resv = over[2] or bool(trav.resvs.get(v))
+            return resv if lv == "reserved" else (not resv if lv == "free" else False)
+        if key == "names":
+            if value not in names_cache:
+                names_cache[value] = _expand_names(lv)
+            return g.name[v] in names_cache[value]
+        if key == "property":
+            return bool(g.properties[v]) and lv in g.properties[v]
+        if key == "agfilter":
+            return lv in ("true", "t")
+        try:
+            jobid = int(value)
+        except ValueError:
+            return False
+        if key == "jobid-alloc":
+            return jobid in trav.allocs.get(v, {})
+        if key == "jobid-reserved":
+            return jobid in trav.resvs.get(v, {})
+        job = by_job.get(jobid)
+        if job is None:
+            return False
+        if key == "jobid-tag":
+            return v in job.xspans
+        return v in job.agg_owners  # jobid-span
+
+    def evaluate(items, v, over) -> bool:
+        result = None
+        op = None
+        for item in items:
+            if item in ("and", "or"):
+                op = item
+                continue
+            val = evaluate(item, v, over) if isinstance(item, list) else leaf(v, *item, over)
+            if result is None:
+                result = val
+            elif op == "and":
+                result = result and val
+            else:
+                result = result or val
+        return bool(result)
+
+    out: list[tuple[int, int]] = []
+    kids = g.children[trav.sub]
+
+    def visit(v: int, level: int, over: tuple[bool, bool, bool]) -> bool:
+        over = (over[0] or not g.status[v], over[1] or bool(trav.allocs.get(v)),
+                over[2] or bool(trav.resvs.get(v)))
+        nchildren = 0
+        for c in kids[v]:
+            if visit(c, level + 1, over):
+                nchildren += 1
+        if not evaluate(tree, v, over) and not nchildren:
+            return False
+        out.append((level, v))
+        return True
+
+    import sys
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10000))
+    try:
+        visit(g.roots[trav.sub], 1, (False, False, False))
+    finally:
+        sys.setrecursionlimit(limit)
+    return out

@@ -1,0 +1,138 @@
+"""Replay Fluxion's resource-query test cases through ``fluxinfra query`` (in process).
+
+Each manifest row is run with the same options resource-query gets, through the CLI's own
+argument parser and session (``fluxinfra.cli.query``), and its ``-t`` output is compared with
+the expected file byte for byte and normalised (per job: the set of vertex lines plus the INFO
+block). ``python tests/conformance/replay.py [FILTER]`` prints a per-case table.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
+KNOWN = Path(__file__).with_name("known_differences.tsv")
+_STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT)=")
+
+
+@dataclass
+class Case:
+    index: int
+    script: str
+    description: str
+    graph: str
+    load_format: str
+    subsystems: str
+    policy: str
+    match_format: str
+    extra: str
+    cmds: str
+    expected: str
+
+    @property
+    def name(self) -> str:
+        test = self.script.split("-", 1)[0]
+        return f"{test}/{Path(self.expected).parent.name}/{Path(self.expected).name.split('.')[0]}"
+
+
+def load_cases() -> list[Case]:
+    with open(TESTDATA / "manifest.tsv", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh, delimiter="\t"))
+    return [Case(i, *row[:10]) for i, row in enumerate(rows[1:], 1)]
+
+
+def load_known() -> dict[str, str]:
+    known: dict[str, str] = {}
+    if KNOWN.exists():
+        for line in KNOWN.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, _, reason = line.partition("\t")
+                known[name.strip()] = reason.strip()
+    return known
+
+
+def run_case(case: Case) -> str:
+    """The case's ``-t`` output as ``fluxinfra query`` writes it."""
+    from fluxinfra.cli.query import build_parser, open_session
+
+    argv = ["-L", str(TESTDATA / case.graph), "-f", case.load_format, "-S", case.subsystems,
+            "-P", case.policy, "-F", case.match_format, *shlex.split(case.extra)]
+    argv = [a if not a.startswith("--prune-filters=") else a for a in argv]
+    opts = build_parser().parse_args(argv)
+    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
+    text = text.replace("@TEST_SRCDIR@", str(TESTDATA))
+    out = io.StringIO()
+    with tempfile.TemporaryDirectory():
+        session = open_session(opts, out, err=io.StringIO())
+        session.run(text.splitlines())
+    return out.getvalue()
+
+
+def normalise(text: str) -> list:
+    """Per block: the set of vertex lines and the INFO lines (statistics dropped)."""
+    blocks: list = []
+    vertices: list[str] = []
+    info: list[str] = []
+    in_info = False
+    for line in text.splitlines():
+        if _STATS.match(line):
+            continue
+        if line.startswith("INFO: ====="):
+            if in_info:
+                blocks.append((frozenset(vertices), tuple(info)))
+                vertices, info = [], []
+            in_info = not in_info
+            continue
+        if in_info:
+            info.append(line)
+        elif line.startswith("      "):
+            vertices.append(line.strip(" -"))
+        else:
+            blocks.append((frozenset(), (line,)))
+    if vertices or info:
+        blocks.append((frozenset(vertices), tuple(info)))
+    return blocks
+
+
+def compare(case: Case) -> tuple[bool, bool, str]:
+    """(byte-identical, normalised-equal, first differing line)."""
+    expected = (TESTDATA / case.expected).read_text(encoding="utf-8")
+    try:
+        got = run_case(case)
+    except Exception as exc:  # noqa: BLE001 - report, don't abort the replay
+        return False, False, f"crashed: {type(exc).__name__}: {exc}"
+    if got == expected:
+        return True, True, ""
+    norm = normalise(got) == normalise(expected)
+    exp_lines, got_lines = expected.splitlines(), got.splitlines()
+    for i, (a, b) in enumerate(zip(exp_lines, got_lines, strict=False)):
+        if a != b:
+            return False, norm, f"line {i + 1}: expected {a!r} got {b!r}"
+    return False, norm, f"length: expected {len(exp_lines)} lines, got {len(got_lines)}"
+
+
+def main(argv: list[str]) -> int:
+    pattern = argv[0] if argv else ""
+    cases = [c for c in load_cases() if pattern in c.name or pattern in c.script]
+    same = norm = 0
+    for case in cases:
+        ident, equal, why = compare(case)
+        same += ident
+        norm += equal
+        mark = "=" if ident else ("~" if equal else "X")
+        print(f"{mark} {case.name:28} {case.script:32} {case.policy[:12]:12} {why[:150]}")
+    print(f"conformance: {same}/{len(cases)} byte-identical, {norm}/{len(cases)} normalised-equal")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main(sys.argv[1:]))
