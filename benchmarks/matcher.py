@@ -1,0 +1,460 @@
+"""Matcher benchmark: graph build time/RSS and match latency per policy and job stream.
+
+    .venv/bin/python benchmarks/run.py matcher                       # 256, 4096, 16384 nodes
+    .venv/bin/python benchmarks/run.py matcher --quick               # 256 nodes, small caps
+    .venv/bin/python benchmarks/run.py matcher --sizes 256,4096 --policies first,low \\
+        --resource-query /opt/flux/libexec/flux/cmd/resource-query   # side by side with Fluxion
+
+Graphs are ``graph_from_recipe`` machines of N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB
+memory per socket (79 vertices per node). Each size runs in its own subprocess, so the RSS printed
+is that of building (and matching on) that one graph. For every policy a fresh ``Matcher`` is made
+on the graph and each stream runs in two phases:
+
+* **fill**: ``match allocate`` the stream's jobspec until the graph is full (``Busy``) or the cap
+  (``--cap``, default 2,000; 200 with ``--quick``) or the per-stream time budget is reached;
+* **steady**: ``--steady`` times (default 200; 50 with ``--quick``), cancel the oldest job and
+  match again (the state a long-running scheduler lives in); cancel latency is reported too.
+
+All jobs are then cancelled, so the next stream starts from an empty graph. Streams:
+
+* ``1core``  — ``slot[1]{core[1]}``: one core anywhere;
+* ``nodex``  — ``node[1](exclusive){slot[1]{core[1]}}``: one whole node;
+* ``64node`` — ``node[64]{slot[64]{core[1]}}``: 64 full nodes, one task per core (what
+  ``flux run -N64 -n4096`` asks for).
+
+Latency is wall time around ``Matcher.match`` with the jobspec given as a dict (parsing included,
+as in Fluxion's own figure), reported as median and p99 in milliseconds.
+
+With ``--resource-query PATH`` the same graphs (as GRUG GraphML from ``recipe_to_grug``) and the
+same command streams (``match allocate`` x fill, then ``cancel``/``match`` pairs) run through
+Fluxion's ``resource-query -e``; its per-match time is the ``ELAPSE`` it prints for every match
+(jobspec parse + traversal + writer, measured inside resource-query). Its load time and RSS come
+from a run whose only command is ``quit``. Fluxion is slow on big graphs, so its streams are capped
+(``--rq-cap``, default 100 matches below 1,024 nodes and 25 above; steady 20/10), and the ratio
+compares medians over the same prefix of each stream (our first n matches vs its first n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+ALL_POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
+                "locality", "variation"]
+STREAMS = ["1core", "nodex", "64node"]
+DEFAULT_SIZES = [256, 4096, 16384]
+SOCKETS, CORES_PER_SOCKET = 2, 32
+CORES_PER_NODE = SOCKETS * CORES_PER_SOCKET
+
+
+def recipe_for(nodes: int) -> dict:
+    """The benchmark machine with ``nodes`` nodes (one rack, as Fluxion's benchmark GRUGs)."""
+    return {"cluster": "bench", "racks": 1, "nodes_per_rack": nodes, "sockets": SOCKETS,
+            "cores_per_socket": CORES_PER_SOCKET, "gpus_per_socket": 2,
+            "memory_per_socket": [4, 16]}
+
+
+def jobspec_for(stream: str) -> dict:
+    """The canonical (RFC 14 v1) jobspec of a stream."""
+    if stream == "1core":
+        resources = [{"type": "slot", "count": 1, "label": "task",
+                      "with": [{"type": "core", "count": 1}]}]
+    elif stream == "nodex":
+        resources = [{"type": "node", "count": 1, "exclusive": True,
+                      "with": [{"type": "slot", "count": 1, "label": "task",
+                                "with": [{"type": "core", "count": 1}]}]}]
+    elif stream == "64node":
+        resources = [{"type": "node", "count": 64,
+                      "with": [{"type": "slot", "count": CORES_PER_NODE, "label": "task",
+                                "with": [{"type": "core", "count": 1}]}]}]
+    else:
+        raise ValueError(f"unknown stream {stream!r}; use one of {STREAMS}")
+    return {"version": 1, "resources": resources,
+            "attributes": {"system": {"duration": 3600}},
+            "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
+
+
+def capacity(stream: str, nodes: int) -> int:
+    """How many jobs of a stream an empty graph of ``nodes`` nodes holds."""
+    return {"1core": nodes * CORES_PER_NODE, "nodex": nodes, "64node": nodes // 64}[stream]
+
+
+# ---------------------------------------------------------------------------------- statistics
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def summary_ms(ns: list[int]) -> tuple[float, float] | None:
+    """(median, p99) in milliseconds, or None for no samples."""
+    if not ns:
+        return None
+    return statistics.median(ns) / 1e6, percentile(ns, 99) / 1e6
+
+
+def format_table(headers: list[str], rows: list[list[object]]) -> str:
+    """A plain aligned text table (numbers right-aligned)."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    numeric = [all(_is_number(r[i]) for r in rows) if rows else False
+               for i in range(len(headers))]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) or value in ("-", "")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value >= 100:
+            return f"{value:.0f}"
+        if value >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3f}" if value < 1 else f"{value:.2f}"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------- our matcher
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_stream(matcher, stream: str, cap: int, steady: int, budget_s: float) -> dict:
+    """Fill then steady-state one stream on ``matcher``; leaves the graph empty again."""
+    from fluxinfra.matcher import Busy
+
+    jobspec = jobspec_for(stream)
+    jobs: deque[int] = deque()
+    fill: list[int] = []
+    full = False
+    deadline = time.monotonic() + budget_s
+    clock = time.perf_counter_ns
+    while len(fill) < cap and time.monotonic() < deadline:
+        start = clock()
+        try:
+            result = matcher.match(jobspec)
+        except Busy:
+            full = True
+            break
+        fill.append(clock() - start)
+        jobs.append(result.jobid)
+    steady_ns: list[int] = []
+    cancel_ns: list[int] = []
+    deadline = time.monotonic() + budget_s
+    for _ in range(min(steady, len(jobs))):
+        if time.monotonic() > deadline:
+            break
+        oldest = jobs.popleft()
+        start = clock()
+        matcher.cancel(oldest)
+        cancel_ns.append(clock() - start)
+        start = clock()
+        result = matcher.match(jobspec)
+        steady_ns.append(clock() - start)
+        jobs.append(result.jobid)
+    for jobid in jobs:
+        matcher.cancel(jobid)
+    return {"fill": fill, "steady": steady_ns, "cancel": cancel_ns, "full": full}
+
+
+def worker(config: dict) -> dict:
+    """Build one graph and run every policy x stream on it (runs in its own process)."""
+    from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher.recipe import graph_from_recipe
+
+    size = config["size"]
+    base_rss = rss_mib()
+    start = time.perf_counter()
+    graph = graph_from_recipe(recipe_for(size))
+    out: dict = {"size": size, "vertices": len(graph),
+                 "build_s": time.perf_counter() - start, "build_rss_mib": rss_mib(),
+                 "base_rss_mib": base_rss, "policies": {}}
+    for policy in config["policies"]:
+        entry: dict = {}
+        out["policies"][policy] = entry
+        start = time.perf_counter()
+        try:
+            matcher = Matcher(graph, policy=policy)
+        except Exception as exc:  # report and go on: a missing policy is a table cell
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            continue
+        entry["init_s"] = time.perf_counter() - start
+        for stream in config["streams"]:
+            try:
+                entry[stream] = run_stream(matcher, stream, config["cap"], config["steady"],
+                                           config["budget_s"])
+            except Exception as exc:
+                entry[stream] = {"error": f"{type(exc).__name__}: {exc}"}
+    out["rss_mib"] = rss_mib()
+    return out
+
+
+def run_worker(config: dict) -> dict:
+    """``worker(config)`` in a fresh interpreter; returns its JSON result."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(config)],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {"size": config["size"], "error": " | ".join(tail) or f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------- resource-query
+
+
+_ELAPSE = re.compile(r"^INFO: ELAPSE=([0-9.eE+-]+)", re.M)
+
+
+def rq_commands(stream_plan: list[tuple[str, str, int, int]]) -> str:
+    """resource-query stdin for streams run back to back: [(stream, jobspec_path, fill, steady)].
+
+    Job ids are resource-query's counter (1, 2, ...; every ``match allocate`` takes one, matched
+    or not), so the ids to cancel are known in advance. Each stream ends by cancelling its jobs.
+    """
+    lines = []
+    next_id = 1
+    for _stream, path, fill, steady in stream_plan:
+        live = deque()
+        for _ in range(fill):
+            lines.append(f"match allocate {path}")
+            live.append(next_id)
+            next_id += 1
+        for _ in range(min(steady, fill)):
+            lines.append(f"cancel {live.popleft()}")
+            lines.append(f"match allocate {path}")
+            live.append(next_id)
+            next_id += 1
+        lines += [f"cancel {jobid}" for jobid in live]
+    lines.append("quit")
+    return "\n".join(lines) + "\n"
+
+
+def _run_rq(argv: list[str], stdin_text: str, timeout: float) -> tuple[str, float, float, int]:
+    """Run resource-query; returns (stdout, wall seconds, its max RSS MiB, exit status)."""
+    with tempfile.TemporaryFile("w+") as stdin, tempfile.TemporaryFile("w+") as stdout:
+        stdin.write(stdin_text)
+        stdin.seek(0)
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        try:
+            # wait4 (not Popen.wait) to get this child's own rusage: its peak RSS.
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        stdout.seek(0)
+        return stdout.read(), wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fill_cap: int,
+                 steady: int, fmt: str, workdir: Path) -> dict:
+    """Load time/RSS and per-stream ELAPSE samples of Fluxion's resource-query on one graph."""
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    grug = workdir / f"bench{size}.graphml"
+    grug.write_text(recipe_to_grug(recipe_for(size)))
+    plan = []
+    for stream in streams:
+        path = workdir / f"{stream}.json"
+        path.write_text(json.dumps(jobspec_for(stream)))
+        fill = min(fill_cap, capacity(stream, size))
+        plan.append((stream, str(path), fill, min(steady, fill)))
+    base = [rq, "-L", str(grug), "-f", "grug", "-S", "CA", "-F", fmt, "-e", "-d"]
+    _, load_s, load_rss, rc = _run_rq(base + ["-P", "first"], "quit\n", 600)
+    out: dict = {"size": size, "load_s": load_s, "load_rss_mib": load_rss, "policies": {}}
+    if rc != 0:
+        out["error"] = f"resource-query exit {rc} loading {grug}"
+        return out
+    commands = rq_commands(plan)
+    for policy in policies:
+        tfile = workdir / f"{policy}.out"
+        stdout, wall, _, rc = _run_rq(base + ["-P", policy, "-t", str(tfile)], commands, 3600)
+        samples = [float(x) * 1e9 for x in _ELAPSE.findall(stdout)]
+        failed = tfile.read_text().count("No matching resources") if tfile.exists() else 0
+        entry: dict = {"wall_s": wall, "failed": failed}
+        if rc != 0:
+            entry["error"] = f"exit {rc}: {stdout.strip().splitlines()[-1:]}"
+        pos = 0
+        for stream, _path, fill, steady_n in plan:
+            entry[stream] = {"fill": samples[pos:pos + fill],
+                             "steady": samples[pos + fill:pos + fill + steady_n]}
+            pos += fill + steady_n
+        out["policies"][policy] = entry
+    return out
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def build_table(results: list[dict], rq_results: dict[int, dict]) -> str:
+    headers = ["nodes", "vertices", "build s", "build RSS MiB", "total RSS MiB",
+               "fluxion load s", "fluxion RSS MiB"]
+    rows = []
+    for res in results:
+        rq = rq_results.get(res["size"], {})
+        if "error" in res:
+            rows.append([res["size"], "error: " + res["error"][:60], "", "", "", "", ""])
+            continue
+        rows.append([res["size"], res["vertices"], res["build_s"], res["build_rss_mib"],
+                     res["rss_mib"], rq.get("load_s"), rq.get("load_rss_mib")])
+    return format_table(headers, rows)
+
+
+def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
+    headers = ["nodes", "policy", "stream", "n", "full", "med ms", "p99 ms", "steady med",
+               "steady p99", "cancel med", "fluxion n", "fluxion med", "ours same n",
+               "speedup", "fluxion steady", "steady speedup"]
+    rows = []
+    for res in results:
+        rq_pol = rq_results.get(res["size"], {}).get("policies", {})
+        for policy, entry in res.get("policies", {}).items():
+            if "error" in entry:
+                rows.append([res["size"], policy, "-", "", "", f"n/a: {entry['error'][:70]}"]
+                            + [""] * (len(headers) - 6))
+                continue
+            for stream in STREAMS:
+                data = entry.get(stream)
+                if data is None:
+                    continue
+                if "error" in data:
+                    rows.append([res["size"], policy, stream, "", "",
+                                 f"error: {data['error'][:70]}"] + [""] * (len(headers) - 6))
+                    continue
+                fill = summary_ms(data["fill"]) or (None, None)
+                steady = summary_ms(data["steady"]) or (None, None)
+                cancel = summary_ms(data["cancel"]) or (None, None)
+                rq_stream = rq_pol.get(policy, {}).get(stream, {})
+                rq_fill = summary_ms(rq_stream.get("fill", []))
+                rq_steady = summary_ms(rq_stream.get("steady", []))
+                same = summary_ms(data["fill"][:len(rq_stream.get("fill", []))])
+                speedup = rq_fill[0] / same[0] if rq_fill and same and same[0] else None
+                steady_speedup = (rq_steady[0] / steady[0]
+                                  if rq_steady and steady[0] else None)
+                rows.append([
+                    res["size"], policy, stream, len(data["fill"]),
+                    "yes" if data["full"] else "no", fill[0], fill[1], steady[0], steady[1],
+                    cancel[0], len(rq_stream.get("fill", [])) or None,
+                    rq_fill[0] if rq_fill else None, same[0] if rq_fill and same else None,
+                    f"{speedup:.1f}x" if speedup else None,
+                    rq_steady[0] if rq_steady else None,
+                    f"{steady_speedup:.1f}x" if steady_speedup else None,
+                ])
+    return format_table(headers, rows)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="benchmarks/run.py matcher", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", help="comma-separated node counts (default 256,4096,16384)")
+    parser.add_argument("--policies", help="comma-separated policies (default: all ten)")
+    parser.add_argument("--streams", help=f"comma-separated streams (default {','.join(STREAMS)})")
+    parser.add_argument("--quick", action="store_true",
+                        help="256 nodes, cap 200, steady 50: a one-minute smoke run")
+    parser.add_argument("--cap", type=int, help="max fill matches per stream (default 2000)")
+    parser.add_argument("--steady", type=int, help="cancel+match pairs per stream (default 200)")
+    parser.add_argument("--budget", type=float, default=60.0,
+                        help="seconds per stream phase before it stops early (default 60)")
+    parser.add_argument("--resource-query", metavar="PATH",
+                        help="Fluxion's resource-query binary: run the same streams through it")
+    parser.add_argument("--rq-sizes", help="sizes to run resource-query on (default 256,4096)")
+    parser.add_argument("--rq-cap", type=int,
+                        help="fill matches per stream for resource-query (100 / 25 above 1,024)")
+    parser.add_argument("--rq-format", default="simple",
+                        help="resource-query -F match format (default simple)")
+    parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _csv(text: str | None, default: list, kind=str) -> list:
+    return [kind(x) for x in text.split(",") if x.strip()] if text else list(default)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    sizes = _csv(args.sizes, [256] if args.quick else DEFAULT_SIZES, int)
+    policies = _csv(args.policies, ALL_POLICIES)
+    streams = _csv(args.streams, STREAMS)
+    unknown = sorted(set(streams) - set(STREAMS))
+    if unknown:
+        print(f"matcher benchmark: unknown stream(s) {unknown}; use {STREAMS}", file=sys.stderr)
+        return 2
+    cap = args.cap or (200 if args.quick else 2000)
+    steady = args.steady if args.steady is not None else (50 if args.quick else 200)
+    config = {"policies": policies, "streams": streams, "cap": cap, "steady": steady,
+              "budget_s": args.budget}
+    print(f"matcher benchmark: sizes {sizes}, policies {','.join(policies)}, streams "
+          f"{','.join(streams)}, cap {cap}, steady {steady}, budget {args.budget:.0f} s/phase, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    results = []
+    for size in sizes:
+        started = time.perf_counter()
+        results.append(run_worker({**config, "size": size}))
+        print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s", flush=True)
+    rq_results: dict[int, dict] = {}
+    if args.resource_query:
+        rq_sizes = _csv(args.rq_sizes, [256, 4096], int)
+        with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
+            for size in sizes:
+                if size not in rq_sizes:
+                    continue
+                rq_cap = args.rq_cap or (100 if size <= 1024 else 25)
+                rq_steady = min(steady, 20 if size <= 1024 else 10)
+                started = time.perf_counter()
+                rq_results[size] = rq_benchmark(args.resource_query, size, policies, streams,
+                                                rq_cap, rq_steady, args.rq_format, Path(tmp))
+                print(f"  resource-query {size} nodes: {time.perf_counter() - started:.0f} s",
+                      flush=True)
+    print()
+    print("Graph build (graph_from_recipe, one subprocess per size)")
+    print(build_table(results, rq_results))
+    print()
+    print("Match latency (ms): fill = match until full or cap; steady = cancel oldest + match")
+    print(match_table(results, rq_results))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "resource_query": rq_results}))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
