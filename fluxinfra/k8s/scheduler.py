@@ -38,7 +38,7 @@ class FluxSchedulerArgs:
     replicas: int = option(1, "replicas (one leads, the others wait on the lease)",
                            check=at_least(1, 5))
     """Replicas; one holds the leader lease."""
-    install_podgroup_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
+    install_pod_group_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
     """Install the PodGroup CRD (turn off when scheduler-plugins already did)."""
     resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
                               "limits": {"memory": "512Mi"}}, "container resources")
@@ -151,7 +151,7 @@ def scheduler_manifests(name: str, namespace: str, args: FluxSchedulerArgs,
         m.role_binding(f"{name}-leader-election", namespace, name, lbls),
         deployment,
     ]
-    if args.install_podgroup_crd:
+    if args.install_pod_group_crd:
         out.insert(0, podgroup_crd())
     return out
 

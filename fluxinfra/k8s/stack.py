@@ -200,3 +200,37 @@ def stack_config() -> dict[str, Any]:
     merged = dict(runtime_config.get_config_env())
     merged.update(runtime_config.CONFIG.get())
     return merged
+
+
+_TYPE_NAMES = {str: "string", int: "integer", bool: "bool", list: "list", dict: "mapping"}
+_REFERENCE_SECTIONS = [
+    ("cluster", ClusterArgs, ""),
+    ("image", ImageArgs, ""),
+    ("kubernetesVersions", VersionsArgs, ""),
+    ("installer", FluxInstallerArgs, "enabled"),
+    ("fluxionService", FluxionServiceArgs, "enabled"),
+    ("scheduler", FluxSchedulerArgs, "enabled"),
+    ("miniclusters", MiniClusterArgs, "list"),
+]
+
+
+def config_reference() -> str:
+    """The config schema as Markdown tables (docs/kubernetes.md embeds this text verbatim)."""
+    from fluxinfra.k8s.config import default_of, options_of
+
+    def show(value: Any) -> str:
+        return "`" + json.dumps(value) + "`"
+
+    out = ["| key | type | default | description |", "| --- | --- | --- | --- |",
+           '| `namespace` | string | `"fluxinfra-system"` | '
+           f"{TOP_LEVEL['namespace']} (DNS-1123 label) |"]
+    for key, cls, extra in _REFERENCE_SECTIONS:
+        out += ["", f"`fluxinfra:{key}`" + (" (a list of mappings, each:)" if extra == "list"
+                                             else ""), "",
+                "| key | type | default | description |", "| --- | --- | --- | --- |"]
+        if extra == "enabled":
+            out.append("| `enabled` | bool | `true` | declare this component at all |")
+        for name, (fld, opt) in options_of(cls).items():
+            out.append(f"| `{name}` | {_TYPE_NAMES[opt.type]} | {show(default_of(fld))} | "
+                       f"{opt.doc} |")
+    return "\n".join(out) + "\n"

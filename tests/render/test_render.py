@@ -1,0 +1,223 @@
+"""fluxinfra render: every stack renders to manifests that pass kubernetes-validate (strict) for
+the stack's Kubernetes versions, byte-for-byte reproducibly, and obey our security rules."""
+
+import base64
+import io
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fluxinfra.cli import main as cli_main
+from fluxinfra.errors import ConfigError
+from fluxinfra.k8s.config import pinned_image
+from fluxinfra.render import _run_program, render, validate_manifests, write_manifests
+from fluxinfra.secrets import parse_curve_cert
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")]
+                for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return {stack: render(stack, root=ROOT) for stack in STACKS}
+
+
+def containers(mf):
+    spec = mf.get("spec", {})
+    pod = spec.get("template", {}).get("spec", {})
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+def test_there_is_a_dev_and_a_prod_stack():
+    assert {"dev", "prod"} <= set(STACKS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_renders_valid_manifests(rendered, stack):
+    result = rendered[stack]
+    kinds = {m["kind"] for m in result.manifests}
+    assert {"Namespace", "DaemonSet", "Deployment", "Job", "Secret", "ConfigMap",
+            "ClusterRole", "CustomResourceDefinition"} <= kinds, kinds
+    assert result.versions[-1] == "1.37" and result.versions[0] in ("1.29", "1.30")
+    # validate once more from the written YAML, as kubectl would read it
+    files = {name: yaml.safe_load(text) for name, text in result.files.items()}
+    assert validate_manifests(files, result.versions) == []
+
+
+def test_dev_stack_is_a_kind_cluster_of_one_control_plane_and_three_workers(rendered):
+    nodes = rendered["dev"].nodes.values()
+    kind = next(n for n in nodes if n.type == "command:local:Command")
+    assert "not rendered" in rendered["dev"].tree()
+    assert kind.name == "cluster-kind"
+
+
+def test_render_is_byte_deterministic(rendered, tmp_path):
+    again = render("dev", root=ROOT)
+    assert again.files == rendered["dev"].files
+    write_manifests(rendered["dev"], tmp_path / "a")
+    write_manifests(again, tmp_path / "b")
+    for path in sorted((tmp_path / "a").iterdir()):
+        assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
+
+
+def test_seed_changes_only_the_secrets(rendered):
+    other = render("dev", root=ROOT, seed=b"another seed of at least 32 bytes!")
+    changed = {f for f in other.files if other.files[f] != rendered["dev"].files[f]}
+    assert changed and all(f.startswith("secret-") for f in changed), changed
+
+
+def test_kustomization_lists_every_manifest(rendered, tmp_path):
+    write_manifests(rendered["dev"], tmp_path)
+    kust = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    on_disk = sorted(p.name for p in tmp_path.iterdir() if p.name != "kustomization.yaml")
+    assert kust["resources"] == on_disk == sorted(rendered["dev"].files)
+
+
+def test_rewriting_drops_files_of_the_previous_render(rendered, tmp_path):
+    stale = tmp_path / "configmap-old-thing.yaml"
+    write_manifests(rendered["dev"], tmp_path)
+    kust = tmp_path / "kustomization.yaml"
+    kust.write_text(kust.read_text().replace("resources:\n", "resources:\n- configmap-old-thing"
+                                             ".yaml\n"))
+    stale.write_text("stale")
+    keep = tmp_path / "notes.txt"
+    keep.write_text("mine")
+    write_manifests(rendered["dev"], tmp_path)
+    assert not stale.exists() and keep.exists()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_secret_material_outside_secrets(rendered, stack):
+    result = rendered[stack]
+    secrets = [m for m in result.manifests if m["kind"] == "Secret"]
+    material = []
+    for s in secrets:
+        for value in s["data"].values():
+            material.append(value)
+            raw = base64.b64decode(value)
+            if b"secret-key" in raw:
+                material.append(parse_curve_cert(raw.decode()).secret)
+    assert material
+    for name, text in result.files.items():
+        if name.startswith("secret-"):
+            continue
+        leaked = [s for s in material if s in text]
+        assert not leaked, f"{name} ({stack}) carries secret material"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_secrets_are_mounted_0400(rendered, stack):
+    for mf in rendered[stack].manifests:
+        pod = mf.get("spec", {}).get("template", {}).get("spec", {})
+        for vol in pod.get("volumes", []):
+            if "secret" in vol:
+                where = f"{mf['kind']}/{mf['metadata']['name']}"
+                assert vol["secret"]["defaultMode"] == 0o400, where
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_only_the_installer_is_privileged(rendered, stack):
+    for mf in rendered[stack].manifests:
+        pod = mf.get("spec", {}).get("template", {}).get("spec", {})
+        privileged = any(c.get("securityContext", {}).get("privileged") for c in containers(mf))
+        host = any(pod.get(k) for k in ("hostPID", "hostNetwork", "hostIPC"))
+        where = f"{mf['kind']}/{mf['metadata']['name']}"
+        if mf["kind"] == "DaemonSet" and mf["metadata"]["name"] == "flux-installer":
+            assert privileged and pod["hostPID"] and not pod.get("hostNetwork"), where
+        else:
+            assert not privileged and not host, where
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_namespaces_carry_pod_security_labels(rendered, stack):
+    for mf in rendered[stack].manifests:
+        if mf["kind"] == "Namespace":
+            labels = mf["metadata"]["labels"]
+            level = labels["pod-security.kubernetes.io/enforce"]
+            assert level in ("restricted", "privileged"), mf["metadata"]["name"]
+            assert (level == "privileged") == (mf["metadata"]["name"] == "flux-installer")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_long_running_containers_are_probed_and_images_pinned(rendered, stack):
+    for mf in rendered[stack].manifests:
+        for c in containers(mf):
+            where = f"{mf['kind']}/{mf['metadata']['name']}/{c['name']}"
+            assert pinned_image(c["image"]) is None, where
+            if mf["kind"] in ("Deployment", "DaemonSet"):
+                assert "livenessProbe" in c, where
+                assert "readinessProbe" in c or mf["kind"] == "DaemonSet", where
+
+
+def test_validation_names_file_field_and_reason():
+    bad = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "x"},
+           "spec": {"selector": {}, "template": {"spec": {"containers": [
+               {"name": "c", "image": "i:1", "imagePullPolicyy": "Always"}]}}}}
+    problems = validate_manifests({"deployment-x.yaml": bad}, ["1.29"])
+    assert problems and problems[0].startswith("deployment-x.yaml: spec.template.spec.containers"
+                                               ".0: "), problems
+    assert "imagePullPolicyy" in problems[0] and "(Kubernetes 1.29)" in problems[0]
+
+
+def test_custom_kind_instances_are_skipped_not_failed():
+    podgroup = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": "g"}, "spec": {"minMember": 2}}
+    assert validate_manifests({"podgroup-g.yaml": podgroup}, ["1.29"]) == []
+
+
+def test_an_api_that_does_not_exist_yet_is_reported():
+    flow = {"apiVersion": "batch/v9", "kind": "Job", "metadata": {"name": "j"}, "spec": {}}
+    assert "does not exist in Kubernetes 1.29" in validate_manifests({"j.yaml": flow}, ["1.29"])[0]
+
+
+def bad_root(tmp_path, stack_text):
+    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text(stack_text)
+    return tmp_path
+
+
+def test_cli_bad_config_is_one_line_and_exit_2(tmp_path):
+    root = bad_root(tmp_path, "config:\n  fluxinfra:scheduler:\n    policy: fastest\n")
+    err, out = io.StringIO(), io.StringIO()
+    with redirect_stderr(err), redirect_stdout(out):
+        code = cli_main(["render", "--stack", "bad", "--root", str(root), "--out",
+                         str(tmp_path / "out")])
+    assert code == 2
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert "stacks/Pulumi.bad.yaml: fluxinfra:scheduler.policy: 'fastest'" in lines[0]
+    assert "one of first, low" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_unknown_stack_names_the_stacks(tmp_path):
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = cli_main(["render", "--stack", "nope", "--root", str(ROOT), "--out",
+                         str(tmp_path)])
+    assert code == 2 and "accepted stacks: dev, prod" in err.getvalue()
+
+
+def test_program_itself_stops_on_bad_config_before_declaring(tmp_path):
+    """The same check runs inside the Pulumi program (what pulumi up sees)."""
+    with pytest.raises(ConfigError, match="fluxinfra:miniclusters\\[0\\].size: 0"):
+        _run_program(ROOT, "bad", {"fluxinfra:miniclusters": '[{"name": "a", "size": 0}]'},
+                     b"s" * 32)
+
+
+def test_cli_writes_tree_and_files(tmp_path):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = cli_main(["render", "--stack", "dev", "--root", str(ROOT), "--out",
+                         str(tmp_path)])
+    assert code == 0
+    text = out.getvalue()
+    assert "fluxinfra:k8s:FluxInstaller" in text and "-> daemonset-flux-installer" in text
+    assert (tmp_path / "kustomization.yaml").is_file()

@@ -1,0 +1,207 @@
+"""Component tests under Pulumi mocks: what each component declares, checked once every child
+is registered (``Output.all(urns).apply(check)``); assertion messages name the URN."""
+
+import base64
+
+import pulumi
+import yaml
+
+from fluxinfra.k8s.cluster import Cluster, ClusterArgs
+from fluxinfra.k8s.fluxion_service import FluxionService, FluxionServiceArgs
+from fluxinfra.k8s.installer import FluxInstaller, FluxInstallerArgs
+from fluxinfra.k8s.minicluster import MiniCluster, MiniClusterArgs
+from fluxinfra.k8s.scheduler import FluxScheduler, FluxSchedulerArgs
+from fluxinfra.secrets import parse_curve_cert
+
+IMAGE = "fluxinfra:0.1.0"
+
+
+def when_registered(component, check):
+    """Run ``check(urns)`` (urns: child name -> URN) after all children are registered."""
+    names = list(component.resources)
+    return pulumi.Output.all(*[component.resources[n].urn for n in names]).apply(
+        lambda urns: check(dict(zip(names, urns, strict=True))))
+
+
+def manifest(recorded, name):
+    return recorded[name][1]
+
+
+def pod_spec(obj):
+    return obj["spec"]["template"]["spec"]
+
+
+@pulumi.runtime.test
+def test_kind_cluster_is_a_command_with_create_and_delete(recorded):
+    cluster = Cluster("kc", ClusterArgs(mode="kind", name="devkind", workers=3))
+
+    def check(_):
+        typ, cmd = recorded["kc-kind"]
+        urn = "command:local:Command kc-kind"
+        assert typ == "command:local:Command", urn
+        assert "kind create cluster --name devkind" in cmd["create"], urn
+        assert cmd["delete"] == "kind delete cluster --name devkind", urn
+        config = yaml.safe_load(cmd["stdin"])
+        roles = [n["role"] for n in config["nodes"]]
+        assert roles == ["control-plane", "worker", "worker", "worker"], urn
+        assert all("@sha256:" in n["image"] for n in config["nodes"]), f"{urn}: node image pinned"
+        assert recorded["kc-provider"][0] == "pulumi:providers:kubernetes"
+
+    return pulumi.Output.all(cluster.provider.urn, cluster.kubeconfig).apply(check)
+
+
+@pulumi.runtime.test
+def test_existing_cluster_is_just_a_provider(recorded):
+    cluster = Cluster("ec", ClusterArgs(mode="existing", kubeconfig="/k/config", context="prod"))
+
+    def check(_):
+        typ, provider = recorded["ec-provider"]
+        assert typ == "pulumi:providers:kubernetes"
+        assert provider["kubeconfig"] == "/k/config" and provider["context"] == "prod", provider
+        assert "ec-kind" not in recorded
+
+    return cluster.provider.urn.apply(check)
+
+
+@pulumi.runtime.test
+def test_installer_rbac_privileges_and_secret_handling(recorded):
+    args = FluxInstallerArgs(node_selector={"hpc": "yes"},
+                             tolerations=[{"key": "hpc", "operator": "Exists"}])
+    inst = FluxInstaller("fi", args, IMAGE)
+
+    def check(urns):
+        role = manifest(recorded, "fi-clusterrole")
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                                  "verbs": ["get", "list", "watch"]}], urns["fi-clusterrole"]
+        ns = manifest(recorded, "fi-namespace")["metadata"]["labels"]
+        assert ns["pod-security.kubernetes.io/enforce"] == "privileged", urns["fi-namespace"]
+        spec = pod_spec(manifest(recorded, "fi-daemonset"))
+        urn = urns["fi-daemonset"]
+        assert spec["hostPID"] is True, urn
+        assert spec["containers"][0]["securityContext"]["privileged"] is True, urn
+        assert spec["nodeSelector"] == {"hpc": "yes"}, urn
+        assert spec["tolerations"] == [{"key": "hpc", "operator": "Exists"}], urn
+        keys_volume = next(v for v in spec["volumes"] if "secret" in v)
+        assert keys_volume["secret"]["defaultMode"] == 0o400, urn
+        assert "hostNetwork" not in spec, f"{urn}: the broker needs the host network, the pod not"
+        secret = manifest(recorded, "fi-secret")
+        cert = secret["data"]["curve.cert"]
+        pair = parse_curve_cert(base64.b64decode(cert).decode())
+        scripts = manifest(recorded, "fi-configmap")["data"]
+        blob = "\n".join(scripts.values())
+        assert pair.secret not in blob and cert not in blob, f"{urns['fi-configmap']}: secret"
+        assert secret["data"]["munge.key"] not in blob, urns["fi-configmap"]
+        assert len(base64.b64decode(secret["data"]["munge.key"])) == 1024, urns["fi-secret"]
+        assert 'want="flux-core=0.68.0 flux-sched=0.40.0"' in scripts["flux-install.sh"]
+        assert "node-watch.py" in scripts["entrypoint.sh"]
+
+    return when_registered(inst, check)
+
+
+@pulumi.runtime.test
+def test_fluxion_service_is_restricted_read_only_and_grpc_probed(recorded):
+    svc = FluxionService("fs", FluxionServiceArgs(port=5000, policy="lonode"), "sys", IMAGE)
+
+    def check(urns):
+        role = manifest(recorded, "fs-clusterrole")
+        verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+        assert verbs == {"get", "list", "watch"}, urns["fs-clusterrole"]
+        assert {r for rule in role["rules"] for r in rule["resources"]} == {"nodes", "pods"}
+        dep = manifest(recorded, "fs-deployment")
+        container = pod_spec(dep)["containers"][0]
+        urn = urns["fs-deployment"]
+        assert container["args"] == ["service", "--port", "5000", "--policy", "lonode"], urn
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": 5000}, f"{urn}: {probe}"
+        assert container["securityContext"]["runAsNonRoot"] is True, urn
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}, urn
+        service = manifest(recorded, "fs-service")
+        assert service["spec"]["ports"][0]["port"] == 5000, urns["fs-service"]
+
+    return when_registered(svc, check)
+
+
+@pulumi.runtime.test
+def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
+    sched = FluxScheduler("sc", FluxSchedulerArgs(scheduler_name="fluxion-a", policy="hinodex"),
+                          "sys", IMAGE)
+
+    def check(urns):
+        rules = manifest(recorded, "sc-clusterrole")["rules"]
+        granted = {(g, r, v) for rule in rules for g in rule["apiGroups"]
+                   for r in rule["resources"] for v in rule["verbs"]}
+        expected = {("", "pods", v) for v in ("get", "list", "watch", "patch")}
+        expected |= {("", "pods/binding", "create"), ("", "pods/status", "patch")}
+        expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
+        expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}
+        expected |= {("scheduling.x-k8s.io", "podgroups", v)
+                     for v in ("get", "list", "watch", "update", "patch")}
+        expected |= {("scheduling.x-k8s.io", "podgroups/status", v)
+                     for v in ("get", "update", "patch")}
+        assert granted == expected, f"{urns['sc-clusterrole']}: {granted ^ expected}"
+        lease = manifest(recorded, "sc-role")
+        assert lease["metadata"]["namespace"] == "sys", urns["sc-role"]
+        assert lease["rules"][0]["resources"] == ["leases"], urns["sc-role"]
+        container = pod_spec(manifest(recorded, "sc-deployment"))["containers"][0]
+        urn = urns["sc-deployment"]
+        assert container["args"][:5] == ["scheduler", "--scheduler-name", "fluxion-a",
+                                         "--policy", "hinodex"], urn
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["httpGet"]["path"] == "/healthz", f"{urn}: {probe}"
+        crd = manifest(recorded, "sc-customresourcedefinition")
+        props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        assert set(props["spec"]["properties"]) == {"minMember", "minResources",
+                                                    "scheduleTimeoutSeconds"}
+        assert {"phase", "scheduled", "running", "succeeded", "failed"} <= set(
+            props["status"]["properties"]), urns["sc-customresourcedefinition"]
+
+    return when_registered(sched, check)
+
+
+@pulumi.runtime.test
+def test_scheduler_can_leave_the_crd_to_scheduler_plugins(recorded):
+    sched = FluxScheduler("sn", FluxSchedulerArgs(install_pod_group_crd=False), "sys", IMAGE)
+
+    def check(urns):
+        assert not any("customresourcedefinition" in n for n in urns), urns
+
+    return when_registered(sched, check)
+
+
+@pulumi.runtime.test
+def test_minicluster_lists_max_size_fqdns_and_runs_size_pods(recorded):
+    args = MiniClusterArgs(name="mc", namespace="hpc", size=2, max_size=4, command="hostname")
+    mc = MiniCluster("mc", args)
+
+    def check(urns):
+        job = manifest(recorded, "mc-job")
+        urn = urns["mc-job"]
+        assert job["spec"]["completionMode"] == "Indexed", urn
+        assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2, urn
+        assert job["spec"]["ttlSecondsAfterFinished"] == 300, urn
+        spec = pod_spec(job)
+        assert spec["subdomain"] == "mc", urn
+        curve = next(v for v in spec["volumes"] if "secret" in v)
+        assert curve["secret"]["defaultMode"] == 0o400, urn
+        svc = manifest(recorded, "mc-service")
+        assert svc["spec"]["clusterIP"] == "None", urns["mc-service"]
+        config = manifest(recorded, "mc-configmap")["data"]
+        for i in range(4):
+            assert f"mc-{i}.mc.hpc.svc.cluster.local" in config["broker.toml"], urn
+        assert "mc-4." not in config["broker.toml"]
+        assert "-Sbroker.quorum=2" in config["start.sh"]
+        assert "/bin/bash -c hostname" in config["start.sh"]
+        assert "BEGIN" not in config["broker.toml"] and "secret-key" not in config["broker.toml"]
+
+    return when_registered(mc, check)
+
+
+@pulumi.runtime.test
+def test_persistent_minicluster_keeps_rank0_up(recorded):
+    mc = MiniCluster("pm", MiniClusterArgs(name="pm", mode="persistent", size=3))
+
+    def check(urns):
+        start = manifest(recorded, "pm-configmap")["data"]["start.sh"]
+        assert "sleep infinity" in start and "bash -c" not in start, urns["pm-configmap"]
+
+    return when_registered(mc, check)

@@ -1,0 +1,118 @@
+"""Stack config: every mistake stops the program with one ConfigError naming file, key, value and
+what is accepted; good configs become typed Args."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fluxinfra.errors import ConfigError
+from fluxinfra.k8s.config import KNOWN_POLICIES, match_policy, pinned_image
+from fluxinfra.k8s.stack import TOP_LEVEL, config_reference, load_stack_settings
+
+FILE = "stacks/Pulumi.t.yaml"
+
+
+def settings(**config):
+    """Config as the Pulumi runtime hands it over: JSON text for objects, strings for scalars."""
+    wire = {f"fluxinfra:{k}": v if isinstance(v, str) else json.dumps(v)
+            for k, v in config.items()}
+    return load_stack_settings("t", wire)
+
+
+def test_empty_stack_gets_every_default():
+    s = settings()
+    assert s.cluster.mode == "existing"
+    assert s.namespace == "fluxinfra-system"
+    assert s.image.ref == "fluxinfra:0.1.0"
+    assert s.scheduler.scheduler_name == "fluxion"
+    assert s.installer.flux_core_version and s.miniclusters == []
+
+
+def test_scalars_arrive_as_strings_and_are_typed():
+    s = settings(scheduler={"port": "10300", "installPodGroupCrd": "false"},
+                 miniclusters=[{"name": "a", "size": "3", "maxSize": 8, "command": "hostname"}])
+    assert s.scheduler.port == 10300 and s.scheduler.install_pod_group_crd is False
+    assert s.miniclusters[0].size == 3 and s.miniclusters[0].hosts == 8
+
+
+def test_enabled_false_leaves_a_component_out():
+    s = settings(installer={"enabled": False}, fluxionService={"enabled": "false"})
+    assert s.installer is None and s.fluxion_service is None and s.scheduler is not None
+
+
+def test_custom_policy_and_known_policies_are_accepted():
+    for name in KNOWN_POLICIES:
+        assert match_policy(name) is None
+    assert match_policy("policy=high node_exclusive=true stop_on_1_matches=false") is None
+    assert settings(fluxionService={"policy": "policy=low node_centric=true"})
+
+
+@pytest.mark.parametrize("config, key, value, accepted", [
+    ({"clusterr": {}}, "fluxinfra:clusterr", "{}", "accepted keys: fluxinfra:cluster"),
+    ({"cluster": {"workerz": 3}}, "fluxinfra:cluster.workerz", "3", "accepted keys: mode"),
+    ({"cluster": {"mode": "minikube"}}, "fluxinfra:cluster.mode", "'minikube'",
+     "one of kind, existing"),
+    ({"cluster": {"workers": "three"}}, "fluxinfra:cluster.workers", "'three'", "an integer"),
+    ({"miniclusters": [{"name": "a", "size": 0, "command": "x"}]},
+     "fluxinfra:miniclusters[0].size", "0", "an integer >= 1"),
+    ({"miniclusters": [{"name": "a", "size": 5, "maxSize": 4, "command": "x"}]},
+     "fluxinfra:miniclusters[0].size", "5", "from 1 to maxSize (4)"),
+    ({"miniclusters": [{"name": "a", "mode": "ephemeral"}]},
+     "fluxinfra:miniclusters[0].command", "''", "mode: persistent"),
+    ({"miniclusters": [{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]},
+     "fluxinfra:miniclusters[1].name", "'a'", "not already used"),
+    ({"miniclusters": {"name": "a"}}, "fluxinfra:miniclusters", "{'name': 'a'}", "a list"),
+    ({"scheduler": {"schedulerName": "Fluxion_Sched"}}, "fluxinfra:scheduler.schedulerName",
+     "'Fluxion_Sched'", "DNS-1123 label"),
+    ({"scheduler": {"policy": "fastest"}}, "fluxinfra:scheduler.policy", "'fastest'",
+     "one of first, low, high"),
+    ({"fluxionService": {"policy": "policy=fastest"}}, "fluxinfra:fluxionService.policy",
+     "'policy=fastest'", "custom string"),
+    ({"fluxionService": {"policy": "policy=high node_exclusive=maybe"}},
+     "fluxinfra:fluxionService.policy", "'policy=high node_exclusive=maybe'", "true|false"),
+    ({"fluxionService": {"port": 80}}, "fluxinfra:fluxionService.port", "80",
+     "from 1024 to 65535"),
+    ({"image": {"tag": "latest"}}, "fluxinfra:image.tag", "'latest'", "other than"),
+    ({"image": {"digest": "sha256:abc"}}, "fluxinfra:image.digest", "'sha256:abc'",
+     "64 lower-case hex"),
+    ({"installer": {"source": "apt"}}, "fluxinfra:installer.source", "'apt'",
+     "conda-forge, prefix"),
+    ({"installer": {"topology": "ring"}}, "fluxinfra:installer.topology", "'ring'", "binomial"),
+    ({"installer": {"enabled": "maybe"}}, "fluxinfra:installer.enabled", "'maybe'",
+     "true or false"),
+    ({"namespace": "Flux_System"}, "fluxinfra:namespace", "'Flux_System'", "DNS-1123"),
+    ({"kubernetesVersions": {"min": "v1.29"}}, "fluxinfra:kubernetesVersions.min", "'v1.29'",
+     "like '1.29'"),
+    ({"cluster": {"nodeImage": "kindest/node:latest"}}, "fluxinfra:cluster.nodeImage",
+     "'kindest/node:latest'", "pinned image"),
+])
+def test_bad_config_names_file_key_value_and_accepted(config, key, value, accepted):
+    with pytest.raises(ConfigError) as info:
+        settings(**config)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{FILE}: {key}"), message
+    assert value in message, message
+    assert accepted in message, message
+
+
+def test_docs_carry_the_current_config_reference():
+    doc = (Path(__file__).parents[3] / "docs" / "kubernetes.md").read_text()
+    missing = [k for k in TOP_LEVEL if f"`fluxinfra:{k}`" not in doc and f"`{k}`" not in doc]
+    assert not missing, f"docs/kubernetes.md lacks {missing}"
+    assert config_reference() in doc, (
+        "docs/kubernetes.md's config reference is stale: paste the output of "
+        "python -c 'from fluxinfra.k8s.stack import config_reference; print(config_reference())'")
+
+
+@pytest.mark.parametrize("ref, ok", [
+    ("fluxinfra:0.1.0", True),
+    ("ghcr.io/x/y:1.2@sha256:" + "a" * 64, True),
+    ("ghcr.io/x/y@sha256:" + "a" * 64, True),
+    ("ghcr.io/x/y", False),
+    ("ghcr.io/x/y:latest", False),
+    ("localhost:5000/y", False),
+])
+def test_pinned_image(ref, ok):
+    assert (pinned_image(ref) is None) is ok, ref
