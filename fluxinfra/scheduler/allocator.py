@@ -163,8 +163,8 @@ class SpreadAllocator:
         old = self.nodes.get(name)
         if specs:
             spec = specs[0]
-            cap = NodeCapacity(name, spec.cores, spec.memory_mib, len(spec.gpus),
-                               up=spec.status == "up")
+            memory = spec.memory_mib // spec.memory_chunk_mib * spec.memory_chunk_mib
+            cap = NodeCapacity(name, spec.cores, memory, len(spec.gpus), up=spec.status == "up")
         elif old is not None:
             cap = NodeCapacity(old.name, old.cores, old.memory_mib, old.gpus, up=False)
         else:

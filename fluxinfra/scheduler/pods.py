@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, pod_requests
+from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MIB, pod_requests
 
 __all__ = [
     "ANNOT_DURATION",
@@ -79,14 +79,16 @@ class Request:
     gpu: int = 0
 
     def shape(self) -> Shape:
-        """What the matcher sees: whole cores (at least one), whole MiB, GPUs."""
-        return Shape(max(1, math.ceil(self.cpu_milli / 1000)), math.ceil(self.memory / MIB),
+        """What the matcher sees: whole cores (at least one), whole memory chunks, GPUs."""
+        chunks = math.ceil(self.memory / (DEFAULT_MEMORY_CHUNK_MIB * MIB))
+        return Shape(max(1, math.ceil(self.cpu_milli / 1000)), chunks * DEFAULT_MEMORY_CHUNK_MIB,
                      self.gpu)
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class Shape:
-    """One slot of a jobspec, in the graph's units (see :mod:`fluxinfra.matcher.k8s`)."""
+    """One slot of a jobspec, in the graph's units (see :mod:`fluxinfra.matcher.k8s`): memory is
+    a whole number of the graph's memory chunks, in MiB."""
 
     cores: int = 1
     memory_mib: int = 0

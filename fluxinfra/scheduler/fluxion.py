@@ -1,0 +1,337 @@
+"""The Fluxion allocator: the scheduler's placement through the matcher, in process or remote.
+
+This module is the one place where the scheduler meets the matcher's API, so every gap between
+what the scheduler needs and what the matcher offers is bridged (and documented) here:
+
+- **Per-pod release.** A group is matched once, as one job; pods finish one by one. The matcher's
+  ``partial_cancel`` releases a job's whole share of a *node*, so when a finishing pod has
+  siblings of the same job on the same node, the allocator partially cancels the node and
+  re-registers the siblings' combined amounts there as a new matcher job (one
+  ``update_allocate``). Each allocator job is therefore a list of *pieces* (matcher jobs).
+- **Registering running pods.** ``adopt`` uses :func:`fluxinfra.matcher.k8s.pod_allocation_R`
+  (lowest free vertices of the pod's node) and ``update_allocate``.
+- **Nodes joining and leaving.** Without ``add_subgraph`` / ``remove_subgraph`` in the matcher,
+  the graph is rebuilt from the node objects and every piece re-registered; cordon, uncordon
+  and NotReady only flip vertex status (``set_status``).
+- **Clock.** The matcher's ``now`` is set from the scheduler's clock before every call.
+
+Two backends speak to a matcher: :class:`InProcessBackend` (default) and
+:class:`RemoteBackend` (the gRPC Fluxion service, ``--fluxion-service host:port``).
+
+>>> from fluxinfra.scheduler.pods import Shape
+>>> a = FluxionAllocator(policy="first")
+>>> a.set_nodes([{"metadata": {"name": f"n{i}"}, "status": {"allocatable": {
+...     "cpu": "4", "memory": "4Gi"}}} for i in range(2)])
+>>> p = a.place(6, Shape(1, 1024, 0), duration=60, now=0, reserve=False)
+>>> p.status, len(p.nodes)
+('ALLOCATED', 6)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fluxinfra.matcher.errors import MatcherError, UnknownJob
+from fluxinfra.scheduler.allocator import Placement, node_specs
+from fluxinfra.scheduler.pods import Shape
+from fluxinfra.service.jobspecs import slots_jobspec
+
+__all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend",
+           "shape_pod"]
+
+
+def shape_pod(node: str, shape: Shape) -> dict[str, Any]:
+    """A minimal bound pod asking for ``shape`` on ``node`` (what ``pod_allocation_R`` reads)."""
+    requests: dict[str, Any] = {"cpu": str(shape.cores), "memory": f"{shape.memory_mib}Mi"}
+    if shape.gpus:
+        requests["nvidia.com/gpu"] = str(shape.gpus)
+    return {"metadata": {"name": f"share-on-{node}", "namespace": "fluxinfra"},
+            "spec": {"nodeName": node, "containers": [{"resources": {"requests": requests}}]}}
+
+
+def graph_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Node objects as the graph should see them: cordoned nodes stay in (marked down later)."""
+    out = []
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable"):
+            node = copy.copy(node)
+            node["spec"] = {k: v for k, v in node["spec"].items() if k != "unschedulable"}
+        out.append(node)
+    return out
+
+
+def desired_status(node: dict[str, Any]) -> str:
+    """``down`` when cordoned or not Ready (or otherwise excluded), else ``up``."""
+    specs, _ = node_specs([node])
+    return specs[0].status if specs else "down"
+
+
+class MatcherBackend(Protocol):
+    def load(self, nodes: list[dict[str, Any]]) -> None: ...
+    def has_node(self, name: str) -> bool: ...
+    def match(self, jobspec: dict[str, Any], op: str, jobid: int,
+              now: int) -> tuple[str, int, list[str]]: ...
+    def cancel(self, jobid: int) -> None: ...
+    def partial_cancel(self, jobid: int, nodes: list[str]) -> bool: ...
+    def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None: ...
+    def set_status(self, node: str, status: str) -> None: ...
+
+
+def _slot_nodes(slots: list[dict[str, Any]], count: int) -> list[str]:
+    nodes = []
+    for slot in slots:
+        if len(slot) != 1:
+            raise MatcherError(f"a slot spans nodes {sorted(slot)}; a pod needs one node")
+        nodes.append(next(iter(slot)))
+    if len(nodes) != count:
+        raise MatcherError(f"the matcher returned {len(nodes)} slots for {count} pods")
+    return nodes
+
+
+class InProcessBackend:
+    """A :class:`~fluxinfra.matcher.Matcher` in this process."""
+
+    def __init__(self, policy: str = "first") -> None:
+        self.policy = policy
+        self.matcher: Any = None
+        self.names: set[str] = set()
+
+    def load(self, nodes: list[dict[str, Any]]) -> None:
+        from fluxinfra.matcher import Matcher
+        from fluxinfra.matcher.k8s import graph_from_k8s
+
+        graph = graph_from_k8s(graph_nodes(nodes), [], subtract_pods=False)
+        self.matcher = Matcher(graph, policy=self.policy)
+        self.names = {graph.name[v] for v, t in enumerate(graph.type) if t == "node"}
+
+    def has_node(self, name: str) -> bool:
+        return name in self.names
+
+    def match(self, jobspec: dict[str, Any], op: str, jobid: int,
+              now: int) -> tuple[str, int, list[str]]:
+        self.matcher.now = now
+        result = self.matcher.match(jobspec, op=op, jobid=jobid, now=now)
+        count = jobspec["resources"][0]["count"]
+        return result.status, result.at, _slot_nodes(result.slots, count)
+
+    def cancel(self, jobid: int) -> None:
+        self.matcher.cancel(jobid)
+
+    def partial_cancel(self, jobid: int, nodes: list[str]) -> bool:
+        return bool(self.matcher.partial_cancel(jobid, nodes))
+
+    def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
+        from fluxinfra.matcher.k8s import pod_allocation_R
+
+        self.matcher.now = now
+        rset = pod_allocation_R(shape_pod(node, shape), self.matcher, duration=duration)
+        self.matcher.update_allocate(jobid, rset, at=now, duration=duration)
+
+    def set_status(self, node: str, status: str) -> None:
+        self.matcher.set_status(node, status)
+
+
+class RemoteBackend:
+    """The gRPC Fluxion service (``fluxinfra service``); the scheduler owns its graph."""
+
+    def __init__(self, target: str, timeout: float = 30.0) -> None:
+        from fluxinfra.service.client import FluxionClient
+
+        self.client = FluxionClient(target, timeout=timeout)
+        self.names: set[str] = set()
+
+    def load(self, nodes: list[dict[str, Any]]) -> None:
+        self.names = {s.name for s in node_specs(graph_nodes(nodes))[0]}
+        self.client.load_nodes(graph_nodes(nodes))
+
+    def has_node(self, name: str) -> bool:
+        return name in self.names
+
+    def match(self, jobspec: dict[str, Any], op: str, jobid: int,
+              now: int) -> tuple[str, int, list[str]]:
+        result = self.client.match(jobspec, op=op, jobid=jobid, now=now)
+        count = jobspec["resources"][0]["count"]
+        return result.status, result.at, _slot_nodes(result.slots, count)
+
+    def cancel(self, jobid: int) -> None:
+        self.client.cancel(jobid)
+
+    def partial_cancel(self, jobid: int, nodes: list[str]) -> bool:
+        return self.client.partial_cancel(jobid, nodes)
+
+    def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
+        self.client.register(jobid, node, cores=shape.cores, memory_mib=shape.memory_mib,
+                             gpus=shape.gpus, at=now, duration=duration)
+
+    def set_status(self, node: str, status: str) -> None:
+        self.client.set_status(node, status)
+
+
+@dataclass
+class Piece:
+    """One matcher job holding some of an allocator job's shares."""
+
+    mjobid: int
+    end: int
+    shares: list[tuple[str, Shape]] = field(default_factory=list)
+
+
+def _combined(shapes: list[Shape]) -> Shape:
+    return Shape(sum(s.cores for s in shapes), sum(s.memory_mib for s in shapes),
+                 sum(s.gpus for s in shapes))
+
+
+class FluxionAllocator:
+    """:class:`~fluxinfra.scheduler.allocator.Allocator` over Fluxion's matcher."""
+
+    def __init__(self, policy: str = "first", backend: MatcherBackend | None = None) -> None:
+        self.name = f"fluxion:{policy}"
+        self.backend = backend or InProcessBackend(policy)
+        self.jobs: dict[int, list[Piece]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.status: dict[str, str] = {}
+        self.now = 0
+        self._ids = itertools.count(1)
+        self.rebuilds = 0
+
+    # -- nodes ------------------------------------------------------------------------------
+    def set_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.jobs.clear()
+        self._load()
+
+    def _load(self) -> None:
+        self.backend.load(list(self.nodes.values()))
+        self.status = {}
+        for name, node in self.nodes.items():
+            if self.backend.has_node(name):
+                self.status[name] = "up"
+                self._set_status(name, desired_status(node))
+
+    def _set_status(self, name: str, status: str) -> None:
+        if self.status.get(name) != status:
+            self.backend.set_status(name, status)
+            self.status[name] = status
+
+    def upsert_node(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        old = self.nodes.get(name)
+        self.nodes[name] = node
+        in_graph = self.backend.has_node(name)
+        if in_graph and old is not None and _capacity(old) == _capacity(node):
+            self._set_status(name, desired_status(node))  # heartbeat, cordon, NotReady
+            return
+        if not in_graph and not node_specs(graph_nodes([node]))[0]:
+            return  # a node that stays out of the graph (control plane, tainted)
+        self._rebuild()
+
+    def remove_node(self, name: str) -> None:
+        if self.nodes.pop(name, None) is not None:
+            for pieces in self.jobs.values():
+                for piece in pieces:
+                    piece.shares = [(n, s) for n, s in piece.shares if n != name]
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """New graph from the node objects; every piece registered again, node by node."""
+        self.rebuilds += 1
+        self._load()
+        for jobid, pieces in list(self.jobs.items()):
+            fresh: list[Piece] = []
+            for piece in pieces:
+                fresh += self._register_shares(piece.shares, piece.end)
+            self.jobs[jobid] = fresh
+
+    def _register_shares(self, shares: list[tuple[str, Shape]], end: int) -> list[Piece]:
+        by_node: dict[str, list[Shape]] = {}
+        for node, shape in shares:
+            by_node.setdefault(node, []).append(shape)
+        pieces = []
+        for node, shapes in by_node.items():
+            if not self.backend.has_node(node):
+                continue
+            mjobid = next(self._ids)
+            self.backend.register(mjobid, node, _combined(shapes), self.now,
+                                  max(1, end - self.now))
+            pieces.append(Piece(mjobid, end, [(node, s) for s in shapes]))
+        return pieces
+
+    # -- jobs -------------------------------------------------------------------------------
+    def place(self, count: int, shape: Shape, *, duration: int, now: int,
+              reserve: bool) -> Placement:
+        self.now = now
+        js = slots_jobspec(count, cores=shape.cores, memory_mib=shape.memory_mib,
+                           gpus=shape.gpus, duration=duration)
+        op = "allocate_orelse_reserve" if reserve else "allocate_with_satisfiability"
+        jobid = next(self._ids)
+        status, at, nodes = self.backend.match(js, op, jobid, now)
+        self.jobs[jobid] = [Piece(jobid, at + duration, [(n, shape) for n in nodes])]
+        return Placement(jobid, status, at, nodes)
+
+    def adopt(self, node: str, shape: Shape, *, now: int, duration: int) -> int:
+        self.now = now
+        if not self.backend.has_node(node):
+            raise MatcherError(f"node {node!r} is not in the graph (not yet added, or skipped)")
+        jobid = next(self._ids)
+        self.backend.register(jobid, node, shape, now, duration)
+        self.jobs[jobid] = [Piece(jobid, now + duration, [(node, shape)])]
+        return jobid
+
+    def release(self, jobid: int, node: str, shape: Shape) -> bool:
+        pieces = self.jobs.get(jobid)
+        if pieces is None:
+            raise UnknownJob(f"allocator job {jobid} is not known")
+        for piece in pieces:
+            if (node, shape) in piece.shares:
+                break
+        else:
+            return not pieces  # the share went with its node
+        piece.shares.remove((node, shape))
+        siblings = [s for n, s in piece.shares if n == node]
+        gone = True
+        if self.backend.has_node(node):
+            gone = self.backend.partial_cancel(piece.mjobid, [node])
+        piece.shares = [(n, s) for n, s in piece.shares if n != node]
+        if gone or not piece.shares:
+            if not gone:
+                self._cancel_piece(piece)
+            pieces.remove(piece)
+        if siblings:
+            pieces += self._register_shares([(node, s) for s in siblings], piece.end)
+        if not pieces:
+            del self.jobs[jobid]
+            return True
+        return False
+
+    def _cancel_piece(self, piece: Piece) -> None:
+        with contextlib.suppress(UnknownJob):
+            self.backend.cancel(piece.mjobid)
+
+    def cancel(self, jobid: int) -> None:
+        pieces = self.jobs.pop(jobid, None)
+        if pieces is None:
+            raise UnknownJob(f"allocator job {jobid} is not known")
+        for piece in pieces:
+            self._cancel_piece(piece)
+
+    def extend(self, jobid: int, *, now: int, duration: int) -> None:
+        pieces = self.jobs.get(jobid)
+        if pieces is None:
+            raise UnknownJob(f"allocator job {jobid} is not known")
+        self.now = now
+        fresh: list[Piece] = []
+        for piece in pieces:
+            self._cancel_piece(piece)
+            fresh += self._register_shares(piece.shares, now + duration)
+        self.jobs[jobid] = fresh
+
+
+def _capacity(node: dict[str, Any]) -> Any:
+    """What shapes a node's vertices: its allocatable amounts and labels (zone)."""
+    status = node.get("status") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (status.get("allocatable") or status.get("capacity") or {}, sorted(labels.items()))
