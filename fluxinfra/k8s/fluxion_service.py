@@ -44,28 +44,14 @@ def fluxion_service_manifests(name: str, namespace: str, args: FluxionServiceArg
     container = {
         "name": "service",
         "image": image,
-        "imagePullPolicy": "IfNotPresent",
         "args": ["service", "--port", str(args.port), "--policy", args.policy],
         "ports": [{"name": "grpc", "containerPort": args.port, "protocol": "TCP"}],
         "startupProbe": {**probe, "failureThreshold": 30},
         "readinessProbe": probe,
         "livenessProbe": {**probe, "failureThreshold": 3},
         "resources": args.resources,
-        "securityContext": m.restricted_container_security(),
     }
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": m.metadata(name, namespace, lbls),
-        "spec": {
-            "replicas": args.replicas,
-            "selector": {"matchLabels": m.selector(COMPONENT, name)},
-            "template": {"metadata": {"labels": lbls}, "spec": {
-                "serviceAccountName": name,
-                "securityContext": m.restricted_pod_security(),
-                "containers": [container],
-            }},
-        },
-    }
+    deployment = m.restricted_deployment(name, namespace, COMPONENT, args.replicas, container)
     service = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": m.metadata(name, namespace, lbls),

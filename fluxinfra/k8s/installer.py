@@ -30,6 +30,9 @@ __all__ = ["FluxInstallerArgs", "FluxInstaller", "installer_manifests", "install
 COMPONENT = "flux-installer"
 SCRIPTS_DIR = "/opt/fluxinfra/scripts"
 KEYS_DIR = "/opt/fluxinfra/keys"
+HEARTBEAT = "/tmp/node-watch.alive"
+_HEARTBEAT_FRESH = (f"import os, sys, time; "
+                    f"sys.exit(time.time() - os.path.getmtime('{HEARTBEAT}') > 600)")
 
 
 def _topology(value: str) -> str | None:
@@ -59,6 +62,11 @@ class FluxInstallerArgs:
     """Pinned flux-sched version."""
     micromamba_version: str = option("2.0.5", "pinned micromamba version")
     """Pinned micromamba version (fetched from micro.mamba.pm)."""
+    micromamba_sha256: str = option("", "sha256 of the micromamba download ('' = not checked)",
+                                    check=lambda v: None if v == "" or (
+                                        len(v) == 64 and all(c in "0123456789abcdef" for c in v))
+                                    else "'' or 64 lower-case hex digits")
+    """Expected sha256 of the micromamba tarball (recommended for production)."""
     channel: str = option("conda-forge", "conda channel")
     """Conda channel to install from."""
     broker_port: int = option(8050, "broker TCP port on every node", check=at_least(1024, 65535))
@@ -96,7 +104,8 @@ def _template_context(args: FluxInstallerArgs) -> dict[str, Any]:
             "scripts_dir": SCRIPTS_DIR, "keys_dir": KEYS_DIR, "source": args.source,
             "flux_core_version": args.flux_core_version,
             "flux_sched_version": args.flux_sched_version,
-            "micromamba_version": args.micromamba_version, "channel": args.channel,
+            "micromamba_version": args.micromamba_version,
+            "micromamba_sha256": args.micromamba_sha256, "channel": args.channel,
             "flux_user": args.flux_user, "unit": "fluxinfra-broker"}
 
 
@@ -146,10 +155,12 @@ def installer_manifests(name: str, args: FluxInstallerArgs, image: str) -> list[
             {"name": "host-lib", "mountPath": f"/host{args.lib_dir}"},
             {"name": "host-etc", "mountPath": f"/host{args.etc_dir}"},
         ],
-        "startupProbe": {"exec": {"command": ["test", "-x", f"/host{args.lib_dir}/flux-start.sh"]},
+        # node-watch starts once Flux is installed (up to 15 minutes for the first download) and
+        # then touches its heartbeat at least every 5 minutes (one watch window).
+        "startupProbe": {"exec": {"command": ["test", "-e", HEARTBEAT]},
                          "periodSeconds": 10, "failureThreshold": 90},
-        "livenessProbe": {"exec": {"command": ["pgrep", "-f", "node-watch.py"]},
-                          "periodSeconds": 30},
+        "livenessProbe": {"exec": {"command": ["python3", "-c", _HEARTBEAT_FRESH]},
+                          "periodSeconds": 60, "timeoutSeconds": 10},
     }
     pod_spec = {
         "serviceAccountName": name,

@@ -25,6 +25,7 @@ __all__ = [
     "secret",
     "restricted_container_security",
     "restricted_pod_security",
+    "restricted_deployment",
     "render_template",
     "image_ref",
 ]
@@ -117,6 +118,31 @@ def restricted_container_security() -> Manifest:
 def restricted_pod_security() -> Manifest:
     return {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
             "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def restricted_deployment(name: str, ns: str, component: str, replicas: int,
+                          container: Manifest, annotations: dict[str, str] | None = None
+                          ) -> Manifest:
+    """A Deployment of one restricted container running as ServiceAccount ``name``."""
+    lbls = labels(component, name)
+    template_meta: Manifest = {"labels": lbls}
+    if annotations:
+        template_meta["annotations"] = annotations
+    container = {"imagePullPolicy": "IfNotPresent", **container,
+                 "securityContext": restricted_container_security()}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": metadata(name, ns, lbls),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector(component, name)},
+            "template": {"metadata": template_meta, "spec": {
+                "serviceAccountName": name,
+                "securityContext": restricted_pod_security(),
+                "containers": [container],
+            }},
+        },
+    }
 
 
 @functools.cache

@@ -113,36 +113,24 @@ def scheduler_manifests(name: str, namespace: str, args: FluxSchedulerArgs,
     lbls = m.labels(COMPONENT, name)
     lease_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                     "verbs": ["get", "create", "update"]}]
+    health = {"httpGet": {"path": "/healthz", "port": "http"}}
     container = {
         "name": "scheduler",
         "image": image,
-        "imagePullPolicy": "IfNotPresent",
         "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
                  "--port", str(args.port)],
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
         "ports": [{"name": "http", "containerPort": args.port, "protocol": "TCP"}],
-        "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5,
-                         "failureThreshold": 60},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+        "startupProbe": {**health, "periodSeconds": 5, "failureThreshold": 60},
+        "livenessProbe": {**health, "periodSeconds": 10},
+        "readinessProbe": {**health, "periodSeconds": 5},
         "resources": args.resources,
-        "securityContext": m.restricted_container_security(),
     }
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": m.metadata(name, namespace, lbls),
-        "spec": {
-            "replicas": args.replicas,
-            "selector": {"matchLabels": m.selector(COMPONENT, name)},
-            "template": {"metadata": {"labels": lbls, "annotations": {
-                "prometheus.io/scrape": "true", "prometheus.io/port": str(args.port)}},
-                "spec": {"serviceAccountName": name,
-                         "securityContext": m.restricted_pod_security(),
-                         "containers": [container]}},
-        },
-    }
+    deployment = m.restricted_deployment(
+        name, namespace, COMPONENT, args.replicas, container,
+        annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(args.port)})
     out = [
         m.service_account(name, namespace, lbls),
         m.cluster_role(name, scheduler_rules(), lbls),

@@ -24,6 +24,8 @@ import urllib.request
 from typing import Any
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Touched on every pass of the watch loop; the pod's probes check its age.
+HEARTBEAT = "/tmp/node-watch.alive"
 # Taints the DaemonSet controller tolerates on its own (node conditions), so they never exclude.
 AUTO_TOLERATED_PREFIX = "node.kubernetes.io/"
 
@@ -125,6 +127,11 @@ class Api:
         return urllib.request.urlopen(req, context=self.ctx, timeout=timeout)
 
 
+def heartbeat() -> None:
+    with open(HEARTBEAT, "a"):
+        os.utime(HEARTBEAT)
+
+
 def apply_hosts(hosts: list[dict[str, str]], settings: dict[str, Any]) -> None:
     """Write the config (if it changed) and restart the local broker."""
     path = f"/host{settings['etcDir']}/conf.d/bootstrap.toml"
@@ -155,6 +162,7 @@ def run(settings: dict[str, Any]) -> None:
             dirty = True
             changed_at = 0.0
             while True:
+                heartbeat()
                 if dirty and time.monotonic() - changed_at >= settings["settleSeconds"]:
                     hosts = broker_hosts(list(nodes.values()), settings)
                     if any(h["name"] == me for h in hosts):
@@ -190,6 +198,7 @@ def run(settings: dict[str, Any]) -> None:
             log(f"API error {exc.code}: {exc.reason}; retrying in {backoff:.0f}s")
         except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as exc:
             log(f"{type(exc).__name__}: {exc}; retrying in {backoff:.0f}s")
+        heartbeat()  # an unreachable API server is not a reason to restart this pod
         time.sleep(backoff)
         backoff = min(backoff * 2, 60.0)
 
