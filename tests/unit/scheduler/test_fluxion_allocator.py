@@ -1,0 +1,128 @@
+"""Fluxion-specific behaviour: slot shape, EASY backfill, overrun, rebuilds, per-pod release."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluxinfra.matcher.errors import Busy, Unsatisfiable
+from fluxinfra.scheduler.core import SchedulerConfig
+from fluxinfra.scheduler.fluxion import FluxionAllocator
+from fluxinfra.scheduler.pods import ANNOT_DURATION, Shape
+
+from .harness import Harness, check_invariants
+from .kube_double import KubeApiDouble, make_node, make_pod
+
+
+def nodes(n: int, cpu: str = "4", memory: str = "4Gi") -> list[dict]:
+    return [make_node(f"n{i}", cpu=cpu, memory=memory) for i in range(n)]
+
+
+def test_each_slot_is_on_one_node_and_slots_share_nodes() -> None:
+    """Pins the jobspec form the scheduler relies on (top-level slot[count])."""
+    a = FluxionAllocator()
+    a.set_nodes(nodes(2))
+    p = a.place(8, Shape(1, 0, 0), duration=60, now=0, reserve=False)
+    assert sorted(p.nodes) == ["n0"] * 4 + ["n1"] * 4
+    with pytest.raises(Unsatisfiable):
+        a.place(1, Shape(5, 0, 0), duration=60, now=0, reserve=False)  # 8 cores, 4 per node
+    with pytest.raises(Busy):
+        a.place(1, Shape(1, 0, 0), duration=60, now=0, reserve=False)
+
+
+def test_reservation_starts_when_the_running_job_ends() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(1))
+    a.place(1, Shape(4, 0, 0), duration=100, now=0, reserve=False)
+    p = a.place(1, Shape(2, 0, 0), duration=10, now=5, reserve=True)
+    assert (p.status, p.at) == ("RESERVED", 100)
+
+
+def test_releasing_one_of_several_pods_on_a_node_frees_exactly_its_share() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(1))
+    p = a.place(4, Shape(1, 1024, 0), duration=60, now=0, reserve=False)
+    assert not a.release(p.jobid, "n0", Shape(1, 1024, 0))
+    a.place(1, Shape(1, 1024, 0), duration=60, now=1, reserve=False)  # exactly one came back
+    with pytest.raises(Busy):
+        a.place(1, Shape(1, 0, 0), duration=60, now=1, reserve=False)
+    for _ in range(3):
+        done = a.release(p.jobid, "n0", Shape(1, 1024, 0))
+    assert done and p.jobid not in a.jobs
+
+
+def test_allocations_survive_a_node_joining() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(1))
+    a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    a.upsert_node(make_node("n1", cpu="4", memory="4Gi"))
+    assert a.rebuilds == 1
+    p = a.place(1, Shape(4, 0, 0), duration=60, now=1, reserve=False)
+    assert p.nodes == ["n1"], "n0 is still full after the rebuild"
+
+
+def test_heartbeat_and_cordon_do_not_rebuild() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(2))
+    node = make_node("n0", cpu="4", memory="4Gi", unschedulable=True)
+    a.upsert_node(node)
+    assert a.rebuilds == 0 and a.status["n0"] == "down"
+    p = a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    assert p.nodes == ["n1"]
+
+
+def backfill_cluster() -> Harness:
+    api = KubeApiDouble()
+    api.create("nodes", make_node("n0", cpu="4", memory="16Gi"))
+    return Harness(api, FluxionAllocator(), SchedulerConfig(default_duration=3600))
+
+
+def timed(name: str, cpu: str, seconds: int, created: str) -> dict:
+    return make_pod(name, cpu=cpu, memory="0", annotations={ANNOT_DURATION: f"{seconds}s"},
+                    created=created)
+
+
+@pytest.mark.parametrize("depth", [1, 0], ids=["easy", "no-reservation"])
+def test_backfill_never_delays_the_head_job(depth: int) -> None:
+    h = backfill_cluster()
+    h.core.config.reserve_depth = depth
+    h.start()
+    h.api.create("pods", timed("running", "2", 100, "2026-01-01T00:00:00Z"))
+    h.step()
+    assert h.node_of("running") == "n0"
+    h.api.create("pods", timed("head", "4", 1000, "2026-01-01T00:01:00Z"))
+    h.step(1)
+    h.api.create("pods", timed("long", "2", 200, "2026-01-01T00:02:00Z"))
+    h.step(1)
+    h.api.create("pods", timed("short", "2", 50, "2026-01-01T00:03:00Z"))
+    h.step(1)
+    assert h.node_of("head") == ""
+    if depth:
+        assert h.node_of("short") == "n0", "ends before the head's reservation: backfilled"
+        assert h.node_of("long") == "", "would run past the head's reserved start"
+        assert any("reserved" in e["note"] for e in h.events("FailedScheduling"))
+    else:
+        # Without a reservation the long job jumps in and the head waits past t=100.
+        assert h.node_of("long") == "n0" and h.node_of("short") == ""
+    check_invariants(h)
+    h.api.set_phase("default/running", "Succeeded")
+    h.api.set_phase("default/short", "Succeeded")
+    h.step(100)
+    assert (h.node_of("head") == "n0") == bool(depth), "EASY: the head starts at t=100"
+    check_invariants(h)
+
+
+def test_overrunning_pod_keeps_its_resources() -> None:
+    h = backfill_cluster()
+    h.core.config.extension = 30
+    h.start()
+    h.api.create("pods", timed("slow", "4", 10, "2026-01-01T00:00:00Z"))
+    h.step()
+    h.step(60)  # ten times its declared duration; still Running
+    h.api.create("pods", timed("next", "1", 10, "2026-01-01T00:01:00Z"))
+    h.step(1)
+    h.step(40)
+    assert h.node_of("next") == "", "the node is still full"
+    h.api.set_phase("default/slow", "Succeeded")
+    h.step(1)
+    assert h.node_of("next") == "n0"
+    check_invariants(h)
