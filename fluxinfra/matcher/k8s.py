@@ -57,9 +57,13 @@ pod-level ``spec.resources.requests`` replaces the container sum). Two ways to a
   :func:`pod_allocation_R` + ``Matcher.update_allocate``, so that ``Matcher.cancel`` frees it
   when the pod finishes. The scheduler does this.
 
-Incremental updates as the cluster changes use the same plain data: :func:`node_subgraph` gives
-the vertices and edges of one node (to attach under its zone with the core's ``add_subgraph``);
-:func:`node_status` says whether a node is ``up`` or ``down``.
+Incremental updates as the cluster changes use the same plain data: keep the last
+``K8sInventory``; :func:`diff_inventories` says which nodes were added, removed, resized or
+flipped up/down; :func:`node_insertion` gives the vertices and edges of a new node (and of its
+zone when that is new) with the path to attach them under, for the core's subgraph insertion;
+``Matcher.set_status(node_name, "down")`` handles a status flip. Until the core can add and
+remove subgraphs of a live graph, rebuild with :func:`graph_from_inventory` when ``added``,
+``removed`` or ``resized`` are non-empty and re-register the running pods.
 
 >>> node = {"metadata": {"name": "n1", "labels": {}},
 ...         "status": {"allocatable": {"cpu": "3900m", "memory": "8Gi", "nvidia.com/gpu": "1"}}}
@@ -97,6 +101,9 @@ __all__ = [
     "graph_from_k8s",
     "pod_jobspec",
     "pod_allocation_R",
+    "InventoryChanges",
+    "diff_inventories",
+    "node_insertion",
 ]
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -654,3 +661,79 @@ def pod_allocation_R(  # noqa: N802 - RFC 20 calls it R
     emitted += [(depth - 1 - i, v, 1, False, False) for i, v in enumerate(ancestors)]
     end = HORIZON if not duration else now + duration
     return write_rv1(graph, emitted, now, end)
+
+
+# ----------------------------------------------------------------------------------------------
+# Incremental updates: what changed between two inventories, and where a new node goes.
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class InventoryChanges:
+    """Node-level differences between two inventories (names sorted)."""
+
+    added: list[NodeSpec]  # new nodes: insert with node_insertion(...)
+    removed: list[str]  # gone, cordoned, tainted or deselected: remove their subgraphs
+    status: dict[str, str]  # same node, Ready flipped: name -> "up" | "down" (set_status)
+    resized: list[NodeSpec]  # same node, different free vertices: remove, then insert again
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.status or self.resized)
+
+
+def _vertex_shape(spec: NodeSpec) -> tuple:
+    return (spec.zone, spec.cores, spec.memory_mib // spec.memory_chunk_mib,
+            spec.memory_chunk_mib, spec.gpus)
+
+
+def diff_inventories(old: K8sInventory, new: K8sInventory) -> InventoryChanges:
+    """What to do to a graph built from ``old`` so that it matches ``new``.
+
+    Capacity changes of a node (new allocatable, moved zone) count as ``resized``; a status flip
+    alone is a ``status`` change. Pods are not compared: with ``subtract_pods=False`` they are
+    allocations, registered and cancelled by the caller.
+    """
+    before = {spec.name: spec for spec in old.nodes}
+    after = {spec.name: spec for spec in new.nodes}
+    changes = InventoryChanges(
+        added=[after[name] for name in sorted(after.keys() - before.keys())],
+        removed=sorted(before.keys() - after.keys()),
+        status={},
+        resized=[],
+    )
+    for name in sorted(before.keys() & after.keys()):
+        was, now = before[name], after[name]
+        if _vertex_shape(was) != _vertex_shape(now):
+            changes.resized.append(now)
+        elif was.status != now.status:
+            changes.status[name] = now.status
+    return changes
+
+
+def node_insertion(graph, spec: NodeSpec, *, cluster: str | None = None) -> dict[str, Any]:
+    """Plain data to insert ``spec`` into a built ``graph``: ``{"parent", "vertices", "edges"}``.
+
+    ``parent`` is the containment path of the existing vertex to attach under (the cluster, or
+    the node's zone); when the zone does not exist yet, the zone vertex comes first in
+    ``vertices`` and the node hangs under it. The node gets the next unused node id and rank.
+    Positions in ``edges`` index ``vertices``; the first vertex attaches to ``parent``.
+    """
+    root = graph.roots["containment"] if cluster is None else graph.resolve(f"/{cluster}0")
+    root_path = graph.path(root)
+    node_ids = [graph.id[v] for v in range(len(graph))
+                if graph.type[v] == "node" and not graph.removed[v]]
+    ranks = [graph.rank[v] for v in range(len(graph)) if graph.type[v] == "node"]
+    node_id = max(node_ids, default=-1) + 1
+    rank = max(ranks, default=-1) + 1
+    sub = node_subgraph(spec, node_id=node_id, rank=rank)
+    if spec.zone is None:
+        return {"parent": root_path, **sub}
+    zone_path = f"{root_path}/{spec.zone}"
+    if any(graph.path(v) == zone_path for v in graph.by_name(spec.zone)):
+        return {"parent": zone_path, **sub}
+    zone_ids = [graph.id[v] for v in range(len(graph)) if graph.type[v] == "zone"]
+    zone = _vertex("zone", spec.zone, max(zone_ids, default=-1) + 1, -1, "up")
+    shifted = [(a + 1, b + 1) for a, b in sub["edges"]]
+    return {"parent": root_path, "vertices": [zone, *sub["vertices"]],
+            "edges": [(0, 1), *shifted]}

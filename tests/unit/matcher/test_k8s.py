@@ -8,9 +8,11 @@ from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.k8s import (
     K8sInputError,
     LabelSelector,
+    diff_inventories,
     graph_from_inventory,
     graph_from_k8s,
     k8s_inventory,
+    node_insertion,
     node_skip_reason,
     node_status,
     node_subgraph,
@@ -417,3 +419,61 @@ def test_pod_allocation_needs_a_bound_pod_on_a_known_node():
         pod_allocation_R(make_pod("p"), m)
     with pytest.raises(K8sInputError, match="'elsewhere' is not in the graph"):
         pod_allocation_R(make_pod("p", "elsewhere"), m)
+
+
+# ---------------------------------------------------------------------------- incremental updates
+
+
+def zoned(name, zone, **kw):
+    return make_node(name, labels={"topology.kubernetes.io/zone": zone}, **kw)
+
+
+def test_diff_inventories_classifies_node_changes():
+    old = k8s_inventory([zoned("a", "z1"), zoned("b", "z1"), zoned("c", "z1"), zoned("d", "z1")],
+                        [make_pod("p", "c", [container({"cpu": "1"})])])
+    new = k8s_inventory(
+        [zoned("a", "z1", ready="False"), zoned("c", "z1"), zoned("d", "z1", unschedulable=True),
+         zoned("e", "z2")],
+        [])
+    changes = diff_inventories(old, new)
+    assert [n.name for n in changes.added] == ["e"]
+    assert changes.removed == ["b", "d"]
+    assert changes.status == {"a": "down"}
+    assert [n.name for n in changes.resized] == ["c"]  # its pod finished: 4 free cores, not 3
+    assert not changes.empty and diff_inventories(new, new).empty
+
+
+def rows(g):
+    return sorted((g.path(v), g.type[v], g.id[v], g.rank[v], g.size[v], g.status[v])
+                  for v in range(len(g)) if not g.removed[v])
+
+
+@pytest.mark.parametrize("zone", ["z1", "z2", None])
+def test_node_insertion_rebuilds_the_same_graph(zone):
+    from fluxinfra.matcher import ResourceGraph
+
+    first = zoned("a", "z1", nvidia_com_gpu="1")
+    second = zoned("b", zone, cpu="2") if zone else make_node("b", cpu="2")
+    graph = graph_from_k8s([first])
+    spec = k8s_inventory([second]).nodes[0]
+    plan = node_insertion(graph, spec)
+    # Apply it the way a subgraph insertion would, on a copy rebuilt from the same inventory.
+    copy = ResourceGraph()
+    built = graph_from_k8s([first])
+    for v in range(len(built)):
+        copy.add_vertex(type=built.type[v], basename=built.basename[v], name=built.name[v],
+                        id=built.id[v], rank=built.rank[v], size=built.size[v],
+                        unit=built.unit[v], properties=built.properties[v],
+                        status="up" if built.status[v] else "down")
+        if built.parent["containment"][v] != -1:
+            copy.add_edge(built.parent["containment"][v], v)
+    parent = copy.resolve(plan["parent"])
+    index = [copy.add_vertex(**vertex) for vertex in plan["vertices"]]
+    copy.add_edge(parent, index[0])
+    for a, b in plan["edges"]:
+        copy.add_edge(index[a], index[b])
+    copy.finalize()
+    expected = graph_from_k8s([first, second])
+    if zone == "z2":  # zone ids follow insertion order, not the sorted order of a rebuild
+        assert plan["vertices"][0]["type"] == "zone"
+    assert rows(copy) == rows(expected)
