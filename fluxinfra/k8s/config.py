@@ -43,13 +43,13 @@ __all__ = [
     "one_of",
 ]
 
-#: Match policies the Fluxion matcher knows by name (Fluxion's resource-query/sched-fluxion-resource
-#: names). A custom policy is written ``"policy=<known> key=value ..."`` with keys from
-#: CUSTOM_POLICY_KEYS. The matcher owns the implementation; this list is what configs may name.
+#: Match policies the Fluxion matcher knows by name (the matcher's NAMED_POLICIES; a test keeps
+#: the two equal). A custom policy is ``"policy=high|low key=true|false ..."`` with keys from
+#: CUSTOM_POLICY_KEYS; ``fluxinfra.matcher.policies.parse_policy`` has the final word.
 KNOWN_POLICIES = ("first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
                   "locality", "variation")
 #: Keys a custom policy string may set besides ``policy`` (booleans, ``true``/``false``).
-CUSTOM_POLICY_KEYS = ("node_centric", "node_exclusive", "stop_on_1_matches", "set_prefer")
+CUSTOM_POLICY_KEYS = ("node_centric", "node_exclusive", "stop_on_1_matches")
 
 Check = Callable[[Any], str | None]  # returns None when fine, else "accepted: ..." text
 
@@ -201,20 +201,15 @@ def dns1123_subdomain(value: str) -> str | None:
 
 
 def match_policy(value: str) -> str | None:
-    """A known policy name, or ``policy=<known> key=true|false ...``."""
-    accepted = (f"one of {', '.join(KNOWN_POLICIES)}, or a custom string 'policy=<one of those> "
+    """A known policy name, or ``policy=high|low key=true|false ...``, as the matcher parses it."""
+    from fluxinfra.matcher.errors import MatcherError
+    from fluxinfra.matcher.policies import parse_policy
+
+    try:
+        parse_policy(value)
+    except MatcherError:
+        return (f"one of {', '.join(KNOWN_POLICIES)}, or a custom string 'policy=high|low "
                 f"{'|'.join(CUSTOM_POLICY_KEYS)}=true|false ...'")
-    if value in KNOWN_POLICIES:
-        return None
-    pairs = [tok.split("=", 1) for tok in value.split()]
-    if not pairs or any(len(p) != 2 for p in pairs):
-        return accepted
-    settings = dict(pairs)
-    if len(settings) != len(pairs) or settings.get("policy") not in KNOWN_POLICIES:
-        return accepted
-    for key, val in settings.items():
-        if key != "policy" and (key not in CUSTOM_POLICY_KEYS or val not in ("true", "false")):
-            return accepted
     return None
 
 

@@ -41,6 +41,12 @@ def test_enabled_false_leaves_a_component_out():
     assert s.installer is None and s.fluxion_service is None and s.scheduler is not None
 
 
+def test_known_policies_are_the_matchers():
+    from fluxinfra.matcher.policies import NAMED_POLICIES
+
+    assert set(KNOWN_POLICIES) == set(NAMED_POLICIES)
+
+
 def test_custom_policy_and_known_policies_are_accepted():
     for name in KNOWN_POLICIES:
         assert match_policy(name) is None
@@ -69,6 +75,8 @@ def test_custom_policy_and_known_policies_are_accepted():
      "one of first, low, high"),
     ({"fluxionService": {"policy": "policy=fastest"}}, "fluxinfra:fluxionService.policy",
      "'policy=fastest'", "custom string"),
+    ({"scheduler": {"policy": "policy=first"}}, "fluxinfra:scheduler.policy",
+     "'policy=first'", "policy=high|low"),
     ({"fluxionService": {"policy": "policy=high node_exclusive=maybe"}},
      "fluxinfra:fluxionService.policy", "'policy=high node_exclusive=maybe'", "true|false"),
     ({"fluxionService": {"port": 80}}, "fluxinfra:fluxionService.port", "80",
