@@ -137,12 +137,16 @@ def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
 
     out: list[tuple[int, int]] = []
     kids = g.children[trav.sub]
+    seen: set[int] = set()
 
     def visit(v: int, level: int, over: tuple[bool, bool, bool]) -> bool:
         over = (over[0] or not g.status[v], over[1] or bool(trav.allocs.get(v)),
                 over[2] or bool(trav.resvs.get(v)))
         nchildren = 0
+        seen.add(v)
         for c in kids[v]:
+            if c in seen:
+                continue
             if visit(c, level + 1, over):
                 nchildren += 1
         if not evaluate(tree, v, over) and not nchildren:

@@ -57,6 +57,8 @@ class ResourceGraph:
         self._paths: dict[int, str] = {}
         self.finalized = False
         self._intern: dict[str, str] = {}
+        #: some vertex has two parents in one subsystem (Fluxion's ASSOCIATE_IN)
+        self.multi_parent = False
 
     # -- building ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -122,13 +124,17 @@ class ResourceGraph:
         for role, v in (("source", parent), ("target", child)):
             if not isinstance(v, int) or not 0 <= v < n:
                 raise GraphError(f"edge {parent} -> {child}: {role} vertex {v!r} does not exist")
+        if parent == child:
+            raise GraphError(f"edge {parent} -> {child}: a vertex cannot contain itself")
         kids, parents = self._subsystem(subsystem)
         if parents[child] != -1:
-            if parents[child] == parent:
-                return  # the same edge given in both directions
-            raise GraphError(f"vertex {self.name[child]} has two parents in {subsystem} "
-                             f"({self.name[parents[child]]} and {self.name[parent]})")
-        parents[child] = parent
+            if parents[child] == parent or child in kids[parent]:
+                return  # the same edge again (or given in both directions)
+            # a second parent makes this subsystem a DAG (Fluxion allows it, e.g. two
+            # containers sharing nodes); traversals visit such a vertex once, first path wins
+            self.multi_parent = True
+        else:
+            parents[child] = parent
         kids[parent].append(child)
         self.finalized = False
 
@@ -170,23 +176,25 @@ class ResourceGraph:
         self.finalized = True
 
     def _count_reachable(self, sub: str) -> int:
-        kids = self.children[sub]
+        kids, parent = self.children[sub], self.parent[sub]
         stack = [self.roots[sub]]
         seen = 0
         while stack:
             v = stack.pop()
             seen += 1
-            stack.extend(kids[v])
+            stack.extend(c for c in kids[v] if parent[c] == v)
         return seen
 
     def _compute_totals(self) -> None:
         """Per non-leaf vertex: total size of each resource type below it."""
-        kids = self.children[CONTAINMENT]
+        kids, parent = self.children[CONTAINMENT], self.parent[CONTAINMENT]
         totals: dict[int, dict[str, int]] = {}
         order = self.preorder(self.roots[CONTAINMENT])
         typ, size = self.type, self.size
         for v in reversed(order):
             ch = kids[v]
+            if self.multi_parent:
+                ch = [c for c in ch if parent[c] == v]
             if not ch:
                 continue
             agg: dict[str, int] = {}
@@ -202,13 +210,18 @@ class ResourceGraph:
 
     # -- queries ----------------------------------------------------------------------------
     def preorder(self, root: int, subsystem: str = CONTAINMENT) -> list[int]:
+        """Vertices below ``root`` (each once, through its first parent), parents first."""
         kids = self.children[subsystem]
+        parent = self.parent[subsystem]
         out: list[int] = []
         stack = [root]
         while stack:
             v = stack.pop()
             out.append(v)
-            stack.extend(reversed(kids[v]))
+            if self.multi_parent:
+                stack.extend(c for c in reversed(kids[v]) if parent[c] == v)
+            else:
+                stack.extend(reversed(kids[v]))
         return out
 
     def subtree_totals(self, v: int) -> dict[str, int]:

@@ -175,6 +175,8 @@ def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:
     kids, parents = g._subsystem(sub)
     if parents[v] == -1:
         parents[v] = src
+    elif parents[v] != src:
+        g.multi_parent = True  # a DAG: traversals visit each vertex once (first path wins)
     if v not in kids[src]:
         kids[src].append(v)
 

@@ -146,9 +146,9 @@ class Jobspec:
         tasks = doc.get("tasks", [])
         if not isinstance(tasks, list):
             raise JobspecError(f"tasks: must be a list, got {type(tasks).__name__}")
-        labels = _labels(resources)
+        # like Fluxion, a task's slot need not name an existing label
         for i, task in enumerate(tasks):
-            _check_task(task, f"tasks[{i}]", labels)
+            _check_task(task, f"tasks[{i}]")
         attributes = doc.get("attributes") or {}
         if not isinstance(attributes, dict):
             raise JobspecError("attributes: must be a mapping")
@@ -252,16 +252,7 @@ def _parse_count(res: Resource, count: Any, path: str) -> None:
         raise JobspecError(f"{path}.min: must be >= 2 with operator '^', got {res.count_min}")
 
 
-def _labels(resources: list[Resource]) -> set[str]:
-    out: set[str] = set()
-    for r in resources:
-        if r.label:
-            out.add(r.label)
-        out |= _labels(r.with_)
-    return out
-
-
-def _check_task(task: Any, path: str, labels: set[str]) -> None:
+def _check_task(task: Any, path: str) -> None:
     if not isinstance(task, dict):
         raise JobspecError(f"{path}: task must be a mapping")
     unknown = set(task) - {"command", "slot", "count", "distribution", "attributes"}
@@ -272,9 +263,6 @@ def _check_task(task: Any, path: str, labels: set[str]) -> None:
     slot = task.get("slot")
     if not isinstance(slot, str):
         raise JobspecError(f"{path}.slot: missing; name the slot label the task runs in")
-    if labels and slot not in labels:
-        raise JobspecError(f"{path}.slot: {slot!r} is not a slot label in resources "
-                           f"({', '.join(sorted(labels))})")
     count = task.get("count")
     if count is not None and (not isinstance(count, dict) or len(count) != 1):
         raise JobspecError(f"{path}.count: must be a mapping with one entry "

@@ -323,7 +323,7 @@ class Matcher:
         if jobid in self.jobs:
             raise MatcherError(f"job id {jobid} is already in use; cancel it first")
         g, trav = self.graph, self.trav
-        marks: dict[int, tuple[int, bool]] = {}
+        marks: dict[int, tuple[int, bool, int]] = {}
         sched = R.get("scheduling") if isinstance(R, dict) else None
         nodes = ((sched or {}).get("graph") or {}).get("nodes")
         if not nodes:
@@ -335,7 +335,7 @@ class Matcher:
             v = g.resolve(path) if path else g.by_uniq_id(int(n["id"]))
             if v is None:
                 raise GraphError(f"update_allocate: vertex {n.get('id')} of R is not in the graph")
-            marks[v] = (int(md.get("size", 1)), bool(md.get("exclusive", False)))
+            marks[v] = (int(md.get("size", 1)), bool(md.get("exclusive", False)), -1)
         execution = R.get("execution", {})
         if duration is None:
             start, end = execution.get("starttime", at), execution.get("expiration", 0)
@@ -344,7 +344,7 @@ class Matcher:
         if root not in marks:
             raise GraphError("update_allocate: R does not include the graph root")
         trav.marks = marks
-        trav.root_mark = marks[root]
+        trav.root_mark = marks[root][:2]
         meta = Meta(at, duration, AT_ALLOC, jobid, self.now)
         self._next_jobid = max(self._next_jobid, jobid + 1)
         trav.chosen_slots = []

@@ -130,7 +130,7 @@ class Traverser:
         #: first-policy child order: vertex -> {child: weight}
         self.weights: dict[int, dict[int, int]] = {}
         self._order_cache: dict[int, list[int]] = {}
-        self.marks: dict[int, tuple[int, bool]] = {}
+        self.marks: dict[int, tuple[int, bool, int]] = {}
         self.chosen_slots: list[list[int]] = []
         self.root_mark: tuple[int, bool] = (1, False)
         self.preorder = 0
@@ -154,6 +154,7 @@ class Traverser:
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         self.marks = {}
+        self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
         self._ml = 0
         self.preorder = self.postorder = 0
@@ -163,7 +164,7 @@ class Traverser:
         if not ok:
             return False
         dfu.evals(self.g.type[root]).add(
-            [dfu.overall, dfu.avail, 0, excl, True, [[dfu.avail, dfu.avail, excl, root]]])
+            [dfu.overall, dfu.avail, 0, excl, True, [[dfu.avail, dfu.avail, excl, root, -1]]])
         needs = self._resolve_graph(root, resources, dfu)
         if needs is None:
             return False
@@ -268,6 +269,8 @@ class Traverser:
             return False, excl
         if self._prune(meta, x_in, u, resources):
             return False, excl
+        if self.visited is not None:
+            self.visited.add(u)
         self._discover(u)
         dfu = _Dfu()
         if kind == _SLOT:
@@ -322,11 +325,14 @@ class Traverser:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier)
         found = False
         gtype = self.g.type
+        visited = self.visited
         for c in self._children(u):
+            if visited is not None and c in visited:
+                continue
             ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
             if ok:
                 cnt = dfu.avail
-                dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c]]])
+                dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
                 found = True
         return found
 
@@ -348,14 +354,15 @@ class Traverser:
         tallies = {t: [0, 0, 0] for t in per_share}  # prev_total, accum, shares
         sat: set[str] = set()
         found = False
+        visited = self.visited
         for c in self._ordered_children(u):
-            if gtype[c] in sat:
+            if gtype[c] in sat or (visited is not None and c in visited):
                 continue
             ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
             if not ok:
                 continue
             cnt = dfu.avail
-            dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c]]])
+            dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
             found = True
             enough = True
             for t, tally in tallies.items():
@@ -425,7 +432,7 @@ class Traverser:
                     edge = group[5][0]
                     left = edge[0] if cur[1] < 0 else cur[1]
                     take = min(left, count - j) if exact else left
-                    edges.append([edge[0], take, True, edge[3]])
+                    edges.append([edge[0], take, True, edge[3], edge[4]])
                     score += group[0]
                     j += take
                     if left - take > 0:
@@ -478,9 +485,9 @@ class Traverser:
                     if split and child in split:
                         # one pool shared by several slot instances of this job
                         split[child] += edge[1]
-                        marks[child] = (split[child], True)
+                        marks[child] = (split[child], True, edge[4])
                     else:
-                        marks[child] = (edge[1], bool(edge[2]))
+                        marks[child] = (edge[1], bool(edge[2]), edge[4])
                         if rtype == "slot" and self.exact_pools:
                             split[child] = edge[1]
                     if not unconstrained:
@@ -488,7 +495,7 @@ class Traverser:
                         # keep the path to it, shared, so the commit walk reaches it
                         pv = parent[child]
                         while pv != top and pv != -1 and pv not in marks:
-                            marks[pv] = (size[pv], False)
+                            marks[pv] = (size[pv], False, -1)
                             pv = parent[pv]
                         continue
                     pv = parent[child]
@@ -499,12 +506,13 @@ class Traverser:
                         pv = parent[pv]
                         tev = dfu.ev.get(gtype[tgt])
                         if tev is not None and not tev.best_k:
-                            marks[tgt] = (size[tgt], False)
+                            marks[tgt] = (size[tgt], False, -1)
 
     # -- commit -----------------------------------------------------------------------------
     def update(self, meta: Meta, job: JobState, emit) -> int:
         """Commit the last selection: add spans, emit vertices (post-order), fill ``job``."""
         self._level = 0
+        self._upd_seen: set[int] | None = set() if self.g.multi_parent else None
         root = self.g.roots[self.sub]
         needs, excl = self.root_mark
         to_parent: dict[str, int] = {}
@@ -520,14 +528,21 @@ class Traverser:
         below: dict[str, int] = {}
         marks = self.marks
         first = self.policy.stop_on_k > 0
+        seen = self._upd_seen
+        if seen is not None:
+            seen.add(u)
         for c in self._children(u):
+            if seen is not None and c in seen:
+                continue
             mark = marks.get(c)
+            if mark is not None and seen is not None and mark[2] not in (-1, u):
+                mark = None  # marked through its other parent
             if mark is None and not mod:
                 continue
             if mod:
                 x, cneeds = True, g.size[c]
             else:
-                cneeds, x = mark
+                cneeds, x = mark[0], mark[1]
             n = self._upd_dfv(c, cneeds, x, meta, job, emit, below, mod, excl)
             if n > 0:
                 n_plans += n

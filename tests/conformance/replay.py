@@ -49,13 +49,14 @@ def load_cases() -> list[Case]:
     return [Case(i, *row[:10]) for i, row in enumerate(rows[1:], 1)]
 
 
-def load_known() -> dict[str, str]:
-    known: dict[str, str] = {}
+def load_known() -> dict[str, tuple[str, str]]:
+    """case name -> (level reached: normalised | differs, reason)."""
+    known: dict[str, tuple[str, str]] = {}
     if KNOWN.exists():
         for line in KNOWN.read_text(encoding="utf-8").splitlines():
             if line.strip() and not line.startswith("#"):
-                name, _, reason = line.partition("\t")
-                known[name.strip()] = reason.strip()
+                name, level, reason = (line.split("\t") + ["", ""])[:3]
+                known[name.strip()] = (level.strip(), reason.strip())
     return known
 
 
