@@ -115,9 +115,13 @@ def restricted_container_security() -> Manifest:
             "seccompProfile": {"type": "RuntimeDefault"}}
 
 
+#: The fluxinfra image's user (Containerfile: uid/gid 10001), numeric so runAsNonRoot can check.
+IMAGE_UID = 10001
+
+
 def restricted_pod_security() -> Manifest:
-    return {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID,
+            "fsGroup": IMAGE_UID, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def restricted_deployment(name: str, ns: str, component: str, replicas: int,
@@ -128,8 +132,10 @@ def restricted_deployment(name: str, ns: str, component: str, replicas: int,
     template_meta: Manifest = {"labels": lbls}
     if annotations:
         template_meta["annotations"] = annotations
+    # The root filesystem is read-only; /tmp is a small scratch emptyDir.
     container = {"imagePullPolicy": "IfNotPresent", **container,
-                 "securityContext": restricted_container_security()}
+                 "securityContext": restricted_container_security(),
+                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": metadata(name, ns, lbls),
@@ -140,6 +146,7 @@ def restricted_deployment(name: str, ns: str, component: str, replicas: int,
                 "serviceAccountName": name,
                 "securityContext": restricted_pod_security(),
                 "containers": [container],
+                "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
             }},
         },
     }

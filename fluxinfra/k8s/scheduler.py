@@ -33,7 +33,7 @@ class FluxSchedulerArgs:
     """The name pods put in spec.schedulerName."""
     policy: str = option("first", "match policy", check=match_policy)
     """Fluxion match policy (KNOWN_POLICIES or a custom 'policy=... key=value' string)."""
-    port: int = option(10260, "HTTP port for /healthz and /metrics", check=at_least(1024, 65535))
+    port: int = option(10259, "HTTP port for /healthz and /metrics", check=at_least(1024, 65535))
     """HTTP port for /healthz and /metrics."""
     replicas: int = option(1, "replicas (one leads, the others wait on the lease)",
                            check=at_least(1, 5))
