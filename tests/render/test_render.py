@@ -221,3 +221,14 @@ def test_cli_writes_tree_and_files(tmp_path):
     text = out.getvalue()
     assert "fluxinfra:k8s:FluxInstaller" in text and "-> daemonset-flux-installer" in text
     assert (tmp_path / "kustomization.yaml").is_file()
+
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_namespaced_objects_name_their_namespace(rendered, stack):
+    """kubectl apply -k would otherwise drop them into whatever namespace is current."""
+    for mf in rendered[stack].manifests:
+        where = f"{mf['kind']}/{mf['metadata']['name']}"
+        assert ("namespace" in mf["metadata"]) == (mf["kind"] not in CLUSTER_SCOPED), where
