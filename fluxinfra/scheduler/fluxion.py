@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from fluxinfra.matcher.errors import MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Placement, node_specs
 from fluxinfra.scheduler.pods import Shape
-from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.service.jobspecs import amounts_pod, slots_jobspec
 
 __all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend",
            "shape_pod"]
@@ -46,11 +46,7 @@ __all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBack
 
 def shape_pod(node: str, shape: Shape) -> dict[str, Any]:
     """A minimal bound pod asking for ``shape`` on ``node`` (what ``pod_allocation_R`` reads)."""
-    requests: dict[str, Any] = {"cpu": str(shape.cores), "memory": f"{shape.memory_mib}Mi"}
-    if shape.gpus:
-        requests["nvidia.com/gpu"] = str(shape.gpus)
-    return {"metadata": {"name": f"share-on-{node}", "namespace": "fluxinfra"},
-            "spec": {"nodeName": node, "containers": [{"resources": {"requests": requests}}]}}
+    return amounts_pod(node, cores=shape.cores, memory_mib=shape.memory_mib, gpus=shape.gpus)
 
 
 def graph_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

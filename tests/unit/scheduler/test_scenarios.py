@@ -1,41 +1,60 @@
 """Scheduler scenarios end to end: API double -> informers -> core -> allocator -> binds/Events.
 
-Every scenario runs with each allocator (Fluxion's matcher and the spread baseline) unless it
-needs reservations, and ends with :func:`check_invariants` (no node over capacity, exactly one
-share held per running pod, on the node it runs on).
+Every scenario runs with each allocator (Fluxion's matcher in process, the same over the real
+gRPC service on loopback, and the spread baseline), and ends with :func:`check_invariants` (no
+node over capacity, exactly one share held per running pod, on the node it runs on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from fluxinfra.scheduler.allocator import Allocator, SpreadAllocator
 from fluxinfra.scheduler.core import SchedulerConfig
+from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
 from fluxinfra.scheduler.pods import LABEL_GROUP, LABEL_GROUP_SIZE, LABEL_PODGROUP
 
 from .harness import Harness, check_invariants
 from .kube_double import KubeApiDouble, make_node, make_pod, make_podgroup
 
-ALLOCATORS: dict[str, Callable[[], Allocator]] = {"spread": SpreadAllocator}
-try:
-    from fluxinfra.scheduler.fluxion import FluxionAllocator
-
-    ALLOCATORS["fluxion"] = lambda: FluxionAllocator(policy="first")
-except ImportError:  # pragma: no cover - the matcher core has not landed yet
-    pass
+ALLOCATORS: dict[str, Callable[[], Allocator]] = {
+    "spread": SpreadAllocator,
+    "fluxion": lambda: FluxionAllocator(policy="first"),
+}
 
 
-@pytest.fixture(params=sorted(ALLOCATORS))
+@pytest.fixture(scope="module")
+def fluxion_service() -> Iterator[str]:
+    """One real gRPC Fluxion service on loopback; each scheduler reloads its graph."""
+    from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher.k8s import graph_from_k8s
+    from fluxinfra.service.server import serve
+
+    nodes = [make_node("bootstrap")]
+    server, port = serve(Matcher(graph_from_k8s(nodes, [], subtract_pods=False)),
+                         host="127.0.0.1", port=0, workers=2)
+    yield f"127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+@pytest.fixture(params=[*sorted(ALLOCATORS), "fluxion-grpc"])
 def make(request: pytest.FixtureRequest) -> Callable[..., Harness]:
+    if request.param == "fluxion-grpc":
+        target = request.getfixturevalue("fluxion_service")
+        factory: Callable[[], Allocator] = lambda: FluxionAllocator(  # noqa: E731
+            backend=RemoteBackend(target, timeout=10))
+    else:
+        factory = ALLOCATORS[request.param]
+
     def build(nodes: int = 2, cpu: str = "4", memory: str = "16Gi",
               config: SchedulerConfig | None = None, api: KubeApiDouble | None = None) -> Harness:
         if api is None:
             api = KubeApiDouble()
             for i in range(nodes):
                 api.create("nodes", make_node(f"n{i}", cpu=cpu, memory=memory))
-        return Harness(api, ALLOCATORS[request.param](), config)
+        return Harness(api, factory(), config)
     return build
 
 

@@ -1,0 +1,313 @@
+"""The gRPC Fluxion service: :class:`FluxionServicer` over one :class:`~fluxinfra.matcher.Matcher`.
+
+One lock serialises every matcher call (the matcher is single-threaded by design); gRPC's thread
+pool only overlaps (de)serialisation and network I/O. Matcher errors become status codes whose
+message names the field at fault:
+
+======================  ====================  =============================================
+matcher error           gRPC status           meaning
+======================  ====================  =============================================
+JobspecError            INVALID_ARGUMENT      malformed jobspec (message starts with a path)
+GraphError              INVALID_ARGUMENT      malformed R / JGF / vertex path
+Busy                    RESOURCE_EXHAUSTED    fits the graph, not its current state
+Unsatisfiable           FAILED_PRECONDITION   can never fit this graph
+UnknownJob              NOT_FOUND             no such job id
+======================  ====================  =============================================
+
+Start one with :func:`serve` (also what ``fluxinfra service`` runs); it registers the standard
+``grpc.health.v1`` health service, reporting SERVING for "" and ``fluxcli.FluxcliService``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from fluxinfra.matcher import (
+    Busy,
+    GraphError,
+    Jobspec,
+    JobspecError,
+    Matcher,
+    MatcherError,
+    UnknownJob,
+    Unsatisfiable,
+)
+from fluxinfra.service._generated import fluxcli_pb2 as pb
+from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
+from fluxinfra.service.jobspecs import amounts_pod, slots_jobspec
+
+__all__ = ["OPERATIONS", "SERVICE_NAME", "FluxionServicer", "serve"]
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "fluxcli.FluxcliService"
+OPERATIONS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
+              "satisfiability", "without_allocating")
+MIB = 2**20
+
+
+class _Abort(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _status_of(exc: Exception) -> tuple[grpc.StatusCode, str]:
+    if isinstance(exc, _Abort):
+        return exc.code, exc.message
+    if isinstance(exc, JobspecError | GraphError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, Busy):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, f"busy: {exc}"
+    if isinstance(exc, Unsatisfiable):
+        return grpc.StatusCode.FAILED_PRECONDITION, f"unsatisfiable: {exc}"
+    if isinstance(exc, UnknownJob):
+        return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, MatcherError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+
+
+def _json_field(text: str, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                     f"{field}: not valid JSON ({exc}); send RFC 20 R as a JSON string") from None
+
+
+def _nodelist(result: Any) -> list[pb.NodeAlloc]:
+    """Slots per node, in the order the matcher placed them."""
+    tasks: dict[str, int] = {}
+    for slot in getattr(result, "slots", None) or []:
+        for node in slot:
+            tasks[node] = tasks.get(node, 0) + 1
+    if not tasks:
+        for node in getattr(result, "nodes", None) or []:
+            tasks[node] = tasks.get(node, 0) + 1
+    return [pb.NodeAlloc(nodeID=node, tasks=n) for node, n in tasks.items()]
+
+
+def match_response(result: Any, pod_id: str = "") -> pb.MatchResponse:
+    status = str(getattr(result, "status", ""))
+    return pb.MatchResponse(
+        podID=pod_id, nodelist=_nodelist(result), jobID=int(result.jobid),
+        reserved=status == "RESERVED", at=int(getattr(result, "at", 0) or 0), status=status,
+        overhead=float(getattr(result, "overhead", 0.0) or 0.0),
+        R=json.dumps(result.R, separators=(",", ":")) if getattr(result, "R", None) else "",
+        duration=int(getattr(result, "duration", 0) or 0))
+
+
+def request_jobspec(request: pb.MatchRequest) -> Jobspec:
+    """The jobspec of a MatchRequest: ``jobspec`` text, else Fluence's ``ps`` x ``count``."""
+    if request.jobspec:
+        return Jobspec.parse(request.jobspec)
+    if not request.HasField("ps"):
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                     "jobspec: empty and no ps (PodSpec) given; send a jobspec (YAML/JSON) "
+                     "or ps with cpu >= 1")
+    ps = request.ps
+    if ps.cpu < 0 or ps.memory < 0 or ps.gpu < 0:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                     f"ps: cpu={ps.cpu} memory={ps.memory} gpu={ps.gpu}; amounts must be >= 0")
+    count = request.count or 1
+    if count < 0:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"count: {count}; must be >= 1")
+    return Jobspec.parse(slots_jobspec(count, cores=max(1, ps.cpu),
+                                       memory_mib=math.ceil(ps.memory / MIB), gpus=int(ps.gpu),
+                                       duration=int(request.duration)))
+
+
+class FluxionServicer(pb_grpc.FluxcliServiceServicer):
+    """Implements every RPC of ``fluxcli.FluxcliService`` over one matcher."""
+
+    def __init__(self, matcher: Matcher, policy: str = "first") -> None:
+        self.matcher = matcher
+        self.policy = policy
+        self.lock = threading.Lock()
+
+    def _run(self, context: grpc.ServicerContext, fn: Any) -> Any:
+        try:
+            with self.lock:
+                return fn()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a status, never a crash
+            code, message = _status_of(exc)
+            if code == grpc.StatusCode.INTERNAL:
+                log.exception("internal error in the Fluxion service")
+            context.abort(code, message)
+
+    # -- RPCs -----------------------------------------------------------------------------------
+    def Match(self, request: pb.MatchRequest, context: grpc.ServicerContext) -> pb.MatchResponse:  # noqa: N802
+        def run() -> pb.MatchResponse:
+            op = request.request or ("allocate_orelse_reserve" if request.reservation
+                                     else "allocate")
+            if op not in OPERATIONS:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"request: {op!r} is not a match operation; use one of "
+                             f"{', '.join(OPERATIONS)}")
+            js = request_jobspec(request)
+            if request.duration and request.jobspec:
+                js.duration = int(request.duration)
+            now = None
+            if request.HasField("now"):
+                now = self.matcher.now = int(request.now)
+            result = self.matcher.match(js, op=op, jobid=request.jobid or None, now=now)
+            return match_response(result, request.ps.id if request.HasField("ps") else "")
+        return self._run(context, run)
+
+    def Cancel(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelResponse:  # noqa: N802
+        def run() -> pb.CancelResponse:
+            self.matcher.cancel(int(request.jobID))
+            return pb.CancelResponse(jobID=request.jobID, error=0)
+        return self._run(context, run)
+
+    def PartialCancel(self, request: pb.PartialCancelRequest,  # noqa: N802
+                      context: grpc.ServicerContext) -> pb.PartialCancelResponse:
+        def run() -> pb.PartialCancelResponse:
+            if request.R:
+                what: Any = _json_field(request.R, "R")
+            elif request.nodes:
+                what = list(request.nodes)
+            else:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             "nodes/R: both empty; name the nodes to release or send an R")
+            done = self.matcher.partial_cancel(int(request.jobID), what)
+            return pb.PartialCancelResponse(jobID=request.jobID, fully_released=bool(done))
+        return self._run(context, run)
+
+    def Info(self, request: pb.InfoRequest, context: grpc.ServicerContext) -> pb.MatchResponse:  # noqa: N802
+        return self._run(context, lambda: match_response(self.matcher.info(int(request.jobID))))
+
+    def UpdateAllocate(self, request: pb.UpdateAllocateRequest,  # noqa: N802
+                       context: grpc.ServicerContext) -> pb.MatchResponse:
+        def run() -> pb.MatchResponse:
+            if not request.R:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             "R: empty; send the R (JSON) of the allocation to re-learn")
+            rset = _json_field(request.R, "R")
+            result = self.matcher.update_allocate(int(request.jobID), rset, at=int(request.at),
+                                                  duration=int(request.duration))
+            return match_response(result)
+        return self._run(context, run)
+
+    def Register(self, request: pb.RegisterRequest,  # noqa: N802
+                 context: grpc.ServicerContext) -> pb.MatchResponse:
+        def run() -> pb.MatchResponse:
+            from fluxinfra.matcher.k8s import pod_allocation_R
+
+            if not request.node:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             "node: empty; name the node the amounts are in use on")
+            if request.cores < 0 or request.memory_mib < 0 or request.gpus < 0:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"cores/memory_mib/gpus: {request.cores}/{request.memory_mib}/"
+                             f"{request.gpus}; amounts must be >= 0")
+            if not any(self.matcher.graph.type[v] == "node"
+                       for v in self.matcher.graph.by_name(request.node)):
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"node: {request.node!r} is not in the graph")
+            self.matcher.now = int(request.at)
+            duration = int(request.duration) or None
+            pod = amounts_pod(request.node, cores=request.cores, memory_mib=request.memory_mib,
+                              gpus=request.gpus)
+            rset = pod_allocation_R(pod, self.matcher, duration=duration)
+            result = self.matcher.update_allocate(int(request.jobID), rset, at=int(request.at),
+                                                  duration=duration)
+            return match_response(result)
+        return self._run(context, run)
+
+    def UpdateGraph(self, request: pb.GraphUpdateRequest,  # noqa: N802
+                    context: grpc.ServicerContext) -> pb.GraphUpdateResponse:
+        def run() -> pb.GraphUpdateResponse:
+            change = request.WhichOneof("change")
+            if change == "set_status":
+                if request.set_status.status not in ("up", "down"):
+                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                 f"set_status.status: {request.set_status.status!r}; "
+                                 "use 'up' or 'down'")
+                self.matcher.set_status(request.set_status.target, request.set_status.status)
+            elif change == "load_nodes":
+                nodes = _json_field(request.load_nodes.nodes_json, "load_nodes.nodes_json")
+                if not isinstance(nodes, list):
+                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "load_nodes.nodes_json: not a JSON list of Node objects")
+                self.matcher = matcher_from_nodes(nodes, self.policy)
+            elif change in ("add_subgraph", "remove_subgraph"):
+                op = getattr(self.matcher, change, None)
+                if op is None:
+                    raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
+                                 f"{change}: the matcher cannot change its graph in place yet; "
+                                 "use load_nodes to replace the graph")
+                if change == "add_subgraph":
+                    op(request.add_subgraph.parent,
+                       _json_field(request.add_subgraph.jgf, "add_subgraph.jgf"))
+                else:
+                    op(request.remove_subgraph.path)
+            else:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                             "change: empty; set one of set_status, add_subgraph, "
+                             "remove_subgraph")
+            return pb.GraphUpdateResponse(stat=json.dumps(self.matcher.stat(), default=str))
+        return self._run(context, run)
+
+    def Dump(self, request: pb.DumpRequest, context: grpc.ServicerContext) -> pb.DumpResponse:  # noqa: N802
+        def run() -> pb.DumpResponse:
+            jobs = []
+            for jobid in sorted(self.matcher.jobs):
+                info = self.matcher.info(jobid)
+                jobs.append(pb.JobState(jobID=int(jobid), status=str(info.status),
+                                        at=int(info.at or 0),
+                                        duration=int(getattr(info, "duration", 0) or 0),
+                                        nodes=list(info.nodes or [])))
+            jgf = ""
+            if request.include_graph:
+                jgf = json.dumps(graph_jgf(self.matcher.graph), separators=(",", ":"))
+            return pb.DumpResponse(stat=json.dumps(self.matcher.stat(), default=str),
+                                   jobs=jobs, jgf=jgf, now=int(self.matcher.now))
+        return self._run(context, run)
+
+
+def matcher_from_nodes(nodes: list[dict[str, Any]], policy: str) -> Matcher:
+    """A fresh matcher over the graph of Kubernetes Node objects (full allocatable capacity)."""
+    from fluxinfra.matcher.k8s import graph_from_k8s
+
+    try:
+        graph = graph_from_k8s(nodes, [], subtract_pods=False)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                     f"load_nodes.nodes_json: not a list of Node objects ({exc})") from None
+    return Matcher(graph, policy=policy)
+
+
+def graph_jgf(graph: Any) -> dict[str, Any]:
+    """The whole graph as JGF (every vertex at its full size)."""
+    from fluxinfra.matcher.writers import write_jgf
+
+    emitted = [(0, v, graph.size[v], bool(graph.exclusive[v]), False)
+               for v in range(len(graph)) if not graph.removed[v]]
+    return write_jgf(graph, emitted)
+
+
+def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: int = 8,
+          policy: str = "first") -> tuple[grpc.Server, int]:
+    """Start the service (non-blocking); returns the server and the bound port (``port=0`` picks
+    a free one)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, bound

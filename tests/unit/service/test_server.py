@@ -1,0 +1,148 @@
+"""The gRPC Fluxion service on loopback (port 0), called through raw stubs and the client."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fluxinfra.matcher import Matcher
+from fluxinfra.matcher.errors import Busy, JobspecError, UnknownJob, Unsatisfiable
+from fluxinfra.matcher.k8s import graph_from_k8s
+from fluxinfra.service._generated import fluxcli_pb2 as pb
+from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
+from fluxinfra.service.client import FluxionClient
+from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.service.server import SERVICE_NAME, serve
+
+GIB = 2**30
+
+
+def k8s_nodes(n: int, cpu: str = "4", memory: str = "8Gi") -> list[dict]:
+    return [{"metadata": {"name": f"node{i}"},
+             "status": {"allocatable": {"cpu": cpu, "memory": memory}}} for i in range(n)]
+
+
+@pytest.fixture()
+def server():
+    matcher = Matcher(graph_from_k8s(k8s_nodes(2), [], subtract_pods=False), policy="first")
+    srv, port = serve(matcher, host="127.0.0.1", port=0, workers=4)
+    yield f"127.0.0.1:{port}"
+    srv.stop(grace=None)
+
+
+@pytest.fixture()
+def stub(server: str):
+    channel = grpc.insecure_channel(server)
+    yield pb_grpc.FluxcliServiceStub(channel)
+    channel.close()
+
+
+@pytest.fixture()
+def client(server: str):
+    with FluxionClient(server, timeout=10) as c:
+        yield c
+
+
+def test_health_reports_serving(server: str) -> None:
+    with grpc.insecure_channel(server) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for name in ("", SERVICE_NAME):
+            resp = health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_fluence_shaped_match_and_cancel(stub) -> None:
+    req = pb.MatchRequest(ps=pb.PodSpec(id="pod-a", cpu=2, memory=GIB), request="allocate",
+                          count=3)
+    resp = stub.Match(req, timeout=5)
+    assert resp.podID == "pod-a" and resp.jobID >= 1 and not resp.reserved
+    assert sum(n.tasks for n in resp.nodelist) == 3
+    assert {n.nodeID for n in resp.nodelist} <= {"node0", "node1"}
+    assert json.loads(resp.R)["execution"]["R_lite"]
+    cancel = stub.Cancel(pb.CancelRequest(jobID=resp.jobID), timeout=5)
+    assert (cancel.jobID, cancel.error) == (resp.jobID, 0)
+
+
+def test_reservation_flag_reserves_in_the_future(stub) -> None:
+    full = pb.MatchRequest(jobspec=json.dumps(slots_jobspec(2, cores=4, duration=100)))
+    assert stub.Match(full, timeout=5).status == "ALLOCATED"
+    later = pb.MatchRequest(ps=pb.PodSpec(id="b", cpu=4), count=1, reservation=True,
+                            duration=50)
+    resp = stub.Match(later, timeout=5)
+    assert resp.reserved and resp.at == 100 and resp.status == "RESERVED"
+
+
+def test_yaml_jobspec_is_accepted(client: FluxionClient) -> None:
+    text = yaml.safe_dump(slots_jobspec(1, cores=1, memory_mib=1024, duration=60))
+    result = client.match(text)
+    assert result.status == "ALLOCATED" and result.nodes
+
+
+@pytest.mark.parametrize(("jobspec", "field"), [
+    ({"version": 1, "resources": [{"type": "core", "count": {"min": 0}}]}, "resources[0].count"),
+    ("version: [", "jobspec"),
+    ({"version": 1, "resources": [{"type": "core", "count": "many"}]}, "resources[0].count"),
+])
+def test_malformed_jobspec_is_invalid_argument_naming_the_field(stub, jobspec, field) -> None:
+    text = jobspec if isinstance(jobspec, str) else json.dumps(jobspec)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Match(pb.MatchRequest(jobspec=text), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in info.value.details()
+
+
+def test_unknown_operation_names_the_field(stub) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Match(pb.MatchRequest(request="grab", ps=pb.PodSpec(cpu=1)), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details().startswith("request:")
+
+
+def test_status_codes_map_back_to_matcher_errors(client: FluxionClient) -> None:
+    with pytest.raises(Unsatisfiable):
+        client.match(slots_jobspec(1, cores=64), op="allocate_with_satisfiability")
+    client.match(slots_jobspec(8, cores=1))
+    with pytest.raises(Busy):
+        client.match(slots_jobspec(1, cores=1))
+    with pytest.raises(UnknownJob):
+        client.cancel(999)
+    with pytest.raises(JobspecError):
+        client.match({"version": 1, "resources": "nope"})
+
+
+def test_partial_cancel_info_and_update_allocate_round_trip(client: FluxionClient) -> None:
+    first = client.match(slots_jobspec(8, cores=1, duration=600))
+    assert sorted(first.tasks.items()) == [("node0", 4), ("node1", 4)]
+    info = client.info(first.jobid)
+    assert info.status == "ALLOCATED"
+    assert client.partial_cancel(first.jobid, ["node0"]) is False
+    assert client.info(first.jobid).nodes == ["node1"]
+    rset = client.info(first.jobid).R
+    client.cancel(first.jobid)
+    again = client.update_allocate(77, rset, at=0, duration=600)
+    assert again.jobid == 77 and again.nodes == ["node1"]
+    with pytest.raises(Busy):  # node1 is full again, node0 free: 5 cores do not fit
+        client.match(slots_jobspec(5, cores=1))
+
+
+def test_register_load_nodes_and_dump(client: FluxionClient) -> None:
+    client.load_nodes(k8s_nodes(3, cpu="2"))
+    client.register(5, "node2", cores=2, at=0, duration=100)
+    dump = client.dump(include_graph=True)
+    assert [j["jobid"] for j in dump["jobs"]] == [5]
+    assert dump["jobs"][0]["nodes"] == ["node2"]
+    names = {n["metadata"]["name"] for n in dump["jgf"]["graph"]["nodes"]}
+    assert {"node0", "node1", "node2"} <= names
+    result = client.match(slots_jobspec(2, cores=2), op="allocate", now=10)
+    assert sorted(result.nodes) == ["node0", "node1"]
+
+
+def test_register_on_an_unknown_node_is_invalid_argument(stub) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Register(pb.RegisterRequest(jobID=3, node="ghost", cores=1), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "node" in info.value.details()
