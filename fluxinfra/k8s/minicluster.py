@@ -117,7 +117,9 @@ def minicluster_manifests(args: MiniClusterArgs) -> list[dict[str, Any]]:
             {"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True},
             {"name": "curve", "mountPath": KEYS_DIR, "readOnly": True},
         ],
-        "securityContext": {"allowPrivilegeEscalation": False,
+        # root in the container: the broker must read the 0400 certificate the Secret volume
+        # mounts (owned by root) and create its rundir; no privilege escalation, no extras.
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "seccompProfile": {"type": "RuntimeDefault"}},
     }
     if args.resources:
