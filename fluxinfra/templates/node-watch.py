@@ -132,41 +132,76 @@ def heartbeat() -> None:
         os.utime(HEARTBEAT)
 
 
-def apply_hosts(hosts: list[dict[str, str]], settings: dict[str, Any]) -> None:
-    """Write the config (if it changed) and restart the local broker."""
-    path = f"/host{settings['etcDir']}/conf.d/bootstrap.toml"
+class Membership:
+    """The watched Nodes and the broker host list they give."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.nodes: dict[str, dict[str, Any]] = {}
+
+    def relist(self, items: list[dict[str, Any]]) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in items}
+
+    def hosts(self) -> list[dict[str, str]]:
+        return broker_hosts(list(self.nodes.values()), self.settings)
+
+    def apply(self, event: dict[str, Any]) -> bool:
+        """Apply one watch event (ADDED, MODIFIED, DELETED); True if the host list changed."""
+        before = self.hosts()
+        obj = event["object"]
+        if event["type"] == "DELETED":
+            self.nodes.pop(obj["metadata"]["name"], None)
+        else:
+            self.nodes[obj["metadata"]["name"]] = obj
+        return self.hosts() != before
+
+
+def flux_start(settings: dict[str, Any], action: str) -> None:
+    """Run flux-start.sh on the node (in PID 1's namespaces)."""
+    subprocess.run(["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--",
+                    f"{settings['libDir']}/flux-start.sh", action], check=True)
+
+
+def sync_broker(hosts: list[dict[str, str]], settings: dict[str, Any], root: str = "/host",
+                start: Any = flux_start) -> str:
+    """Make the node's broker run with the config for ``hosts``: rewrite the file (atomically)
+    and restart when it changed, else only start the broker if it is not running (a rebooted
+    node). Returns "restarted" or "ensured"."""
+    path = f"{root}{settings['etcDir']}/conf.d/bootstrap.toml"
     text = bootstrap_toml(hosts, settings)
     try:
         with open(path) as f:
-            if f.read() == text:
-                return
+            current = f.read()
     except FileNotFoundError:
-        pass
+        current = None
+    if current == text:
+        start(settings, "ensure")
+        return "ensured"
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
     log(f"{len(hosts)} brokers: {', '.join(h['name'] for h in hosts)}; restarting broker")
-    subprocess.run(["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--",
-                    f"{settings['libDir']}/flux-start.sh", "restart"], check=True)
+    start(settings, "restart")
+    return "restarted"
 
 
 def run(settings: dict[str, Any]) -> None:
     api = Api()
     me = os.environ["NODE_NAME"]
+    members = Membership(settings)
     backoff = 1.0
     while True:
         try:
             listing = json.load(api.get("/api/v1/nodes", timeout=30))
-            nodes = {n["metadata"]["name"]: n for n in listing["items"]}
+            members.relist(listing["items"])
             version = listing["metadata"]["resourceVersion"]
-            dirty = True
-            changed_at = 0.0
+            dirty, changed_at = True, 0.0
             while True:
                 heartbeat()
                 if dirty and time.monotonic() - changed_at >= settings["settleSeconds"]:
-                    hosts = broker_hosts(list(nodes.values()), settings)
+                    hosts = members.hosts()
                     if any(h["name"] == me for h in hosts):
-                        apply_hosts(hosts, settings)
+                        sync_broker(hosts, settings)
                     else:
                         log(f"this node ({me}) is not eligible; broker not started")
                     dirty = False
@@ -182,14 +217,7 @@ def run(settings: dict[str, Any]) -> None:
                         raise urllib.error.HTTPError("", obj.get("code", 500), obj.get("message"),
                                                      None, None)  # type: ignore[arg-type]
                     version = obj["metadata"]["resourceVersion"]
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    before = broker_hosts(list(nodes.values()), settings)
-                    if event["type"] == "DELETED":
-                        nodes.pop(obj["metadata"]["name"], None)
-                    else:
-                        nodes[obj["metadata"]["name"]] = obj
-                    if broker_hosts(list(nodes.values()), settings) != before:
+                    if event["type"] != "BOOKMARK" and members.apply(event):
                         dirty, changed_at = True, time.monotonic()
                 backoff = 1.0
         except urllib.error.HTTPError as exc:

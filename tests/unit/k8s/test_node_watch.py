@@ -85,3 +85,39 @@ def test_node_without_internal_ip_gets_no_rank(nw):
     bare = node("x")
     bare["status"]["addresses"] = []
     assert nw.broker_hosts([bare, node("y")], SETTINGS)[0]["name"] == "y"
+
+
+def event(kind, obj):
+    return {"type": kind, "object": obj}
+
+
+def test_membership_reacts_to_joins_leaves_and_eligibility_not_to_readiness(nw):
+    members = nw.Membership(SETTINGS)
+    members.relist([node("w1", "10.0.0.1"), node("w2", "10.0.0.2")])
+    assert members.apply(event("ADDED", node("w3", "10.0.0.3")))           # join
+    not_ready = node("w3", "10.0.0.3")
+    not_ready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert not members.apply(event("MODIFIED", not_ready))                 # readiness: no change
+    assert members.apply(event("MODIFIED", node("w3", "10.0.0.3", labels={"flux": "no"})))
+    assert not members.apply(event("DELETED", node("w3", "10.0.0.3")))    # already excluded
+    assert members.apply(event("MODIFIED", node("w2", "10.0.0.9")))        # new address
+    assert members.apply(event("DELETED", node("w1")))                     # leave
+    assert names(members.hosts()) == ["w2"]
+
+
+def test_sync_restarts_only_when_the_config_changes(nw, tmp_path):
+    (tmp_path / "etc/fluxinfra/conf.d").mkdir(parents=True)
+    calls = []
+
+    def start(settings, action):
+        calls.append(action)
+
+    hosts = nw.broker_hosts([node("w1"), node("w2", "10.0.0.2")], SETTINGS)
+    assert nw.sync_broker(hosts, SETTINGS, root=str(tmp_path), start=start) == "restarted"
+    assert nw.sync_broker(hosts, SETTINGS, root=str(tmp_path), start=start) == "ensured"
+    fewer = hosts[:1]
+    assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start) == "restarted"
+    assert calls == ["restart", "ensure", "restart"]
+    written = (tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text()
+    assert written == nw.bootstrap_toml(fewer, SETTINGS)
+    assert not list((tmp_path / "etc/fluxinfra/conf.d").glob("*.tmp"))
