@@ -19,8 +19,9 @@ All jobs are then cancelled, so the next stream starts from an empty graph. Stre
 
 * ``1core``  — ``slot[1]{core[1]}``: one core anywhere;
 * ``nodex``  — ``node[1](exclusive){slot[1]{core[1]}}``: one whole node;
-* ``64node`` — ``node[64]{slot[64]{core[1]}}``: 64 full nodes, one task per core (what
-  ``flux run -N64 -n4096`` asks for).
+* ``64node`` — ``node[64](exclusive){slot[64]{core[1]}}``: 64 whole nodes, one task per core
+  (``flux run -N64 -n4096 --exclusive``). Exclusive because Fluxion (v0.54 resource-query)
+  matches no top-level *shared* node request at all ("No matching resources found").
 
 Latency is wall time around ``Matcher.match`` with the jobspec given as a dict (parsing included,
 as in Fluxion's own figure), reported as median and p99 in milliseconds.
@@ -30,7 +31,7 @@ same command streams (``match allocate`` x fill, then ``cancel``/``match`` pairs
 Fluxion's ``resource-query -e``; its per-match time is the ``ELAPSE`` it prints for every match
 (jobspec parse + traversal + writer, measured inside resource-query). Its load time and RSS come
 from a run whose only command is ``quit``. Fluxion is slow on big graphs, so its streams are capped
-(``--rq-cap``, default 100 matches below 1,024 nodes and 25 above; steady 20/10), and the ratio
+(``--rq-cap``, default 100 matches up to 1,024 nodes and 10 above; steady 20/5), and the ratio
 compares medians over the same prefix of each stream (our first n matches vs its first n).
 """
 
@@ -79,7 +80,7 @@ def jobspec_for(stream: str) -> dict:
                       "with": [{"type": "slot", "count": 1, "label": "task",
                                 "with": [{"type": "core", "count": 1}]}]}]
     elif stream == "64node":
-        resources = [{"type": "node", "count": 64,
+        resources = [{"type": "node", "count": 64, "exclusive": True,
                       "with": [{"type": "slot", "count": CORES_PER_NODE, "label": "task",
                                 "with": [{"type": "core", "count": 1}]}]}]
     else:
@@ -389,13 +390,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="256 nodes, cap 200, steady 50: a one-minute smoke run")
     parser.add_argument("--cap", type=int, help="max fill matches per stream (default 2000)")
     parser.add_argument("--steady", type=int, help="cancel+match pairs per stream (default 200)")
-    parser.add_argument("--budget", type=float, default=60.0,
-                        help="seconds per stream phase before it stops early (default 60)")
+    parser.add_argument("--budget", type=float, default=5.0,
+                        help="seconds per stream phase before it stops early (default 5)")
     parser.add_argument("--resource-query", metavar="PATH",
                         help="Fluxion's resource-query binary: run the same streams through it")
     parser.add_argument("--rq-sizes", help="sizes to run resource-query on (default 256,4096)")
     parser.add_argument("--rq-cap", type=int,
-                        help="fill matches per stream for resource-query (100 / 25 above 1,024)")
+                        help="fill matches per stream for resource-query (100 / 10 above 1,024)")
     parser.add_argument("--rq-format", default="simple",
                         help="resource-query -F match format (default simple)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
@@ -438,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes:
                 if size not in rq_sizes:
                     continue
-                rq_cap = args.rq_cap or (100 if size <= 1024 else 25)
-                rq_steady = min(steady, 20 if size <= 1024 else 10)
+                rq_cap = args.rq_cap or (100 if size <= 1024 else 10)
+                rq_steady = min(steady, 20 if size <= 1024 else 5)
                 started = time.perf_counter()
                 rq_results[size] = rq_benchmark(args.resource_query, size, policies, streams,
                                                 rq_cap, rq_steady, args.rq_format, Path(tmp))
