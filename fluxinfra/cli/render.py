@@ -19,8 +19,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(kubectl apply -k OUT deploys what pulumi up would).")
     p.add_argument("--stack", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml")
     p.add_argument("--out", default="build/manifests", type=Path, help="output directory")
-    p.add_argument("--root", default=Path.cwd(), type=Path,
-                   help="project root holding Pulumi.yaml, __main__.py and stacks/ (default: .)")
+    p.add_argument("--root", default=None, type=Path,
+                   help="project root holding Pulumi.yaml, __main__.py and stacks/ (default: the "
+                        "nearest directory upwards from here with a Pulumi.yaml)")
     p.add_argument("--seed-file", type=Path,
                    help="file whose bytes seed the CURVE cert and munge key (default: "
                         "$FLUXINFRA_RENDER_SEED, else the stack name, which is public)")
@@ -43,13 +44,22 @@ def _seed(args: argparse.Namespace) -> bytes | None:
     return env.encode() if env else None
 
 
+def _find_root(start: Path) -> Path:
+    for folder in (start, *start.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    raise ConfigError(f"--root: no Pulumi.yaml in {start} or above; accepted: run from the "
+                      "fluxinfra checkout or pass --root <dir with Pulumi.yaml>")
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    root = args.root if args.root is not None else _find_root(Path.cwd().resolve())
     from fluxinfra.render import ManifestInvalid, render, write_manifests
 
     start = time.monotonic()
     try:
-        rendered = render(args.stack, root=args.root, seed=_seed(args))
+        rendered = render(args.stack, root=root, seed=_seed(args))
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(f"fluxinfra render: invalid: {problem}", file=sys.stderr)
