@@ -32,10 +32,17 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Client
     """In-cluster config when running in a pod, else ``kubeconfig`` (or ``$KUBECONFIG``)."""
     from kubernetes import client, config
 
+    from fluxinfra.errors import ConfigError
+
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config(config_file=kubeconfig, context=context)
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context)
+        except (config.ConfigException, OSError, TypeError) as exc:
+            raise ConfigError(
+                f"--kubeconfig {kubeconfig or '$KUBECONFIG/~/.kube/config'}: no usable "
+                f"Kubernetes configuration ({exc}); run in a pod or pass --kubeconfig") from None
     return ClientKubeApi(client.ApiClient())
 
 

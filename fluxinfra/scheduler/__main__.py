@@ -1,0 +1,7 @@
+"""``python -m fluxinfra.scheduler`` = ``fluxinfra scheduler``."""
+
+import sys
+
+from fluxinfra.scheduler.main import run
+
+sys.exit(run())
