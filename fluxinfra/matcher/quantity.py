@@ -14,6 +14,7 @@ Fraction(3, 2)
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -59,18 +60,26 @@ def parse_quantity(value: str | int | float, field: str = "quantity") -> Fractio
         raise QuantityError(
             f"{field}: {value!r} is a {type(value).__name__}, not a quantity string like '1500m'"
         )
-    match = _QUANTITY.match(value.strip())
-    if match is None:
+    amount = _parse_text(value)
+    if amount is None:
         raise QuantityError(
             f"{field}: {value!r} is not a Kubernetes quantity; use digits with an optional "
-            "suffix Ki/Mi/Gi/Ti/Pi/Ei, n/u/m/k/M/G/T/P/E or an exponent (e.g. '1500m', '16Gi')"
+            "suffix Ki/Mi/Gi/Ti/Pi/Ei, n/u/m/k/M/G/T/P/E or an exponent within ±64 "
+            "(e.g. '1500m', '16Gi')"
         )
+    return amount
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction | None:
+    # Cached: a cluster's pods repeat the same few quantities ("500m", "1Gi") thousands of times.
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        return None
     number = Fraction(match["num"])
     if match["exp"] is not None:
         exponent = int(match["exp"])
-        if abs(exponent) > 64:
-            raise QuantityError(f"{field}: {value!r} has an exponent beyond 1e±64")
-        return number * Fraction(10) ** exponent
+        return None if abs(exponent) > 64 else number * Fraction(10) ** exponent
     suffix = match["suffix"] or ""
     return number * (_BINARY.get(suffix) or _DECIMAL[suffix])
 
