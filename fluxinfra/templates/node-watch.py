@@ -113,14 +113,16 @@ def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any]) -> str
 class Api:
     """The few Kubernetes API calls node-watch makes, with the pod's ServiceAccount."""
 
-    def __init__(self) -> None:
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    def __init__(self, host: str | None = None, port: str | None = None,
+                 sa_dir: str = SA_DIR) -> None:
+        host = host or os.environ["KUBERNETES_SERVICE_HOST"]
+        port = port or os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         self.base = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        self.ctx = ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt")
+        self.sa_dir = sa_dir
+        self.ctx = ssl.create_default_context(cafile=f"{sa_dir}/ca.crt")
 
     def get(self, path: str, timeout: float) -> Any:
-        with open(f"{SA_DIR}/token") as f:  # re-read: projected tokens rotate
+        with open(f"{self.sa_dir}/token") as f:  # re-read: projected tokens rotate
             token = f.read().strip()
         req = urllib.request.Request(self.base + path,
                                      headers={"Authorization": f"Bearer {token}"})
@@ -185,9 +187,11 @@ def sync_broker(hosts: list[dict[str, str]], settings: dict[str, Any], root: str
     return "restarted"
 
 
-def run(settings: dict[str, Any]) -> None:
-    api = Api()
-    me = os.environ["NODE_NAME"]
+def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
+        root: str = "/host", start: Any = flux_start) -> None:
+    """List, then watch, forever; keep the broker config in step (parameters are for tests)."""
+    api = api or Api()
+    me = me or os.environ["NODE_NAME"]
     members = Membership(settings)
     backoff = 1.0
     while True:
@@ -201,7 +205,7 @@ def run(settings: dict[str, Any]) -> None:
                 if dirty and time.monotonic() - changed_at >= settings["settleSeconds"]:
                     hosts = members.hosts()
                     if any(h["name"] == me for h in hosts):
-                        sync_broker(hosts, settings)
+                        sync_broker(hosts, settings, root=root, start=start)
                     else:
                         log(f"this node ({me}) is not eligible; broker not started")
                     dirty = False

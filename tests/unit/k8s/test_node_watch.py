@@ -121,3 +121,108 @@ def test_sync_restarts_only_when_the_config_changes(nw, tmp_path):
     written = (tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text()
     assert written == nw.bootstrap_toml(fewer, SETTINGS)
     assert not list((tmp_path / "etc/fluxinfra/conf.d").glob("*.tmp"))
+
+
+# -- the watch loop against a local HTTPS stand-in for the API server ----------------------------
+
+class Stop(Exception):
+    """Raised by the fake flux-start to end node-watch's endless loop."""
+
+
+def self_signed(tmp_path):
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    (tmp_path / "token").write_text("t0ken\n")
+    return tmp_path
+
+
+@pytest.fixture
+def api_server(tmp_path):
+    """Serves GET /api/v1/nodes (a list) and one watch stream; records the requests."""
+    import json
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    (tmp_path / "sa").mkdir()
+    sa = self_signed(tmp_path / "sa")
+    seen = []
+    watch_events = [
+        {"type": "ADDED", "object": {**node("w3", "10.0.0.3"),
+                                     "metadata": {**node("w3")["metadata"],
+                                                  "resourceVersion": "11"}}},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+    ]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen.append((self.path, self.headers.get("Authorization")))
+            if "watch=1" in self.path:
+                body = b"".join(json.dumps(e).encode() + b"\n" for e in watch_events)
+                watch_events.clear()  # later watches see no events
+            else:
+                items = [{**node(n, ip), "metadata": {**node(n)["metadata"],
+                                                      "resourceVersion": "5"}}
+                         for n, ip in (("w2", "10.0.0.2"), ("w1", "10.0.0.1"))]
+                body = json.dumps({"items": items, "metadata": {"resourceVersion": "10"}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sa / "ca.crt", sa / "key.pem")
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], sa, seen
+    server.shutdown()
+
+
+def test_watch_loop_restarts_the_broker_when_a_node_joins(nw, api_server, tmp_path,
+                                                         monkeypatch):
+    port, sa, seen = api_server
+    monkeypatch.setattr(nw, "HEARTBEAT", str(tmp_path / "alive"))
+    (tmp_path / "etc/fluxinfra/conf.d").mkdir(parents=True)
+    actions = []
+
+    def start(settings, action):
+        actions.append(action)
+        if len(actions) == 2:
+            raise Stop
+
+    api = nw.Api(host="127.0.0.1", port=str(port), sa_dir=str(sa))
+    with pytest.raises(Stop):
+        nw.run(SETTINGS, api=api, me="w1", root=str(tmp_path), start=start)
+    assert actions == ["restart", "restart"]
+    config = tomllib.loads((tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text())
+    assert [h["host"] for h in config["bootstrap"]["hosts"]] == ["w1", "w2", "w3"]
+    assert seen[0] == ("/api/v1/nodes", "Bearer t0ken")
+    assert "watch=1" in seen[1][0] and "resourceVersion=10" in seen[1][0]
+    assert (tmp_path / "alive").exists()
