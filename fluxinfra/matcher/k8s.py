@@ -568,6 +568,10 @@ def pod_jobspec(
     CPU rounds up to whole cores, memory up to whole chunks (counted in MiB), GPUs of every vendor
     add up; a pod that requests nothing still asks for one node-local slot with one core (Fluxion
     slots need at least one resource), the scheduler's unit of accounting for best-effort pods.
+
+    The slot is the top-level resource: a slot's resources all come from below one vertex (its
+    nearest common parent, here the node, since a node's cores, memory and GPUs are its direct
+    children), and Fluxion does not match a top-level *shared* ``node`` request at all.
     """
     requests = pod_requests(pod)
     cores = max(1, math.ceil(requests.get("cpu", 0) / 1000))
@@ -580,13 +584,7 @@ def pod_jobspec(
         slot.append({"type": "gpu", "count": gpus})
     return {
         "version": 1,
-        "resources": [
-            {
-                "type": "node",
-                "count": 1,
-                "with": [{"type": "slot", "count": 1, "label": "task", "with": slot}],
-            }
-        ],
+        "resources": [{"type": "slot", "count": 1, "label": "task", "with": slot}],
         "attributes": {"system": {"duration": 0}},
         "tasks": [{"command": ["pod", _pod_name(pod)], "slot": "task", "count": {"per_slot": 1}}],
     }

@@ -309,10 +309,8 @@ def test_pod_jobspec_rounds_up_to_cores_and_mib():
     pod = make_pod("p", "w", [container({"cpu": "1100m", "memory": "100M",
                                          "amd.com/gpu": "1"})])
     js = pod_jobspec(pod)
-    node = js["resources"][0]
-    assert (node["type"], node["count"]) == ("node", 1)
-    slot = node["with"][0]
-    assert slot["type"] == "slot"
+    slot = js["resources"][0]
+    assert (slot["type"], slot["count"]) == ("slot", 1)
     # 100M bytes -> one 1024 MiB chunk, asked for in MiB
     assert slot["with"] == [{"type": "core", "count": 2}, {"type": "memory", "count": 1024},
                             {"type": "gpu", "count": 1}]
@@ -320,8 +318,7 @@ def test_pod_jobspec_rounds_up_to_cores_and_mib():
 
 
 def test_best_effort_pod_jobspec_takes_one_core():
-    assert pod_jobspec(make_pod("p"))["resources"][0]["with"][0]["with"] == [
-        {"type": "core", "count": 1}]
+    assert pod_jobspec(make_pod("p"))["resources"][0]["with"] == [{"type": "core", "count": 1}]
 
 
 # ---------------------------------------------------------------------------- graphs and matching
@@ -477,3 +474,14 @@ def test_node_insertion_rebuilds_the_same_graph(zone):
     if zone == "z2":  # zone ids follow insertion order, not the sorted order of a rebuild
         assert plan["vertices"][0]["type"] == "zone"
     assert rows(copy) == rows(expected)
+
+
+def test_a_pod_is_never_split_across_nodes():
+    from fluxinfra.matcher.errors import Busy
+    from fluxinfra.matcher.matcher import Matcher
+
+    m = Matcher(graph_from_k8s([make_node("a", "2"), make_node("b", "2")]), policy="low")
+    with pytest.raises(Busy):
+        m.match(pod_jobspec(make_pod("p", containers=[container({"cpu": "3"})])))
+    result = m.match(pod_jobspec(make_pod("q", containers=[container({"cpu": "2"})])))
+    assert len(result.nodes) == 1
