@@ -49,10 +49,12 @@ class QuerySession:
     """One resource-query session: a matcher, a job counter, and the output stream."""
 
     def __init__(self, matcher: Matcher, out: TextIO, match_format: str = "simple",
-                 err: TextIO | None = None) -> None:
+                 err: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.m = matcher
         self.out = out
         self.err = err if err is not None else sys.stderr
+        #: resource-query prints info/stat/list to stdout even with -t
+        self.stdout = stdout if stdout is not None else sys.stdout
         self.fmt = match_format
         self.jobid_counter = 1
         self.jobs: dict[int, tuple[str, int, str]] = {}  # jobid -> (state, at, jobspec file)
@@ -178,6 +180,11 @@ class QuerySession:
             self.jobs.pop(jobid, None)
         except (ValueError, UnknownJob) as exc:
             self.err.write(f"cancel: {exc}\n")
+            return
+        if len(args) == 3 and args[2] == "stats":
+            pre, post = self.m.last_cancel_counts
+            self.out.write(f"{_BAR}INFO: CANCEL PREORDER COUNT=\"{pre}\"\n"
+                           f"INFO: CANCEL POSTORDER COUNT=\"{post}\"\n{_BAR}")
 
     def cmd_partial_cancel(self, args) -> None:
         if not 4 <= len(args) <= 5:
@@ -192,6 +199,10 @@ class QuerySession:
                 self.jobs.pop(jobid, None)
         except (OSError, ValueError, MatcherError) as exc:
             self.error(f"partial-cancel: {exc}")
+        if len(args) == 5 and args[4] == "stats":
+            # Fluxion releases a partial cancel vertex by vertex, without a traversal
+            self.out.write(f"{_BAR}INFO: PARTIAL CANCEL PREORDER COUNT=\"0\"\n"
+                           f"INFO: PARTIAL CANCEL POSTORDER COUNT=\"0\"\n{_BAR}")
 
     def cmd_info(self, args) -> None:
         if len(args) != 2:
@@ -207,7 +218,7 @@ class QuerySession:
         state, at, path = self.jobs[jobid]
         r = self.m.results.get(jobid)
         overhead = r.overhead if r else 0.0
-        sys.stdout.write(f"INFO: {jobid}, {state}, {at}, {path}, {overhead:g}\n")
+        self.stdout.write(f"INFO: {jobid}, {state}, {at}, {path}, {overhead:g}\n")
 
     def cmd_list(self, args) -> None:
         for jobid in sorted(self.jobs):
@@ -217,7 +228,7 @@ class QuerySession:
         st = self.m.stat()
         n = len(self.jobs)
         avg = st["sum_match"] / n if n else 0.0
-        sys.stdout.write(f"INFO: Num. of Jobs Matched: {n}\n"
+        self.stdout.write(f"INFO: Num. of Jobs Matched: {n}\n"
                          f"INFO: Min. Match Time: {st['min_match'] if n else 0:g}\n"
                          f"INFO: Max. Match Time: {st['max_match']:g}\n"
                          f"INFO: Avg. Match Time: {avg:g}\n")
@@ -306,10 +317,10 @@ class QuerySession:
             return
         try:
             with open(args[1], encoding="utf-8") as fh:
-                sys.stdout.write(fh.read())
+                self.stdout.write(fh.read())
         except OSError:
             pass
-        sys.stdout.write(f"INFO: Jobspec in {args[1]}\n")
+        self.stdout.write(f"INFO: Jobspec in {args[1]}\n")
 
     def cmd_quit(self, args) -> bool:
         return False
@@ -336,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_session(opts, out: TextIO, err: TextIO | None = None) -> QuerySession:
+def open_session(opts, out: TextIO, err: TextIO | None = None,
+                 stdout: TextIO | None = None) -> QuerySession:
     """Load the graph and build a session from parsed options (shared with the replay test)."""
     kwargs = {}
     if opts.load_allowlist and opts.load_format == "hwloc":
@@ -345,7 +357,7 @@ def open_session(opts, out: TextIO, err: TextIO | None = None) -> QuerySession:
     subsystems = _subsystems(opts.match_subsystems)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
                       prune_filters=opts.prune_filters)
-    return QuerySession(matcher, out, opts.match_format, err)
+    return QuerySession(matcher, out, opts.match_format, err, stdout)
 
 
 def main(argv: list[str] | None = None) -> int:

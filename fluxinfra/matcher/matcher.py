@@ -92,6 +92,8 @@ class Matcher:
         self.results: dict[int, MatchResult] = {}
         self.now = now
         self._next_jobid = 1
+        #: (preorder, postorder) vertex visits of the last cancel, as Fluxion counts them
+        self.last_cancel_counts = (0, 0)
         self.stats = {"match_count": 0, "match_succeeded": 0, "match_failed": 0,
                       "min_match": 0.0, "max_match": 0.0, "sum_match": 0.0}
 
@@ -139,12 +141,13 @@ class Matcher:
         saved_excl = set(trav.excl_types)
         trav.excl_types |= _exclusive_types(resources)
         try:
+            self._precheck(js, op)
             if op == "satisfiability":
                 self._check_satisfiable(js, x)
                 return MatchResult(jobid, "SATISFIABLE", 0, 0.0, [], [], [], 0, g)
             alloc_type = AT_NO_ALLOC if op == "without_allocating" else AT_ALLOC
             meta = Meta(now, self._duration(js, now), alloc_type, jobid, now)
-            ok = self._feasible(js, meta, op) and trav.select(resources, meta, x)
+            ok = trav.select(resources, meta, x)
             if not ok and op == "allocate_orelse_reserve":
                 meta.alloc_type = AT_RESERVE
                 ok = self._reserve(js, meta, x)
@@ -157,20 +160,18 @@ class Matcher:
         finally:
             trav.excl_types = saved_excl
 
-    def _feasible(self, js: Jobspec, meta: Meta, op: str) -> bool:
-        """Fluxion's node-count precheck: enough whole nodes up and free at all?"""
+    def _precheck(self, js: Jobspec, op: str) -> None:
+        """Fluxion's node-count precheck: more nodes asked than are up is Busy (or, for the
+        satisfiability ops, Unsatisfiable) without a traversal."""
         want = aggregate(js.resources).get("node", 0)
         if not want:
-            return True
-        g, trav = self.graph, self.trav
-        target = meta.at if op in ("allocate", "without_allocating") else HORIZON - 1
-        found = 0
-        for v in self._nodes():
-            if g.status[v] and trav.avail(v, target, 1) == 1:
-                found += 1
-                if found >= want:
-                    return True
-        return False
+            return
+        g = self.graph
+        up = sum(1 for v in self._nodes() if g.status[v])
+        if want > up:
+            if op in ("allocate_with_satisfiability", "satisfiability"):
+                raise Unsatisfiable(f"the request needs {want} nodes but only {up} are up")
+            raise Busy(f"the request needs {want} nodes but only {up} are up")
 
     def _nodes(self) -> list[int]:
         cache = getattr(self, "_node_cache", None)
@@ -261,26 +262,27 @@ class Matcher:
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
         self.results.pop(jobid, None)
+        # Fluxion's cancel walk: every vertex the job tagged, plus each untagged child it
+        # looks at before stopping (reported by resource-query's ``cancel ID stats``)
+        tagged = job.xspans
+        kids = self.graph.children[self.trav.sub]
+        post = len(tagged)
+        pre = post + sum(1 for u in tagged for c in kids[u] if c not in tagged)
+        self.last_cancel_counts = (pre, post)
         self.trav.release(job)
 
     def partial_cancel(self, jobid: int, what: Any) -> bool:
-        """Release part of a job: node names (list/str) or an R (dict) subset.
+        """Release part of a job: node names (str/list), or an R (dict: ``scheduling`` JGF,
+        or ``execution`` R_lite naming ranks and child ids).
 
         Returns True when the job is now fully released (and forgotten).
         """
         job = self.jobs.get(jobid)
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
-        g = self.graph
-        roots = self._vertices_of(what)
-        held = set(job.sched) | set(job.xspans)
-        release: set[int] = set()
-        for r in roots:
-            for v in g.preorder(r, self.trav.sub):
-                if v in held:
-                    release.add(v)
+        release = self._release_set(job, what)
         if not release:
-            raise MatcherError(f"job {jobid} holds none of {what!r}; nothing to release")
+            raise MatcherError(f"job {jobid} holds none of the resources given; nothing released")
         done = self.trav.release(job, release)
         job.vertices = [e for e in job.vertices if e[1] not in release]
         if done:
@@ -290,26 +292,63 @@ class Matcher:
             self.results[jobid] = self._result(job, self.results[jobid].status)
         return done
 
-    def _vertices_of(self, what: Any) -> list[int]:
+    def _release_set(self, job: JobState, what: Any) -> set[int]:
         g = self.graph
+        held = set(job.sched) | set(job.xspans)
+        sub = self.trav.sub
         if isinstance(what, str):
             what = [what]
-        if isinstance(what, dict):
-            sched = what.get("scheduling", what)
-            nodes = (sched.get("graph") or {}).get("nodes") if isinstance(sched, dict) else None
-            if nodes:
-                out = []
-                for n in nodes:
-                    md = n.get("metadata", {})
-                    path = (md.get("paths") or {}).get(CONTAINMENT)
-                    v = g.resolve(path) if path else g.by_uniq_id(int(n["id"]))
-                    if v is not None and g.type[v] == "node":
-                        out.append(v)
-                if out:
-                    return out
-            nodelist = what.get("execution", {}).get("nodelist", [])
-            return [v for name in _expand_hostlist(nodelist) for v in g.by_name(name)]
-        return [g.resolve(name) for name in what]
+        if not isinstance(what, dict):
+            out: set[int] = set()
+            for name in what:
+                out.update(v for v in g.preorder(g.resolve(name), sub) if v in held)
+            return self._close_upwards(out, held)
+        sched = what.get("scheduling", what if "graph" in what else None)
+        nodes = ((sched or {}).get("graph") or {}).get("nodes")
+        leaves: set[int] = set()
+        if nodes:
+            for n in nodes:
+                md = n.get("metadata", {})
+                path = (md.get("paths") or {}).get(sub)
+                v = self._by_path(path) if path else g.by_uniq_id(int(n["id"]))
+                if v is None:
+                    raise MatcherError(f"partial cancel: vertex {n.get('id')} is not in the graph")
+                if v in held:
+                    leaves.add(v)
+        else:
+            # like Fluxion, an R_lite releases whole ranks the job holds there
+            from fluxinfra.matcher.rv1exec import rlite_entries
+            ranks = {rank for rank, _, _ in rlite_entries(what)}
+            for v in self._nodes():
+                if g.rank[v] in ranks and v in held:
+                    leaves.add(v)
+        release: set[int] = set()
+        for v in leaves:
+            release.update(u for u in g.preorder(v, sub) if u in held)
+        return self._close_upwards(release, held)
+
+    def _close_upwards(self, release: set[int], held: set[int]) -> set[int]:
+        """Add every ancestor (below the root) left holding nothing of the job."""
+        g = self.graph
+        parent, kids = g.parent[self.trav.sub], g.children[self.trav.sub]
+        frontier = {parent[v] for v in release if parent[v] != -1}
+        while frontier:
+            nxt = set()
+            for a in frontier:
+                if a in release or a not in held or parent[a] == -1:
+                    continue
+                if all(c in release or c not in held for c in kids[a]):
+                    release.add(a)
+                    nxt.add(parent[a])
+            frontier = nxt
+        return release
+
+    def _by_path(self, path: str) -> int | None:
+        g = self.graph
+        for v in g.by_name(path.rsplit("/", 1)[-1]):
+            if g.path(v, self.trav.sub) == path:
+                return v
+        return None
 
     def info(self, jobid: int) -> MatchResult:
         result = self.results.get(jobid)

@@ -20,7 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
-_STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT)=")
+_STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT|"
+                    r"(PARTIAL )?CANCEL (PRE|POST)ORDER COUNT)=")
 
 
 @dataclass
@@ -72,7 +73,7 @@ def run_case(case: Case) -> str:
     text = text.replace("@TEST_SRCDIR@", str(TESTDATA))
     out = io.StringIO()
     with tempfile.TemporaryDirectory():
-        session = open_session(opts, out, err=io.StringIO())
+        session = open_session(opts, out, err=io.StringIO(), stdout=io.StringIO())
         session.run(text.splitlines())
     return out.getvalue()
 
