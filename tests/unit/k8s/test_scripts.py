@@ -37,6 +37,17 @@ def test_shell_script_parses(name, text):
     assert text.startswith("#!/bin/"), name
 
 
+@pytest.mark.skipif(shutil.which("shellcheck") is None,
+                    reason="shellcheck is not installed (scripts/apt-packages.txt lists it)")
+@pytest.mark.parametrize("name, text", list(shell_scripts()), ids=lambda v: v if
+                         isinstance(v, str) and len(v) < 60 else "")
+def test_shell_script_passes_shellcheck(name, text):
+    shell = "bash" if "bash" in text.splitlines()[0] else "sh"
+    proc = subprocess.run(["shellcheck", "--severity=warning", "-s", shell, "-"], input=text,
+                          text=True, capture_output=True)
+    assert proc.returncode == 0, f"{name}:\n{proc.stdout}"
+
+
 def test_node_watch_compiles_and_settings_are_json():
     import json
     scripts = installer_scripts(FluxInstallerArgs(fanout=4))
