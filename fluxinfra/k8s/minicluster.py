@@ -87,7 +87,7 @@ def broker_config(args: MiniClusterArgs) -> str:
     fqdns = minicluster_hosts(args)
     for i, fqdn in enumerate(fqdns):
         comma = "," if i < len(fqdns) - 1 else ""
-        lines.append(f'  {{ host = "{fqdn.split(".")[0]}", bind = "tcp://0.0.0.0:'
+        lines.append(f'  {{ host = "{fqdn.split(".")[0]}", bind = "tcp://*:'
                      f'{args.broker_port}", connect = "tcp://{fqdn}:{args.broker_port}" }}{comma}')
     lines += ["]", "", "[tbon]", f'topo = "kary:{args.fanout}"', "", "[resource]",
               "noverify = true", ""]

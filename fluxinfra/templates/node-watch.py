@@ -91,7 +91,7 @@ def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any]) -> str
     ]
     for i, h in enumerate(hosts):
         comma = "," if i < len(hosts) - 1 else ""
-        lines.append(f'  {{ host = "{h["host"]}", bind = "{_url("0.0.0.0", port)}", '
+        lines.append(f'  {{ host = "{h["host"]}", bind = "tcp://*:{port}", '
                      f'connect = "{_url(h["address"], port)}" }}{comma}')
     lines += [
         "]",

@@ -226,3 +226,8 @@ def test_watch_loop_restarts_the_broker_when_a_node_joins(nw, api_server, tmp_pa
     assert seen[0] == ("/api/v1/nodes", "Bearer t0ken")
     assert "watch=1" in seen[1][0] and "resourceVersion=10" in seen[1][0]
     assert (tmp_path / "alive").exists()
+
+
+def test_brokers_bind_every_interface_as_zeromq_spells_it(nw):
+    config = tomllib.loads(nw.bootstrap_toml(nw.broker_hosts([node("w1")], SETTINGS), SETTINGS))
+    assert config["bootstrap"]["hosts"][0]["bind"] == "tcp://*:8050"
