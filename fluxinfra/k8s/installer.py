@@ -56,10 +56,11 @@ class FluxInstallerArgs:
     prefix: str = option("/opt/fluxinfra/flux", "install prefix on the node (or the existing "
                          "prefix for source=prefix)")
     """Flux prefix on the node."""
-    flux_core_version: str = option("0.68.0", "pinned flux-core version")
+    flux_core_version: str = option("0.85.0", "pinned flux-core version")
     """Pinned flux-core version."""
-    flux_sched_version: str = option("0.40.0", "pinned flux-sched version")
-    """Pinned flux-sched version."""
+    flux_sched_version: str = option("0.54.0", "pinned flux-sched version")
+    """Pinned flux-sched version (conda-forge builds pin flux-core to the minor they were built
+    against: flux-sched 0.54.0 goes with flux-core 0.85)."""
     micromamba_version: str = option("2.0.5", "pinned micromamba version")
     """Pinned micromamba version (fetched from micro.mamba.pm)."""
     micromamba_sha256: str = option("", "sha256 of the micromamba download ('' = not checked)",
