@@ -50,8 +50,8 @@ class MiniClusterArgs:
     command: str = option("", "command rank 0 runs in ephemeral mode (e.g. 'flux run -N2 "
                           "hostname')")
     """Command rank 0 runs (ephemeral mode)."""
-    image: str = option("fluxrm/flux-sched:noble-v0.48.0-amd64", "runner image with flux-core and flux-sched",
-                        check=pinned_image)
+    image: str = option("fluxrm/flux-sched:noble-v0.48.0-amd64",
+                        "runner image with flux-core and flux-sched", check=pinned_image)
     """Flux runner image (must contain flux; the default is flux-sched's published amd64 image,
     which runs as a non-root user, hence runAsUser 0 below)."""
     broker_port: int = option(8050, "broker TCP port", check=at_least(1024, 65535))
