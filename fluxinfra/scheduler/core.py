@@ -17,13 +17,14 @@ Accounting (the cluster is the source of truth):
   their resources are free while the pods still run.
 
 The queue: groups (PodGroups, label groups, and single pods as groups of one) ordered by pod
-priority (high first), then arrival. Each cycle walks the queue; the first group that does not
-fit now gets a reservation (``allocate_orelse_reserve``), later groups are placed only where
-they do not delay it (EASY backfill); reservations are dropped at the end of the cycle and
-recomputed on the next, as Fluxion's queue manager does. A group is matched once, as
-``count`` identical slots, and bound all-or-nothing; a group that can never fit is marked
-Unschedulable (an Event and ``PodScheduled=False``), not retried until the cluster or the group
-changes.
+priority (high first), then creation time (FCFS, stable across restarts), then arrival. Each
+cycle walks the queue; the first group that does not fit now gets a reservation
+(``allocate_orelse_reserve``), later groups are placed only where they do not delay it (EASY
+backfill); reservations are dropped at the end of the cycle and recomputed on the next, as
+Fluxion's queue manager does. A group is matched once, as ``count`` identical slots, and bound
+all-or-nothing; lone pods next in line with identical requests are matched together (one
+traversal) and still release one by one. A group that can never fit is marked Unschedulable (an
+Event and ``PodScheduled=False``), not retried until the cluster or the group changes.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class SchedulerConfig:
     extension: int = 600
     #: seconds a pod waits after a failed bind before it is tried again
     bind_retry_after: float = 5.0
+    #: lone pods with identical requests matched together (1 disables batching)
+    batch_size: int = 64
 
 
 class Binder(Protocol):
@@ -97,6 +100,7 @@ class Group:
     unschedulable: str = ""                     #: set when it can never fit (until a change)
     invalid: str = ""                           #: set when the group itself is malformed
     last_note: str = ""                         #: last waiting Event, to avoid repeating it
+    created: float = float("inf")               #: earliest creationTimestamp of a member
 
     @property
     def priority(self) -> int:
@@ -192,7 +196,7 @@ class SchedulerCore:
         for uid in sorted(self.orphans.pop(name, ())):
             info = self.pods.get(uid)
             if info is not None and info.holds_resources and info.node_name == name:
-                self._forget_share(uid)
+                self._forget_share(uid, info.group_key)
                 self._adopt(info, now)
         # More (or different) capacity: groups found unsatisfiable deserve another look.
         for group in self.groups.values():
@@ -230,10 +234,10 @@ class SchedulerCore:
                 self._adopt(info, now)
             elif share[0] != info.node_name:
                 # Our bind lost a race: the pod runs elsewhere. Account where it really is.
-                self._forget_share(uid)
+                self._forget_share(uid, info.group_key)
                 self._adopt(info, now)
         elif info.bound or info.terminal or info.deleting:
-            self._forget_share(uid)
+            self._forget_share(uid, info.group_key)
             self._dequeue(uid, previous or info)
         elif uid in self.pod_job:
             pass  # we bound it; this is an event from before the bind
@@ -272,13 +276,13 @@ class SchedulerCore:
         self.jobs[job.jobid] = job
         heapq.heappush(self._ends, (job.end, job.jobid))
 
-    def _forget_share(self, uid: str) -> None:
+    def _forget_share(self, uid: str, group_key: str) -> None:
         """The pod no longer holds resources: release its share of its job."""
         jobid = self.pod_job.pop(uid, None)
         if jobid is None:
             return
         job = self.jobs.get(jobid)
-        group = self.groups.get(job.group_key) if job else None
+        group = self.groups.get(group_key)
         if group is not None:
             group.bound.discard(uid)
             if not group.pending and not group.bound:
@@ -305,7 +309,7 @@ class SchedulerCore:
 
     def _forget_pod(self, uid: str) -> None:
         info = self.pods.pop(uid, None)
-        self._forget_share(uid)
+        self._forget_share(uid, info.group_key if info else "")
         self.invalid_pods.pop(uid, None)
         self.hold_until.pop(uid, None)
         if info is not None:
@@ -380,6 +384,7 @@ class SchedulerCore:
                 self.binder.pod_event(info, "FailedScheduling", group.invalid, "Scheduling")
                 self.binder.pod_unschedulable(info, group.invalid)
         group.pending[info.uid] = info
+        group.created = min(group.created, info.created)
 
     def _dequeue(self, uid: str, info: PodInfo) -> None:
         group = self.groups.get(info.group_key)
@@ -413,7 +418,7 @@ class SchedulerCore:
     def queue(self) -> list[Group]:
         """Ready groups in the order they are served: priority, then arrival."""
         ready = [g for g in self.groups.values() if g.ready()]
-        ready.sort(key=lambda g: (-g.priority, g.arrival, g.key))
+        ready.sort(key=lambda g: (-g.priority, g.created, g.arrival, g.key))
         return ready
 
     # ==== the cycle ===============================================================================
@@ -426,42 +431,48 @@ class SchedulerCore:
         reservations: list[int] = []
         busy: dict[tuple[int, Shape], int] = {}  # (count, shape) -> shortest busy duration
         wall = self.clock()
+        queue = self.queue()
+        done: set[str] = set()
         try:
-            for group in self.queue():
+            for i, group in enumerate(queue):
                 if report.tried >= self.config.queue_depth:
                     break
-                members = [p for p in group.pending.values()
-                           if self.hold_until.get(p.uid, 0.0) <= wall]
-                if len(members) < len(group.pending):
+                if group.key in done:
+                    continue
+                if any(self.hold_until.get(uid, 0.0) > wall for uid in group.pending):
                     continue  # a member is cooling down after a failed bind
-                count, shape = len(members), group.shape()
+                count, shape = len(group.pending), group.shape()
                 duration = group.duration(self.config.default_duration)
                 if busy.get((count, shape), duration + 1) <= duration:
                     report.busy += 1
                     continue
+                batch = self._batch(queue, i, shape, duration, wall) if count == 1 else []
+                while len(batch) > 1:  # the largest half that fits now
+                    report.tried += 1
+                    placement = self._place(len(batch), shape, duration, now, False, batch[0])
+                    if placement is not None:
+                        report.bound += self._bind(batch, placement, shape, duration, now)
+                        done.update(g.key for g in batch)
+                        break
+                    batch = batch[: len(batch) // 2]
+                if group.key in done:
+                    continue
                 reserve = len(reservations) < self.config.reserve_depth
                 report.tried += 1
                 try:
-                    t0 = time.perf_counter()
-                    try:
-                        placement = self.allocator.place(count, shape, duration=duration,
-                                                         now=now, reserve=reserve)
-                    finally:
-                        self.metrics.match_latency.observe(time.perf_counter() - t0)
+                    placement = self._place(count, shape, duration, now, reserve, None)
                 except Busy:
                     busy[(count, shape)] = min(duration, busy.get((count, shape), duration))
                     report.busy += 1
                     self._note_waiting(group, "busy", f"{count} x {_fmt(shape)} do not fit now")
                     continue
-                except Unsatisfiable as exc:
+                except MatcherError as exc:  # Unsatisfiable, or a matcher failure
                     report.unschedulable += 1
+                    if not isinstance(exc, Unsatisfiable):
+                        self.metrics.errors.inc(source="match")
                     self._mark_unschedulable(group, count, shape, str(exc))
                     continue
-                except MatcherError as exc:
-                    report.unschedulable += 1
-                    self.metrics.errors.inc(source="match")
-                    self._mark_unschedulable(group, count, shape, str(exc))
-                    continue
+                assert placement is not None
                 if placement.status != "ALLOCATED":
                     reservations.append(placement.jobid)
                     busy[(count, shape)] = min(duration, busy.get((count, shape), duration))
@@ -470,17 +481,50 @@ class SchedulerCore:
                                        f"{count} x {_fmt(shape)} do not fit now; resources "
                                        f"reserved from t={placement.at}s (EASY backfill)")
                     continue
-                report.bound += self._bind_group(group, placement, shape, duration, now)
+                report.bound += self._bind([group], placement, shape, duration, now)
         finally:
             for jobid in reservations:
                 self._cancel_quietly(jobid)
         return report
 
-    def _bind_group(self, group: Group, placement: Placement, shape: Shape, duration: int,
-                    now: int) -> int:
-        members = sorted(group.pending.values(), key=lambda p: (p.created, p.name))
+    def _batch(self, queue: list[Group], start: int, shape: Shape, duration: int,
+               wall: float) -> list[Group]:
+        """Lone pods next in line with the same request, duration and priority: matched as one
+        job (one traversal for up to ``batch_size`` pods); each pod still releases alone."""
+        head = queue[start]
+        batch = [head]
+        for group in queue[start + 1:]:
+            if len(batch) >= self.config.batch_size:
+                break
+            if (group.kind != "single" or len(group.pending) != 1
+                    or group.priority != head.priority or group.shape() != shape
+                    or group.duration(self.config.default_duration) != duration
+                    or any(self.hold_until.get(uid, 0.0) > wall for uid in group.pending)):
+                break
+            batch.append(group)
+        return batch if head.kind == "single" else []
+
+    def _place(self, count: int, shape: Shape, duration: int, now: int, reserve: bool,
+               quiet: Group | None) -> Placement | None:
+        """One allocator call, timed. With ``quiet`` (a batch) failures return None instead."""
+        t0 = time.perf_counter()
+        try:
+            return self.allocator.place(count, shape, duration=duration, now=now,
+                                        reserve=reserve)
+        except MatcherError:
+            if quiet is None:
+                raise
+            return None
+        finally:
+            self.metrics.match_latency.observe(time.perf_counter() - t0)
+
+    def _bind(self, groups: list[Group], placement: Placement, shape: Shape, duration: int,
+              now: int) -> int:
+        """Bind the pending pods of ``groups`` to the placement's nodes, in order."""
+        members = [p for g in groups
+                   for p in sorted(g.pending.values(), key=lambda p: (p.created, p.name))]
         assignments = list(zip(members, placement.nodes, strict=True))
-        job = Job(placement.jobid, group.key, now + duration,
+        job = Job(placement.jobid, groups[0].key, now + duration,
                   {pod.uid: (node, shape) for pod, node in assignments})
         self._add_job(job)
         t0 = time.perf_counter()
@@ -488,8 +532,10 @@ class SchedulerCore:
         per_bind = (time.perf_counter() - t0) / max(1, len(assignments))
         bound = 0
         wall = self.clock()
+        by_key = {g.key: g for g in groups}
         for (pod, node), error in zip(assignments, results, strict=True):
             self.metrics.bind_latency.observe(per_bind)
+            group = by_key[pod.group_key]
             if error is None:
                 bound += 1
                 self.pod_job[pod.uid] = job.jobid
@@ -519,14 +565,16 @@ class SchedulerCore:
             self._cancel_quietly(job.jobid)
         if bound:
             self.metrics.pods_bound.inc(bound)
-        if bound and not group.pending:
-            self.metrics.groups_scheduled.inc()
-            group.last_note = ""
-            if group.kind == "podgroup":
-                self.binder.podgroup_status(group.namespace, group.name,
-                                            {"phase": "Scheduled", "scheduled": len(group.bound)})
-        if not group.pending and not group.bound:
-            self.groups.pop(group.key, None)
+        for group in groups:
+            if group.bound and not group.pending:
+                self.metrics.groups_scheduled.inc()
+                group.last_note = ""
+                if group.kind == "podgroup":
+                    self.binder.podgroup_status(group.namespace, group.name,
+                                                {"phase": "Scheduled",
+                                                 "scheduled": len(group.bound)})
+            if not group.pending and (not group.bound or group.kind == "single"):
+                self.groups.pop(group.key, None)  # a lone pod needs no group once bound
         return bound
 
     def _note_waiting(self, group: Group, state: str, note: str) -> None:

@@ -296,3 +296,23 @@ def test_cordoned_node_gets_no_new_pods_but_keeps_its_running_ones(
     h.step()
     assert all(h.node_of(f"b{i}") not in ("", node) for i in range(3))
     check_invariants(h)
+
+
+def test_identical_lone_pods_are_matched_together_and_released_alone(
+        make: Callable[..., Harness]) -> None:
+    h = make(nodes=2, cpu="4").start()
+    for i in range(8):
+        h.api.create("pods", make_pod(f"p{i}", cpu="1"))
+    h.api.create("pods", make_pod("odd", cpu="2", created="2026-01-01T00:00:01Z"))
+    h.step()
+    assert h.core.metrics.match_latency.count == 2, "one match for the 8, one for the odd pod"
+    assert sum(1 for i in range(8) if h.node_of(f"p{i}")) == 8
+    assert h.node_of("odd") == "", "8 of 8 cores taken"
+    on_n0 = [f"p{i}" for i in range(8) if h.node_of(f"p{i}") == "n0"]
+    h.api.set_phase(f"default/{on_n0[0]}", "Succeeded")
+    h.step()
+    assert h.node_of("odd") == "", "one core back is not enough for two"
+    h.api.set_phase(f"default/{on_n0[1]}", "Succeeded")
+    h.step()
+    assert h.node_of("odd") == "n0", "two single cores came back on n0"
+    check_invariants(h)
