@@ -223,17 +223,25 @@ def _schema_dir(version: str) -> Any:
 
 
 @functools.cache
+def _definitions(version: str) -> Any:
+    """The version's shared ``_definitions.json`` as a registry (large: load once)."""
+    from referencing import Registry, Resource
+
+    text = _schema_dir(version).joinpath("_definitions.json").read_text()
+    return Resource.from_contents(json.loads(text)) @ Registry()
+
+
+@functools.cache
 def _validator(version: str, api_version: str, kind: str) -> Any:
     import jsonschema
-    from referencing import Registry, Resource
+    from referencing import Resource
 
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     path = _schema_dir(version).joinpath(f"{kind.lower()}-{group}.json")
     if not path.is_file():
         return None
     schema = json.loads(path.read_text())
-    definitions = json.loads(_schema_dir(version).joinpath("_definitions.json").read_text())
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    registry = Resource.from_contents(schema) @ _definitions(version)
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
