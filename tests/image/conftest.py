@@ -25,6 +25,8 @@ from image_podman import (
     why_not_runnable,
 )
 
+from fluxinfra import __version__
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = why_not_runnable()
@@ -53,6 +55,7 @@ def image(base_image: str, revision: str) -> Iterator[str]:
     start = time.monotonic()
     podman("build", "--network=none", *ULIMITS, "--file", "Containerfile",
            "--build-arg", f"BASE={base_image}",
+           "--build-arg", f"VERSION={__version__}",
            "--build-arg", f"REVISION={revision}",
            "--build-arg", f"CREATED={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
            "--tag", TEST_IMAGE, ".", timeout=900)

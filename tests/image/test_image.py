@@ -16,9 +16,9 @@ from image_podman import ULIMITS, podman
 
 from fluxinfra import __version__
 
-#: Image size regression guard (measured ~320 MB: Debian minbase + python3 ~134 MB, the
-#: kubernetes client alone ~128 MB).
-MAX_IMAGE_BYTES = 450e6
+#: Image size regression guard (measured 252 MB: Debian minbase + python3 134 MB, the rest mostly
+#: the kubernetes client and grpcio).
+MAX_IMAGE_BYTES = 350e6
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +107,15 @@ def service(image: str) -> Iterator[int]:
 
 
 def wait_serving(name: str, port: int, timeout: float = 60) -> None:
-    from fluxinfra.service.client import FluxionClient
+    from fluxinfra.service.client import FluxionClient, ServiceError
 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with FluxionClient(f"127.0.0.1:{port}") as client:
-                if client.healthy(timeout=2):
+            with FluxionClient(f"127.0.0.1:{port}", timeout=2) as client:
+                if client.health() == "SERVING":
                     return
-        except OSError:
+        except ServiceError:
             pass
         if time.monotonic() > deadline:
             logs = podman("logs", name, check=False)
