@@ -4,7 +4,9 @@ Model: a second subsystem, ``flex``, rooted at the cluster vertex, holds ``clust
 -> node -> core`` edges over the *same* node and core vertices as ``containment``. A matcher made
 with ``Matcher(graph, subsystem="flex")`` walks that subsystem, so a jobspec can ask for
 ``container[1]{node[2]{slot{core}}}``; the R it writes names both paths of every vertex
-(``/cluster0/node0/core0`` and ``/cluster0/container0/node0/core0``). A matcher made on
+(``/cluster0/node0/core0`` and ``/cluster0/container0/node0/core0``). Containers may share
+nodes: ``flex`` is then a DAG (a node has one parent per container), and an allocation through
+one container holds the shared node's cores for every container. A matcher made on
 ``containment`` ignores containers. (Each matcher keeps its own allocations.)
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from fluxinfra.matcher import Busy, GraphError, Matcher, ResourceGraph, Unsatisfiable
+from fluxinfra.matcher import Busy, Matcher, ResourceGraph, Unsatisfiable
 
 FLEX = "flex"
 
@@ -105,13 +107,6 @@ def test_the_containment_view_of_the_same_graph_ignores_containers():
         Matcher(g, policy="low").match(container_job(1, 1, 1), op="allocate_with_satisfiability")
 
 
-@pytest.mark.xfail(
-    raises=GraphError, strict=True,
-    reason="core: ResourceGraph.add_edge allows one parent per vertex in every subsystem "
-           "('vertex node0 has two parents in flex'); containers that share nodes need a "
-           "subsystem whose vertices may have several parents (a DAG) and a traverser that "
-           "walks it without double-counting the shared subtrees",
-)
 def test_two_containers_sharing_the_same_nodes():
     g = flex_graph(nodes=2, cores=4, containers=[[0, 1], [0, 1]])
     m = Matcher(g, policy="low", subsystem=FLEX)
