@@ -12,6 +12,7 @@ or leave.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
@@ -115,7 +116,8 @@ def installer_scripts(args: FluxInstallerArgs) -> dict[str, str]:
     ctx = _template_context(args)
     watch = {"nodeSelector": args.node_selector, "tolerations": args.tolerations,
              "brokerPort": args.broker_port, "topology": topology(args),
-             "settleSeconds": args.settle_seconds, "etcDir": args.etc_dir, "libDir": args.lib_dir}
+             "settleSeconds": args.settle_seconds, "etcDir": args.etc_dir, "libDir": args.lib_dir,
+             "keysDir": KEYS_DIR}
     return {
         "entrypoint.sh": m.render_template("installer-entrypoint.sh.j2", **ctx),
         "flux-install.sh": m.render_template("flux-install.sh.j2", **ctx),
@@ -134,9 +136,18 @@ def installer_keys_secret(name: str, args: FluxInstallerArgs, curve_cert: str,
                     m.labels(COMPONENT, name))
 
 
-def installer_manifests(name: str, args: FluxInstallerArgs, image: str) -> list[dict[str, Any]]:
-    """Namespace, RBAC, scripts ConfigMap and DaemonSet (the keys Secret comes separately)."""
+def installer_manifests(name: str, args: FluxInstallerArgs, image: str,
+                        keys_fingerprint: Any = "") -> list[dict[str, Any]]:
+    """Namespace, RBAC, scripts ConfigMap and DaemonSet (the keys Secret comes separately).
+
+    The pod template carries a digest of the scripts and ``keys_fingerprint`` (the CURVE public
+    key, not secret) as annotations, so new scripts or rotated keys roll the DaemonSet."""
     lbls = m.labels(COMPONENT, name)
+    scripts = installer_scripts(args)
+    digest = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
+    annotations = {"fluxinfra.io/scripts-sha256": digest}
+    if keys_fingerprint:
+        annotations["fluxinfra.io/curve-public-key"] = keys_fingerprint
     ns = args.namespace
     rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
     container = {
@@ -186,7 +197,8 @@ def installer_manifests(name: str, args: FluxInstallerArgs, image: str) -> list[
         "spec": {
             "selector": {"matchLabels": m.selector(COMPONENT, name)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-            "template": {"metadata": {"labels": lbls}, "spec": pod_spec},
+            "template": {"metadata": {"labels": lbls, "annotations": annotations},
+                         "spec": pod_spec},
         },
     }
     return [
@@ -195,7 +207,7 @@ def installer_manifests(name: str, args: FluxInstallerArgs, image: str) -> list[
         m.cluster_role(f"{name}-nodes", rules, lbls),
         m.cluster_role_binding(f"{name}-nodes", name, ns, lbls),
         {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": m.metadata(f"{name}-scripts", ns, lbls), "data": installer_scripts(args)},
+         "metadata": m.metadata(f"{name}-scripts", ns, lbls), "data": scripts},
         daemonset,
     ]
 
@@ -211,7 +223,7 @@ class FluxInstaller(pulumi.ComponentResource):
         super().__init__("fluxinfra:k8s:FluxInstaller", name, {}, opts)
         self.keys = ClusterKeys(f"{name}-keys", label=name,
                                 opts=pulumi.ResourceOptions(parent=self))
-        manifests = installer_manifests(name, args, image)
+        manifests = installer_manifests(name, args, image, self.keys.curve_public)
         manifests.insert(-1, _keys_secret(name, args, self.keys))
         self.resources = declare_all(manifests, name, self)
         self.namespace = pulumi.Output.from_input(args.namespace)

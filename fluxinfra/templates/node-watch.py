@@ -80,11 +80,25 @@ def _url(address: str, port: int) -> str:
     return f"tcp://[{address}]:{port}" if ":" in address else f"tcp://{address}:{port}"
 
 
-def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any]) -> str:
-    """The broker config (TOML) for this host list; rank order = list order, rank 0 leads."""
+def curve_public_key(cert_path: str) -> str:
+    """The public key of the CURVE certificate (public, so fine to write in the config)."""
+    with open(cert_path) as f:
+        for line in f:
+            key, _, value = line.strip().partition("=")
+            if key.strip() == "public-key":
+                return value.strip().strip('"')
+    raise ValueError(f"{cert_path}: no public-key")
+
+
+def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any],
+                   public_key: str = "") -> str:
+    """The broker config (TOML) for this host list; rank order = list order, rank 0 leads.
+    The CURVE public key is recorded in a comment, so rotated keys change the file (and so
+    restart the broker)."""
     port = settings["brokerPort"]
     lines = [
         "# Written by fluxinfra node-watch; rewritten whenever nodes join or leave.",
+        f"# CURVE public key: {public_key}",
         "[bootstrap]",
         f'curve_cert = "{settings["etcDir"]}/curve.cert"',
         "hosts = [",
@@ -165,12 +179,12 @@ def flux_start(settings: dict[str, Any], action: str) -> None:
 
 
 def sync_broker(hosts: list[dict[str, str]], settings: dict[str, Any], root: str = "/host",
-                start: Any = flux_start) -> str:
+                start: Any = flux_start, public_key: str = "") -> str:
     """Make the node's broker run with the config for ``hosts``: rewrite the file (atomically)
     and restart when it changed, else only start the broker if it is not running (a rebooted
     node). Returns "restarted" or "ensured"."""
     path = f"{root}{settings['etcDir']}/conf.d/bootstrap.toml"
-    text = bootstrap_toml(hosts, settings)
+    text = bootstrap_toml(hosts, settings, public_key)
     try:
         with open(path) as f:
             current = f.read()
@@ -192,6 +206,7 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
     """List, then watch, forever; keep the broker config in step (parameters are for tests)."""
     api = api or Api()
     me = me or os.environ["NODE_NAME"]
+    public_key = curve_public_key(f"{settings['keysDir']}/curve.cert")
     members = Membership(settings)
     backoff = 1.0
     while True:
@@ -205,7 +220,8 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
                 if dirty and time.monotonic() - changed_at >= settings["settleSeconds"]:
                     hosts = members.hosts()
                     if any(h["name"] == me for h in hosts):
-                        sync_broker(hosts, settings, root=root, start=start)
+                        sync_broker(hosts, settings, root=root, start=start,
+                                    public_key=public_key)
                     else:
                         log(f"this node ({me}) is not eligible; broker not started")
                     dirty = False

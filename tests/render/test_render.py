@@ -64,10 +64,16 @@ def test_render_is_byte_deterministic(rendered, tmp_path):
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
 
 
-def test_seed_changes_only_the_secrets(rendered):
+def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
     other = render("dev", root=ROOT, seed=b"another seed of at least 32 bytes!")
     changed = {f for f in other.files if other.files[f] != rendered["dev"].files[f]}
-    assert changed and all(f.startswith("secret-") for f in changed), changed
+    secrets = {f for f in changed if f.startswith("secret-")}
+    assert secrets and changed - secrets == {"daemonset-flux-installer-flux-installer.yaml"}
+    diff = [(a, b) for a, b in zip(other.files["daemonset-flux-installer-flux-installer.yaml"]
+                                   .splitlines(), rendered["dev"].files[
+                                       "daemonset-flux-installer-flux-installer.yaml"]
+                                   .splitlines(), strict=True) if a != b]
+    assert len(diff) == 1 and "fluxinfra.io/curve-public-key" in diff[0][0], diff
 
 
 def test_kustomization_lists_every_manifest(rendered, tmp_path):

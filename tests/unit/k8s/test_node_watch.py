@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import fluxinfra
+from fluxinfra.secrets import derive_cluster_keys
 
 SCRIPT = Path(fluxinfra.__file__).parent / "templates" / "node-watch.py"
 SETTINGS = {"nodeSelector": {"flux": "yes"}, "tolerations": [], "brokerPort": 8050,
@@ -117,9 +118,11 @@ def test_sync_restarts_only_when_the_config_changes(nw, tmp_path):
     assert nw.sync_broker(hosts, SETTINGS, root=str(tmp_path), start=start) == "ensured"
     fewer = hosts[:1]
     assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start) == "restarted"
-    assert calls == ["restart", "ensure", "restart"]
+    assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start,
+                          public_key="rotated") == "restarted"
+    assert calls == ["restart", "ensure", "restart", "restart"]
     written = (tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text()
-    assert written == nw.bootstrap_toml(fewer, SETTINGS)
+    assert written == nw.bootstrap_toml(fewer, SETTINGS, "rotated")
     assert not list((tmp_path / "etc/fluxinfra/conf.d").glob("*.tmp"))
 
 
@@ -217,12 +220,17 @@ def test_watch_loop_restarts_the_broker_when_a_node_joins(nw, api_server, tmp_pa
         if len(actions) == 2:
             raise Stop
 
+    keys = derive_cluster_keys(b"k" * 32, "t")
+    (tmp_path / "curve.cert").write_text(keys.curve_cert)
+    settings = {**SETTINGS, "keysDir": str(tmp_path)}
     api = nw.Api(host="127.0.0.1", port=str(port), sa_dir=str(sa))
     with pytest.raises(Stop):
-        nw.run(SETTINGS, api=api, me="w1", root=str(tmp_path), start=start)
+        nw.run(settings, api=api, me="w1", root=str(tmp_path), start=start)
     assert actions == ["restart", "restart"]
     config = tomllib.loads((tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text())
     assert [h["host"] for h in config["bootstrap"]["hosts"]] == ["w1", "w2", "w3"]
+    text = (tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text()
+    assert f"# CURVE public key: {keys.curve.public}" in text and keys.curve.secret not in text
     assert seen[0] == ("/api/v1/nodes", "Bearer t0ken")
     assert "watch=1" in seen[1][0] and "resourceVersion=10" in seen[1][0]
     assert (tmp_path / "alive").exists()
