@@ -162,7 +162,8 @@ def self_signed(tmp_path):
 
 @pytest.fixture
 def api_server(tmp_path):
-    """Serves GET /api/v1/nodes (a list) and one watch stream; records the requests."""
+    """Serves GET /api/v1/nodes (a list) and watch streams, one per entry of ``watches`` (the
+    test may replace it; later watches see no events); records the requests."""
     import json
     import ssl
     import threading
@@ -171,12 +172,12 @@ def api_server(tmp_path):
     (tmp_path / "sa").mkdir()
     sa = self_signed(tmp_path / "sa")
     seen = []
-    watch_events = [
+    watches = [[
         {"type": "ADDED", "object": {**node("w3", "10.0.0.3"),
                                      "metadata": {**node("w3")["metadata"],
                                                   "resourceVersion": "11"}}},
         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
-    ]
+    ]]
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -185,8 +186,8 @@ def api_server(tmp_path):
         def do_GET(self):  # noqa: N802 (http.server's name)
             seen.append((self.path, self.headers.get("Authorization")))
             if "watch=1" in self.path:
-                body = b"".join(json.dumps(e).encode() + b"\n" for e in watch_events)
-                watch_events.clear()  # later watches see no events
+                events = watches.pop(0) if watches else []
+                body = b"".join(json.dumps(e).encode() + b"\n" for e in events)
             else:
                 items = [{**node(n, ip), "metadata": {**node(n)["metadata"],
                                                       "resourceVersion": "5"}}
@@ -204,13 +205,13 @@ def api_server(tmp_path):
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield server.server_address[1], sa, seen
+    yield server.server_address[1], sa, seen, watches
     server.shutdown()
 
 
 def test_watch_loop_restarts_the_broker_when_a_node_joins(nw, api_server, tmp_path,
                                                          monkeypatch):
-    port, sa, seen = api_server
+    port, sa, seen, _ = api_server
     monkeypatch.setattr(nw, "HEARTBEAT", str(tmp_path / "alive"))
     (tmp_path / "etc/fluxinfra/conf.d").mkdir(parents=True)
     actions = []
@@ -239,3 +240,28 @@ def test_watch_loop_restarts_the_broker_when_a_node_joins(nw, api_server, tmp_pa
 def test_brokers_bind_every_interface_as_zeromq_spells_it(nw):
     config = tomllib.loads(nw.bootstrap_toml(nw.broker_hosts([node("w1")], SETTINGS), SETTINGS))
     assert config["bootstrap"]["hosts"][0]["bind"] == "tcp://*:8050"
+
+
+def test_watch_loop_relists_when_the_resource_version_is_gone(nw, api_server, tmp_path,
+                                                             monkeypatch):
+    port, sa, seen, watches = api_server
+    monkeypatch.setattr(nw, "HEARTBEAT", str(tmp_path / "alive"))
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    watches.insert(0, [gone])
+    (tmp_path / "etc/fluxinfra/conf.d").mkdir(parents=True)
+    (tmp_path / "curve.cert").write_text(derive_cluster_keys(b"k" * 32, "t").curve_cert)
+    actions = []
+
+    def start(settings, action):
+        actions.append(action)
+        if len(actions) == 3:
+            raise Stop
+
+    api = nw.Api(host="127.0.0.1", port=str(port), sa_dir=str(sa))
+    with pytest.raises(Stop):
+        nw.run({**SETTINGS, "keysDir": str(tmp_path)}, api=api, me="w1", root=str(tmp_path),
+               start=start)
+    # first config, then after the 410 a relist (config unchanged: only ensure), then w3 joins
+    assert actions == ["restart", "ensure", "restart"]
+    lists = [path for path, _ in seen if "watch=1" not in path]
+    assert len(lists) == 2, seen
