@@ -239,3 +239,50 @@ def string_map(value: dict) -> str | None:
 
 def kube_version(value: str) -> str | None:
     return None if re.fullmatch(r"1\.\d+", value) else "a Kubernetes minor version like '1.29'"
+
+
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+
+
+def toleration_list(value: list) -> str | None:
+    """Kubernetes tolerations: mappings of key/operator/value/effect/tolerationSeconds."""
+    accepted = ("a list of tolerations, each a mapping of " + ", ".join(sorted(_TOLERATION_KEYS))
+                + " (operator Exists or Equal; effect NoSchedule, PreferNoSchedule, NoExecute)")
+    for item in value:
+        if not isinstance(item, dict) or not set(item) <= _TOLERATION_KEYS:
+            return accepted
+        if item.get("operator", "Equal") not in ("Exists", "Equal"):
+            return accepted
+        if item.get("effect", "NoSchedule") not in ("NoSchedule", "PreferNoSchedule",
+                                                    "NoExecute"):
+            return accepted
+    return None
+
+
+def resource_requirements(value: dict) -> str | None:
+    """Container resources: requests/limits mappings of resource name -> quantity string."""
+    accepted = ("a mapping with 'requests' and/or 'limits', each a mapping of resource name to "
+                "a quantity string like '500m' or '1Gi'")
+    if not set(value) <= {"requests", "limits"}:
+        return accepted
+    for part in value.values():
+        if not isinstance(part, dict) or not all(
+                isinstance(k, str) and isinstance(v, (str, int)) for k, v in part.items()):
+            return accepted
+    return None
+
+
+def container_list(value: list) -> str | None:
+    """Extra containers: Kubernetes container mappings with a DNS-1123 name and a pinned image."""
+    accepted = ("a list of Kubernetes container mappings, each with a DNS-1123 'name' other than "
+                "'flux' and a pinned 'image'")
+    names = set()
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(
+                item.get("image"), str):
+            return accepted
+        if (dns1123_label()(item["name"]) is not None or item["name"] == "flux"
+                or item["name"] in names or pinned_image(item["image"]) is not None):
+            return accepted
+        names.add(item["name"])
+    return None

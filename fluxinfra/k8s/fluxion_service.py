@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from fluxinfra.k8s import manifests as m
-from fluxinfra.k8s.config import at_least, match_policy, option
+from fluxinfra.k8s.config import at_least, match_policy, option, resource_requirements
 from fluxinfra.k8s.resources import declare_all
 
 __all__ = ["FluxionServiceArgs", "FluxionService", "fluxion_service_manifests"]
@@ -31,7 +31,8 @@ class FluxionServiceArgs:
     replicas: int = option(1, "Deployment replicas", check=at_least(1, 16))
     """Replicas (each holds its own graph; clients pick one through the Service)."""
     resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
-                              "limits": {"memory": "512Mi"}}, "container resources")
+                              "limits": {"memory": "512Mi"}}, "container resources",
+                             check=resource_requirements)
     """Container resources."""
 
 

@@ -15,13 +15,22 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from importlib import resources
+from importlib import resources as package_files
 from typing import Any
 
 import pulumi
 
 from fluxinfra.k8s import manifests as m
-from fluxinfra.k8s.config import at_least, dns1123_label, one_of, option, pinned_image
+from fluxinfra.k8s.config import (
+    at_least,
+    dns1123_label,
+    one_of,
+    option,
+    pinned_image,
+    resource_requirements,
+    string_map,
+    toleration_list,
+)
 from fluxinfra.k8s.keys import ClusterKeys
 from fluxinfra.k8s.resources import declare_all
 
@@ -81,15 +90,18 @@ class FluxInstallerArgs:
     settle_seconds: int = option(10, "seconds node-watch waits for a burst of node changes to "
                                  "end before reconfiguring", check=at_least(0, 3600))
     """Debounce for node join/leave bursts."""
-    node_selector: dict = option({}, "nodeSelector for the DaemonSet (and the broker list)")
+    node_selector: dict = option({}, "nodeSelector for the DaemonSet (and the broker list)",
+                                 check=string_map)
     """Only nodes with these labels run a broker."""
-    tolerations: list = option([], "tolerations for the DaemonSet (and the broker list)")
+    tolerations: list = option([], "tolerations for the DaemonSet (and the broker list)",
+                               check=toleration_list)
     """Tolerations, e.g. to include control-plane nodes."""
     flux_user: str = option("flux", "system user that owns the Flux instance on each node",
                             check=dns1123_label(32))
     """Instance owner on the nodes."""
     resources: dict = option({"requests": {"cpu": "50m", "memory": "64Mi"},
-                              "limits": {"memory": "256Mi"}}, "installer container resources")
+                              "limits": {"memory": "256Mi"}}, "installer container resources",
+                             check=resource_requirements)
     """Resources of the installer container (the broker runs outside it, on the node)."""
     lib_dir: str = field(default="/var/lib/fluxinfra")
     """Scripts and micromamba on the node."""
@@ -123,7 +135,7 @@ def installer_scripts(args: FluxInstallerArgs) -> dict[str, str]:
         "flux-install.sh": m.render_template("flux-install.sh.j2", **ctx),
         "flux-start.sh": m.render_template("flux-start.sh.j2", **ctx),
         "flux-connect": m.render_template("flux-connect.j2", **ctx),
-        "node-watch.py": resources.files("fluxinfra.templates").joinpath("node-watch.py")
+        "node-watch.py": package_files.files("fluxinfra.templates").joinpath("node-watch.py")
         .read_text(),
         "node-watch.json": json.dumps(watch, indent=2, sort_keys=True) + "\n",
     }

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import base64
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from fluxinfra.k8s import manifests as m
-from fluxinfra.k8s.config import at_least, dns1123_label, one_of, option, pinned_image
+from fluxinfra.k8s.config import (
+    at_least,
+    container_list,
+    dns1123_label,
+    one_of,
+    option,
+    pinned_image,
+    resource_requirements,
+)
 from fluxinfra.k8s.keys import ClusterKeys
 from fluxinfra.k8s.resources import declare_all
 
@@ -58,9 +66,10 @@ class MiniClusterArgs:
     """Broker port."""
     fanout: int = option(2, "tree fan-out (tbon.topo kary:<fanout>)", check=at_least(1, 1024))
     """Overlay tree fan-out."""
-    services: list = option([], "extra sidecar containers (Kubernetes container objects)")
+    services: list = option([], "extra sidecar containers (Kubernetes container objects)",
+                            check=container_list)
     """Service containers started beside the Flux runner in every pod."""
-    resources: dict = option({}, "runner container resources")
+    resources: dict = option({}, "runner container resources", check=resource_requirements)
     """Runner container resources."""
     ttl_seconds_after_finished: int = option(300, "seconds a finished Job (and its pods) stays",
                                              check=at_least(0))
@@ -68,8 +77,6 @@ class MiniClusterArgs:
     backoff_limit: int = option(2, "pod failures tolerated before the Job fails",
                                 check=at_least(0, 100))
     """Job backoffLimit."""
-    enabled: bool = field(default=True)
-    """Unused by the component (the stack file's switch)."""
 
     @property
     def hosts(self) -> int:

@@ -16,7 +16,13 @@ from typing import Any
 import pulumi
 
 from fluxinfra.k8s import manifests as m
-from fluxinfra.k8s.config import at_least, dns1123_label, match_policy, option
+from fluxinfra.k8s.config import (
+    at_least,
+    dns1123_label,
+    match_policy,
+    option,
+    resource_requirements,
+)
 from fluxinfra.k8s.resources import declare_all
 
 __all__ = ["FluxSchedulerArgs", "FluxScheduler", "scheduler_manifests", "podgroup_crd",
@@ -41,7 +47,8 @@ class FluxSchedulerArgs:
     install_pod_group_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
     """Install the PodGroup CRD (turn off when scheduler-plugins already did)."""
     resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
-                              "limits": {"memory": "512Mi"}}, "container resources")
+                              "limits": {"memory": "512Mi"}}, "container resources",
+                             check=resource_requirements)
     """Container resources."""
 
 

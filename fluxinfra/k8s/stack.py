@@ -228,7 +228,7 @@ def config_reference() -> str:
         out += ["", f"`fluxinfra:{key}`" + (" (a list of mappings, each:)" if extra == "list"
                                              else ""), "",
                 "| key | type | default | description |", "| --- | --- | --- | --- |"]
-        if extra == "enabled":
+        if extra in ("enabled", "list"):
             out.append("| `enabled` | bool | `true` | declare this component at all |")
         for name, (fld, opt) in options_of(cls).items():
             out.append(f"| `{name}` | {_TYPE_NAMES[opt.type]} | {show(default_of(fld))} | "

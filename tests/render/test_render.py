@@ -203,6 +203,12 @@ def test_cli_bad_config_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_encrypted_values_are_refused_offline(tmp_path):
+    root = bad_root(tmp_path, "config:\n  fluxinfra:namespace:\n    secure: v1:abc\n")
+    with pytest.raises(ConfigError, match="fluxinfra:namespace: encrypted values cannot be read"):
+        render("bad", root=root)
+
+
 def test_cli_unknown_stack_names_the_stacks(tmp_path):
     err = io.StringIO()
     with redirect_stderr(err), redirect_stdout(io.StringIO()):

@@ -94,6 +94,17 @@ def test_custom_policy_and_known_policies_are_accepted():
      "like '1.29'"),
     ({"cluster": {"nodeImage": "kindest/node:latest"}}, "fluxinfra:cluster.nodeImage",
      "'kindest/node:latest'", "pinned image"),
+    ({"installer": {"tolerations": [{"key": "a", "operator": "Maybe"}]}},
+     "fluxinfra:installer.tolerations", '"operator": "Maybe"', "operator Exists or Equal"),
+    ({"installer": {"nodeSelector": {"a": 1}}}, "fluxinfra:installer.nodeSelector", '{"a": 1}',
+     "strings to strings"),
+    ({"scheduler": {"resources": {"request": {"cpu": "1"}}}}, "fluxinfra:scheduler.resources",
+     '"request"', "'requests' and/or 'limits'"),
+    ({"miniclusters": [{"name": "a", "command": "x", "services": [{"name": "db"}]}]},
+     "fluxinfra:miniclusters[0].services", '"name": "db"', "pinned 'image'"),
+    ({"miniclusters": [{"name": "a", "command": "x",
+                        "services": [{"name": "flux", "image": "redis:7"}]}]},
+     "fluxinfra:miniclusters[0].services", '"name": "flux"', "other than 'flux'"),
 ])
 def test_bad_config_names_file_key_value_and_accepted(config, key, value, accepted):
     with pytest.raises(ConfigError) as info:
