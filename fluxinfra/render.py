@@ -33,7 +33,7 @@ from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.secrets import derive_cluster_keys
 
-__all__ = ["Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
+__all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
            "validate_manifests", "stack_config_values", "kubernetes_versions", "dump_yaml"]
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -151,14 +151,14 @@ def kubernetes_versions(min_version: str, max_version: str) -> list[str]:
 
 # -- running the program under mocks -------------------------------------------------------------
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Pulumi wire values -> plain data: unwrap secrets, integral floats -> int."""
     if isinstance(value, dict):
         if value.get(_SECRET_SIG) is not None and "value" in value:
-            return _plain(value["value"])
-        return {k: _plain(v) for k, v in value.items()}
+            return plain(value["value"])
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -178,7 +178,7 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes) ->
             nodes[urn] = Node(urn, request.type, request.name, request.parent)
             response = super().RegisterResource(request)
             if request.type.startswith("kubernetes:"):
-                nodes[urn].manifest = _plain(self.resources[urn].state)
+                nodes[urn].manifest = plain(self.resources[urn].state)
             return response
 
     class Mocks(pulumi.runtime.Mocks):

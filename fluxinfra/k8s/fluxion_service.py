@@ -60,13 +60,16 @@ def fluxion_service_manifests(name: str, namespace: str, args: FluxionServiceArg
                  "ports": [{"name": "grpc", "port": args.port, "targetPort": "grpc",
                             "protocol": "TCP", "appProtocol": "grpc"}]},
     }
-    return [
+    out = [
         m.service_account(name, namespace, lbls),
         m.cluster_role(f"{name}-read", rules, lbls),
         m.cluster_role_binding(f"{name}-read", name, namespace, lbls),
         deployment,
         service,
     ]
+    if args.replicas > 1:
+        out.append(m.disruption_budget(name, namespace, COMPONENT))
+    return out
 
 
 class FluxionService(pulumi.ComponentResource):

@@ -26,6 +26,7 @@ __all__ = [
     "restricted_container_security",
     "restricted_pod_security",
     "restricted_deployment",
+    "disruption_budget",
     "render_template",
     "image_ref",
 ]
@@ -101,7 +102,7 @@ def role_binding(name: str, ns: str, sa: str, lbls: dict[str, str]) -> Manifest:
 
 
 def secret(name: str, ns: str, files: dict[str, bytes | str], lbls: dict[str, str]) -> Manifest:
-    """An Opaque, immutable Secret; file contents base64-encoded under ``data``."""
+    """An Opaque Secret; file contents base64-encoded under ``data``."""
     data = {key: base64.b64encode(val.encode() if isinstance(val, str) else val).decode()
             for key, val in files.items()}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata(name, ns, lbls),
@@ -136,20 +137,34 @@ def restricted_deployment(name: str, ns: str, component: str, replicas: int,
     container = {"imagePullPolicy": "IfNotPresent", **container,
                  "securityContext": restricted_container_security(),
                  "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
+    pod: Manifest = {
+        "serviceAccountName": name,
+        "securityContext": restricted_pod_security(),
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+    }
+    if replicas > 1:  # spread replicas over nodes, so one node going away leaves the others
+        pod["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector(component, name)}}]
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": metadata(name, ns, lbls),
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector(component, name)},
-            "template": {"metadata": template_meta, "spec": {
-                "serviceAccountName": name,
-                "securityContext": restricted_pod_security(),
-                "containers": [container],
-                "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
-            }},
+            "template": {"metadata": template_meta, "spec": pod},
         },
     }
+
+
+def disruption_budget(name: str, ns: str, component: str) -> Manifest:
+    """Keep one replica through voluntary disruptions (node drains)."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": metadata(name, ns, labels(component, name)),
+            "spec": {"minAvailable": 1,
+                     "selector": {"matchLabels": selector(component, name)}}}
 
 
 @functools.cache

@@ -148,6 +148,8 @@ def scheduler_manifests(name: str, namespace: str, args: FluxSchedulerArgs,
     ]
     if args.install_pod_group_crd:
         out.insert(0, podgroup_crd())
+    if args.replicas > 1:
+        out.append(m.disruption_budget(name, namespace, COMPONENT))
     return out
 
 

@@ -4,22 +4,8 @@ import pulumi
 import pytest
 
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
+from fluxinfra.render import plain
 from fluxinfra.secrets import derive_cluster_keys
-
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"
-
-
-def plain(value):
-    """Wire form -> plain data (secrets unwrapped, integral floats back to int)."""
-    if isinstance(value, dict):
-        if _SECRET_SIG in value:
-            return plain(value["value"])
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 class Recorder(pulumi.runtime.Mocks):

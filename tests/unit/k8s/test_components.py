@@ -208,3 +208,27 @@ def test_persistent_minicluster_keeps_rank0_up(recorded):
         assert "sleep infinity" in start and "bash -c" not in start, urns["pm-configmap"]
 
     return when_registered(mc, check)
+
+
+@pulumi.runtime.test
+def test_replicated_deployments_spread_and_keep_one_through_drains(recorded):
+    svc = FluxionService("hs", FluxionServiceArgs(replicas=3), "sys", IMAGE)
+
+    def check(urns):
+        pdb = manifest(recorded, "hs-poddisruptionbudget")
+        assert pdb["spec"]["minAvailable"] == 1, urns["hs-poddisruptionbudget"]
+        spread = pod_spec(manifest(recorded, "hs-deployment"))["topologySpreadConstraints"]
+        assert spread[0]["topologyKey"] == "kubernetes.io/hostname", urns["hs-deployment"]
+
+    return when_registered(svc, check)
+
+
+@pulumi.runtime.test
+def test_single_replica_has_no_disruption_budget(recorded):
+    sched = FluxScheduler("s1", FluxSchedulerArgs(replicas=1), "sys", IMAGE)
+
+    def check(urns):
+        assert not any("poddisruptionbudget" in n for n in urns), urns
+        assert "topologySpreadConstraints" not in pod_spec(manifest(recorded, "s1-deployment"))
+
+    return when_registered(sched, check)
