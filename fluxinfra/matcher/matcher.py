@@ -38,6 +38,9 @@ from fluxinfra.matcher.writers import write_jgf, write_rv1
 
 __all__ = ["Matcher", "MatchResult", "OPS"]
 
+#: graphs up to this many vertices are matched exactly (every candidate scored) by default
+EXACT_LIMIT = 50_000
+
 OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
        "without_allocating")
 
@@ -78,7 +81,7 @@ class Matcher:
 
     def __init__(self, graph: ResourceGraph, policy: str = "first", *,
                  subsystem: str = CONTAINMENT, prune_filters: str | None = None,
-                 now: int = 0, exact_pools: bool = False) -> None:
+                 now: int = 0, exact_pools: bool = False, exact: bool | None = None) -> None:
         if not graph.finalized:
             graph.finalize()
         if subsystem not in graph.children:
@@ -88,6 +91,10 @@ class Matcher:
         self.policy = parse_policy(policy)
         prune_types = _parse_prune_filters(prune_filters)
         self.trav = Traverser(graph, self.policy, subsystem, prune_types, exact_pools)
+        #: exact: score every candidate like Fluxion; otherwise explore children in policy
+        #: order and stop once each level is satisfied (cost grows with the request)
+        self.exact = len(graph) <= EXACT_LIMIT if exact is None else exact
+        self.trav.fast = not self.exact
         self.jobs: dict[int, JobState] = {}
         self.results: dict[int, MatchResult] = {}
         self.now = now

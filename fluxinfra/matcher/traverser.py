@@ -130,6 +130,10 @@ class Traverser:
         #: first-policy child order: vertex -> {child: weight}
         self.weights: dict[int, dict[int, int]] = {}
         self._order_cache: dict[int, list[int]] = {}
+        self._policy_cache: dict[int, list[int]] = {}
+        self._kid_types: dict[int, frozenset[str]] = {}
+        #: explore children in policy order and stop once a level is satisfied (see Matcher)
+        self.fast = False
         self.marks: dict[int, tuple[int, bool, int]] = {}
         self.chosen_slots: list[list[int]] = []
         self.root_mark: tuple[int, bool] = (1, False)
@@ -199,12 +203,32 @@ class Traverser:
         return resources, nslots, (_PRISTINE_NONE if pristine else _NONE), pristine
 
     def _slot_match(self, u: int, slot: Resource) -> bool:
-        gtype = self.g.type
-        kid_types = set()
-        for kids in self.g.children.values():
-            for c in kids[u]:
-                kid_types.add(gtype[c])
+        kid_types = self._kid_types.get(u)
+        if kid_types is None:
+            gtype = self.g.type
+            kid_types = self._kid_types[u] = frozenset(
+                gtype[c] for kids in self.g.children.values() for c in kids[u])
         return all(c.type in kid_types for c in slot.with_)
+
+    def _cannot_supply(self, meta: Meta, u: int, resources: list[Resource]) -> bool:
+        """True when ``u``'s subtree cannot give even one instance of any request at this
+        level (it would contribute nothing, so skipping it changes no result)."""
+        g = self.g
+        if g.status[u] == 0 and meta.alloc_type != AT_SAT:
+            return True
+        totals = g.subtree_totals(u)
+        utype = g.type[u]
+        for r in resources:
+            if r.type == utype or r.type == "slot":
+                return False  # u itself is (or holds) the candidate: let the full checks run
+            if r.type not in totals:
+                continue
+            if self.sub_avail(u, r.type, meta.at, meta.duration) < 1:
+                continue
+            if all(self.sub_avail(u, t, meta.at, meta.duration) >= n
+                   for t, n in r.user_data.items() if t in totals):
+                return False
+        return True
 
     def _prune(self, meta: Meta, x_in: bool, u: int, resources: list[Resource]) -> bool:
         """True when ``u`` cannot contribute (Fluxion's prune)."""
@@ -322,7 +346,11 @@ class Traverser:
     def _explore(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
                  excl: bool, dfu: _Dfu, multiplier: int) -> bool:
         if self.policy.stop_on_k:
-            return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier)
+            return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
+                                         self._ordered_children(u))
+        if self.fast:
+            return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
+                                         self._policy_children(u))
         found = False
         gtype = self.g.type
         visited = self.visited
@@ -347,17 +375,38 @@ class Traverser:
             self._order_cache[u] = cached
         return cached
 
+    def _policy_children(self, u: int) -> list[int]:
+        """Children in the order the policy prefers them (high: largest id first)."""
+        cached = self._policy_cache.get(u)
+        if cached is None:
+            ids = self.g.id
+            kids = self._children(u)
+            if self.policy.high:
+                cached = sorted(kids, key=lambda c: -ids[c])
+            else:
+                cached = sorted(kids, key=ids.__getitem__)
+            self._policy_cache[u] = cached
+        return cached
+
     def _explore_dynamic(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
-                         excl: bool, dfu: _Dfu, multiplier: int) -> bool:
+                         excl: bool, dfu: _Dfu, multiplier: int, children: list[int]) -> bool:
         gtype = self.g.type
         per_share = {r.type: r.effective_max for r in resources}
         tallies = {t: [0, 0, 0] for t in per_share}  # prev_total, accum, shares
         sat: set[str] = set()
         found = False
         visited = self.visited
-        for c in self._ordered_children(u):
+        fast = self.fast
+        sched = self.sched
+        for c in children:
             if gtype[c] in sat or (visited is not None and c in visited):
                 continue
+            if fast:
+                p = sched.get(c)
+                if p is not None and p.avail_during(meta.at, meta.duration) == 0:
+                    continue
+                if self.g.subtree_totals(c) and self._cannot_supply(meta, c, resources):
+                    continue
             ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
             if not ok:
                 continue

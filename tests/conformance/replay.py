@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import shlex
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
+FORCE_FAST = bool(os.environ.get("FLUXINFRA_FORCE_FAST"))
 _STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT|"
                     r"(PARTIAL )?CANCEL (PRE|POST)ORDER COUNT)=")
 
@@ -74,6 +76,8 @@ def run_case(case: Case) -> str:
     out = io.StringIO()
     with tempfile.TemporaryDirectory():
         session = open_session(opts, out, err=io.StringIO(), stdout=io.StringIO())
+        if FORCE_FAST:
+            session.m.trav.fast = True
         session.run(text.splitlines())
     return out.getvalue()
 
