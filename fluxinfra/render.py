@@ -34,7 +34,8 @@ from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.secrets import derive_cluster_keys
 
 __all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
-           "validate_manifests", "stack_config_values", "kubernetes_versions", "dump_yaml"]
+           "validate_manifests", "stack_config_values", "stream", "kubernetes_versions",
+           "dump_yaml", "APPLY_ORDER"]
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 _NOT_RENDERED = {
@@ -349,6 +350,24 @@ def kustomization(rendered: Rendered) -> str:
     body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
             "resources": sorted(rendered.files)}
     return head + yaml.dump(body, Dumper=_Dumper, sort_keys=False)
+
+
+#: ``kubectl apply -f -`` applies in stream order: what others live in or refer to goes first
+#: (kustomize does the same ordering for ``apply -k``).
+APPLY_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+               "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret", "Service",
+               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job")
+
+
+def stream(rendered: Rendered) -> str:
+    """Every manifest as one multi-document YAML stream, in apply order."""
+    def rank(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
+        kind = item[1]["kind"]
+        return (APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER), item[0])
+
+    by_file = dict(zip(sorted(rendered.files), rendered.manifests, strict=True))
+    return "".join(f"---\n{rendered.files[name]}"
+                   for name, _ in sorted(by_file.items(), key=rank))
 
 
 def write_manifests(rendered: Rendered, out: Path) -> list[Path]:

@@ -18,7 +18,9 @@ def _parser() -> argparse.ArgumentParser:
                     "file per Kubernetes resource plus a kustomization.yaml "
                     "(kubectl apply -k OUT deploys what pulumi up would).")
     p.add_argument("--stack", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml")
-    p.add_argument("--out", default="build/manifests", type=Path, help="output directory")
+    p.add_argument("--out", default="build/manifests",
+                   help="output directory, or - for one YAML stream on stdout (the tree and "
+                        "notes then go to stderr): fluxinfra render --out - | kubectl apply -f -")
     p.add_argument("--root", default=None, type=Path,
                    help="project root holding Pulumi.yaml, __main__.py and stacks/ (default: the "
                         "nearest directory upwards from here with a Pulumi.yaml)")
@@ -55,7 +57,7 @@ def _find_root(start: Path) -> Path:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     root = args.root if args.root is not None else _find_root(Path.cwd().resolve())
-    from fluxinfra.render import ManifestInvalid, render, write_manifests
+    from fluxinfra.render import ManifestInvalid, render, stream, write_manifests
 
     start = time.monotonic()
     try:
@@ -64,14 +66,22 @@ def main(argv: list[str]) -> int:
         for problem in exc.problems:
             print(f"fluxinfra render: invalid: {problem}", file=sys.stderr)
         return 1
-    written = write_manifests(rendered, args.out)
+    if args.out == "-":
+        sys.stdout.write(stream(rendered))
+        report = sys.stderr
+        where = "stdout"
+    else:
+        write_manifests(rendered, Path(args.out))
+        report = sys.stdout
+        where = f"{args.out} (+ kustomization.yaml)"
     if not args.quiet:
-        print(rendered.tree())
-        print()
+        print(rendered.tree(), file=report)
+        print(file=report)
         for note in rendered.notes:
-            print(f"note: {note}")
-        print(f"{len(rendered.files)} manifests + kustomization.yaml -> {args.out} "
-              f"(validated, strict, Kubernetes {rendered.versions[0]}..{rendered.versions[-1]}; "
-              f"{time.monotonic() - start:.1f}s)")
-        print(f"apply: kubectl apply -k {args.out}")
-    return 0 if written else 1
+            print(f"note: {note}", file=report)
+        print(f"{len(rendered.files)} manifests -> {where} (validated, strict, Kubernetes "
+              f"{rendered.versions[0]}..{rendered.versions[-1]}; "
+              f"{time.monotonic() - start:.1f}s)", file=report)
+        if args.out != "-":
+            print(f"apply: kubectl apply -k {args.out}", file=report)
+    return 0

@@ -244,3 +244,13 @@ def test_namespaced_objects_name_their_namespace(rendered, stack):
     for mf in rendered[stack].manifests:
         where = f"{mf['kind']}/{mf['metadata']['name']}"
         assert ("namespace" in mf["metadata"]) == (mf["kind"] not in CLUSTER_SCOPED), where
+
+
+def test_stream_puts_namespaces_and_crds_first(rendered):
+    from fluxinfra.render import stream
+
+    docs = [yaml.safe_load(d) for d in stream(rendered["dev"]).split("---\n") if d]
+    kinds = [d["kind"] for d in docs]
+    assert len(docs) == len(rendered["dev"].files)
+    assert kinds[:3] == ["Namespace", "Namespace", "CustomResourceDefinition"], kinds
+    assert kinds.index("Secret") < kinds.index("DaemonSet") and kinds[-1] == "Job", kinds
