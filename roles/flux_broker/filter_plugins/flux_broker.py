@@ -17,6 +17,20 @@ _Z85_ALPHABET = (
 )
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85_ALPHABET)}
 _CERT_LINE = re.compile(r'^\s+([\w.-]+)\s*=\s*"(.*)"\s*$')
+# What flux-core's cert reader accepts (src/common/libzmqutil/cert.c): keys are alphanumerics
+# plus "-."; values alphanumerics plus the punctuation below (no comma, no quote).
+_VALID_KEY = re.compile(r"^[A-Za-z0-9.-]+$")
+_VALID_VALUE = re.compile(r"^[A-Za-z0-9.:+=^!/*?&<>()\[\]{}@%$# \t-]*$")
+
+
+def _check_metadata(key: str, value: str) -> None:
+    if not _VALID_KEY.match(key):
+        raise AnsibleFilterError(f"CURVE certificate metadata key {key!r}: use [A-Za-z0-9.-]")
+    if not _VALID_VALUE.match(value):
+        raise AnsibleFilterError(
+            f"CURVE certificate metadata {key} = {value!r}: flux rejects characters such as "
+            "',' and '\"' in values; use letters, digits and .-:+=^!/*?&<>()[]{}@%$#"
+        )
 
 
 def z85_encode(data: bytes) -> str:
@@ -79,6 +93,8 @@ def flux_curve_cert(name: str, metadata: dict | None = None) -> str:
     secret = x25519.X25519PrivateKey.generate()
     meta = {"name": str(name), "keygen.tool": "fluxinfra"}
     meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+    for key, value in meta.items():
+        _check_metadata(key, value)
     lines = ["#  ZeroMQ CURVE **Secret** Certificate", "#  DO NOT DISTRIBUTE", "", "metadata"]
     lines += [f'    {key} = "{value}"' for key, value in meta.items()]
     lines += [
@@ -105,7 +121,12 @@ def flux_curve_cert_parse(text: str) -> dict:
         match = _CERT_LINE.match(raw)
         if not match or section not in ("metadata", "curve"):
             raise AnsibleFilterError(f"CURVE certificate: unexpected line {stripped!r}")
-        (metadata if section == "metadata" else curve)[match.group(1)] = match.group(2)
+        key, value = match.group(1), match.group(2)
+        if section == "metadata":
+            _check_metadata(key, value)
+            metadata[key] = value
+        else:
+            curve[key] = value
     if "public-key" not in curve or "secret-key" not in curve:
         raise AnsibleFilterError("CURVE certificate: the curve section lacks public-key/secret-key")
     x25519 = _x25519()
@@ -113,6 +134,15 @@ def flux_curve_cert_parse(text: str) -> dict:
     if z85_encode(_raw(secret.public_key())) != curve["public-key"]:
         raise AnsibleFilterError("CURVE certificate: public-key does not match secret-key")
     return {"metadata": metadata, "public": curve["public-key"], "secret": curve["secret-key"]}
+
+
+def flux_curve_cert_valid(text: str) -> bool:
+    """True when flux can load ``text`` as a CURVE certificate (never raises, never echoes)."""
+    try:
+        flux_curve_cert_parse(text)
+    except (AnsibleFilterError, ValueError, TypeError):
+        return False
+    return True
 
 
 def flux_toml(value) -> str:
@@ -157,6 +187,7 @@ class FilterModule:
         return {
             "flux_curve_cert": flux_curve_cert,
             "flux_curve_cert_parse": flux_curve_cert_parse,
+            "flux_curve_cert_valid": flux_curve_cert_valid,
             "flux_toml": flux_toml,
             "flux_duplicates": flux_duplicates,
             "flux_random_hex": flux_random_hex,

@@ -1,0 +1,166 @@
+"""Lab harness: drive scripts/lab, write inventories, run playbooks and read their recaps.
+
+The session brings a private lab up (`scripts/lab up`, its own bridge and /24) and tears it down
+at the end. When no real Flux build is present (CI), the roles use the `prefix` method with a
+prefix whose bin/flux is the test double in fixtures/flux-double, and flux_broker_start=false:
+install, config, secrets, munge and the service definition run for real; broker start and quorum
+are skipped (and say so). Set FLUXINFRA_FLUX_PREFIX, or have /opt/flux/bin/flux, to run the whole
+flow against a real Flux.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = REPO / "scripts" / "lab"
+DOUBLE = Path(__file__).parent / "fixtures" / "flux-double"
+VENV_BIN = REPO / ".venv" / "bin"
+LAB_ENV = {
+    "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-pytest",
+    "FLUXINFRA_LAB_NAME": "fxtest",
+    "FLUXINFRA_LAB_NET": "10.244.251",
+}
+LAB_HOSTS = 4  # three for the instance, one to add and remove
+_RECAP = re.compile(
+    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
+    re.M,
+)
+
+
+def lab_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "the ssh lab needs root (network namespaces, mounts)"
+    if (
+        not shutil.which("ip")
+        or subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0
+    ):
+        return "`ip netns` is unavailable (install iproute2; needs CAP_SYS_ADMIN)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "/usr/sbin/sshd is missing (install openssh-server)"
+    if not Path("/usr/sbin/munged").exists():
+        return "/usr/sbin/munged is missing (install munge)"
+    return None
+
+
+def lab_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(LAB), *args],
+        env={**os.environ, **LAB_ENV},
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+@dataclasses.dataclass
+class Lab:
+    hosts: list[dict]
+    known_hosts: str
+
+    def exec(self, host: str, command: str) -> subprocess.CompletedProcess:
+        """Run a shell command inside a lab host's namespaces (its own /etc, /var, /run)."""
+        return lab_command("exec", host, "--", "/bin/sh", "-c", command)
+
+    def read(self, host: str, path: str) -> str:
+        result = self.exec(host, f"cat {path}")
+        assert result.returncode == 0, f"{host}:{path}: {result.stderr}"
+        return result.stdout
+
+
+def real_flux_prefix() -> str | None:
+    for prefix in (os.environ.get("FLUXINFRA_FLUX_PREFIX"), "/opt/flux"):
+        if not prefix or not Path(prefix, "bin", "flux").exists():
+            continue
+        out = subprocess.run([f"{prefix}/bin/flux", "version"], capture_output=True, text=True)
+        if out.returncode == 0 and "fluxinfra-test-double" not in out.stdout:
+            return prefix
+    return None
+
+
+@dataclasses.dataclass
+class FluxInstall:
+    prefix: str
+    version: str
+    real: bool
+
+
+def write_inventory(
+    path: Path, lab: Lab, hosts: list[str], group_vars: dict, host_vars: dict | None = None
+) -> Path:
+    """A YAML inventory with `hosts` (lab names, rank order) in group flux."""
+    by_name = {h["name"]: h for h in lab.hosts}
+    members = {}
+    for name in hosts:
+        entry = by_name.get(name, {"address": "10.244.251.250", "key": lab.hosts[0]["key"]})
+        members[name] = {
+            "ansible_host": entry["address"],
+            "ansible_ssh_private_key_file": entry["key"],
+            **(host_vars or {}).get(name, {}),
+        }
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "ansible_ssh_common_args": (
+                    f"-o UserKnownHostsFile={lab.known_hosts} -o StrictHostKeyChecking=yes "
+                    "-o IdentitiesOnly=yes -o ConnectTimeout=3"
+                ),
+            },
+            "children": {"flux": {"hosts": members, "vars": group_vars}},
+        }
+    }
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return path
+
+
+@dataclasses.dataclass
+class PlaybookRun:
+    rc: int
+    output: str
+
+    @property
+    def recap(self) -> dict[str, dict[str, int]]:
+        return {
+            m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
+            for m in _RECAP.finditer(self.output)
+        }
+
+    def changed_hosts(self) -> dict[str, int]:
+        return {h: r["changed"] for h, r in self.recap.items() if r["changed"]}
+
+
+def run_playbook(
+    inventory: Path, playbook: str = "site.yml", *args: str, timeout: int = 600
+) -> PlaybookRun:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+    }
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            str(REPO / "playbooks" / playbook),
+            *args,
+        ],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+    return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr)
