@@ -27,11 +27,10 @@ except ConfigError as exc:
 cluster = Cluster("cluster", settings.cluster)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 on_cluster = pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})
-image = settings.image.ref
 
 if settings.installer is not None:
     # The installer has its own (privileged) namespace.
-    installer = FluxInstaller("flux-installer", settings.installer, image, opts=on_cluster)
+    installer = FluxInstaller("flux-installer", settings.installer, opts=on_cluster)
     pulumi.export("installerNamespace", installer.namespace)
     pulumi.export("curvePublicKey", installer.keys.curve_public)
 
@@ -44,13 +43,13 @@ if settings.fluxion_service is not None or settings.scheduler is not None:
         on_cluster, pulumi.ResourceOptions(depends_on=[system_namespace]))
 
     if settings.fluxion_service is not None:
-        service = FluxionService("fluxion-service", settings.fluxion_service, settings.namespace,
-                                 image, opts=in_system_namespace)
+        service = FluxionService("fluxion-service", settings.fluxion_service,
+                                 opts=in_system_namespace)
         pulumi.export("fluxionServiceAddress", service.address)
 
     if settings.scheduler is not None:
-        scheduler = FluxScheduler("fluxion-scheduler", settings.scheduler, settings.namespace,
-                                  image, opts=in_system_namespace)
+        scheduler = FluxScheduler("fluxion-scheduler", settings.scheduler,
+                                  opts=in_system_namespace)
         pulumi.export("schedulerName", scheduler.scheduler_name)
 
 for mc_args in settings.miniclusters:

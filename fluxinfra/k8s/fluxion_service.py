@@ -8,7 +8,7 @@ the ``restricted`` Pod Security level.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -34,17 +34,21 @@ class FluxionServiceArgs:
                               "limits": {"memory": "512Mi"}}, "container resources",
                              check=resource_requirements)
     """Container resources."""
+    namespace: str = field(default=m.DEFAULT_NAMESPACE)
+    """Namespace to run in (must exist; the stack's top-level ``namespace``)."""
+    image: str = field(default=m.DEFAULT_IMAGE)
+    """The fluxinfra image (the stack's top-level ``image``)."""
 
 
-def fluxion_service_manifests(name: str, namespace: str, args: FluxionServiceArgs,
-                              image: str) -> list[dict[str, Any]]:
+def fluxion_service_manifests(name: str, args: FluxionServiceArgs) -> list[dict[str, Any]]:
     """ServiceAccount, read-only ClusterRole + binding, Deployment and Service."""
     lbls = m.labels(COMPONENT, name)
+    namespace = args.namespace
     rules = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]
     probe = {"grpc": {"port": args.port}, "periodSeconds": 10, "timeoutSeconds": 2}
     container = {
         "name": "service",
-        "image": image,
+        "image": args.image,
         "args": ["service", "--port", str(args.port), "--policy", args.policy],
         "ports": [{"name": "grpc", "containerPort": args.port, "protocol": "TCP"}],
         "startupProbe": {**probe, "failureThreshold": 30},
@@ -77,11 +81,10 @@ class FluxionService(pulumi.ComponentResource):
 
     address: pulumi.Output[str]
 
-    def __init__(self, name: str, args: FluxionServiceArgs, namespace: str, image: str,
+    def __init__(self, name: str, args: FluxionServiceArgs,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fluxinfra:k8s:FluxionService", name, {}, opts)
-        self.resources = declare_all(fluxion_service_manifests(name, namespace, args, image),
-                                     name, self)
+        self.resources = declare_all(fluxion_service_manifests(name, args), name, self)
         self.address = pulumi.Output.from_input(
-            f"{name}.{namespace}.svc.cluster.local:{args.port}")
+            f"{name}.{args.namespace}.svc.cluster.local:{args.port}")
         self.register_outputs({"address": self.address})

@@ -57,9 +57,9 @@ class FluxInstallerArgs:
     namespace: str = option("flux-installer", "namespace of the installer (privileged Pod "
                             "Security)", check=dns1123_label())
     """Namespace for the DaemonSet; the only namespace labelled privileged."""
-    image: str = option("", "installer image ('' = the stack image); needs bash, python3, "
-                        "nsenter", check=lambda v: None if v == "" else pinned_image(v))
-    """Installer container image ('' = the stack's fluxinfra image)."""
+    image: str = option(m.DEFAULT_IMAGE, "installer image (default: the stack's image); needs "
+                        "bash, python3, nsenter", check=pinned_image)
+    """Installer container image (the stack's top-level ``image`` unless set here)."""
     source: str = option("conda-forge", "where Flux comes from: conda-forge (micromamba) or "
                          "prefix (already on the node)", check=one_of("conda-forge", "prefix"))
     """conda-forge (micromamba installs the pins) or prefix (use what is on the node)."""
@@ -148,7 +148,7 @@ def installer_keys_secret(name: str, args: FluxInstallerArgs, curve_cert: str,
                     m.labels(COMPONENT, name))
 
 
-def installer_manifests(name: str, args: FluxInstallerArgs, image: str,
+def installer_manifests(name: str, args: FluxInstallerArgs,
                         keys_fingerprint: Any = "") -> list[dict[str, Any]]:
     """Namespace, RBAC, scripts ConfigMap and DaemonSet (the keys Secret comes separately).
 
@@ -164,7 +164,7 @@ def installer_manifests(name: str, args: FluxInstallerArgs, image: str,
     rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
     container = {
         "name": "installer",
-        "image": args.image or image,
+        "image": args.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", f"{SCRIPTS_DIR}/entrypoint.sh"],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
@@ -230,12 +230,12 @@ class FluxInstaller(pulumi.ComponentResource):
     keys: ClusterKeys
     namespace: pulumi.Output[str]
 
-    def __init__(self, name: str, args: FluxInstallerArgs, image: str,
+    def __init__(self, name: str, args: FluxInstallerArgs,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fluxinfra:k8s:FluxInstaller", name, {}, opts)
         self.keys = ClusterKeys(f"{name}-keys", label=name,
                                 opts=pulumi.ResourceOptions(parent=self))
-        manifests = installer_manifests(name, args, image, self.keys.curve_public)
+        manifests = installer_manifests(name, args, self.keys.curve_public)
         manifests.insert(-1, _keys_secret(name, args, self.keys))
         self.resources = declare_all(manifests, name, self)
         self.namespace = pulumi.Output.from_input(args.namespace)

@@ -12,8 +12,12 @@ from typing import Any
 
 import jinja2
 
+from fluxinfra import __version__
+
 __all__ = [
     "MANAGED_BY",
+    "DEFAULT_IMAGE",
+    "DEFAULT_NAMESPACE",
     "labels",
     "metadata",
     "namespace",
@@ -32,6 +36,10 @@ __all__ = [
 ]
 
 MANAGED_BY = "fluxinfra"
+#: The image the service, the scheduler and the installer run (built from Containerfile).
+DEFAULT_IMAGE = f"fluxinfra:{__version__}"
+#: Namespace of the service and the scheduler unless the stack names another.
+DEFAULT_NAMESPACE = "fluxinfra-system"
 Manifest = dict[str, Any]
 
 

@@ -10,7 +10,7 @@ PodGroup CRD (the scheduler-plugins shape: minMember, minResources, scheduleTime
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -50,6 +50,10 @@ class FluxSchedulerArgs:
                               "limits": {"memory": "512Mi"}}, "container resources",
                              check=resource_requirements)
     """Container resources."""
+    namespace: str = field(default=m.DEFAULT_NAMESPACE)
+    """Namespace to run in (must exist; the stack's top-level ``namespace``)."""
+    image: str = field(default=m.DEFAULT_IMAGE)
+    """The fluxinfra image (the stack's top-level ``image``)."""
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
@@ -115,15 +119,15 @@ def podgroup_crd() -> dict[str, Any]:
     }
 
 
-def scheduler_manifests(name: str, namespace: str, args: FluxSchedulerArgs,
-                        image: str) -> list[dict[str, Any]]:
+def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, Any]]:
     lbls = m.labels(COMPONENT, name)
+    namespace = args.namespace
     lease_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                     "verbs": ["get", "create", "update"]}]
     health = {"httpGet": {"path": "/healthz", "port": "http"}}
     container = {
         "name": "scheduler",
-        "image": image,
+        "image": args.image,
         "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
                  "--port", str(args.port)],
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -158,9 +162,9 @@ class FluxScheduler(pulumi.ComponentResource):
 
     scheduler_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: FluxSchedulerArgs, namespace: str, image: str,
+    def __init__(self, name: str, args: FluxSchedulerArgs,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fluxinfra:k8s:FluxScheduler", name, {}, opts)
-        self.resources = declare_all(scheduler_manifests(name, namespace, args, image), name, self)
+        self.resources = declare_all(scheduler_manifests(name, args), name, self)
         self.scheduler_name = pulumi.Output.from_input(args.scheduler_name)
         self.register_outputs({"schedulerName": self.scheduler_name})

@@ -35,7 +35,7 @@ from fluxinfra.k8s.config import (
 )
 from fluxinfra.k8s.fluxion_service import FluxionServiceArgs
 from fluxinfra.k8s.installer import FluxInstallerArgs
-from fluxinfra.k8s.manifests import image_ref
+from fluxinfra.k8s.manifests import DEFAULT_NAMESPACE, image_ref
 from fluxinfra.k8s.minicluster import MiniClusterArgs
 from fluxinfra.k8s.scheduler import FluxSchedulerArgs
 
@@ -174,23 +174,25 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
     def at(key: str) -> str:
         return f"{src}: {PROJECT}:{key}"
 
-    namespace = raw.get("namespace", "fluxinfra-system")
-    if (problem := dns1123_label()(str(namespace))) is not None:
+    namespace = str(raw.get("namespace", DEFAULT_NAMESPACE))
+    if (problem := dns1123_label()(namespace)) is not None:
         raise ConfigError(f"{at('namespace')}: {namespace!r} is not accepted; accepted: {problem}")
+    image = load_args(ImageArgs, _parse(raw.get("image")), where=at("image"))
+    shared = {"namespace": namespace, "image": image.ref}
     return StackSettings(
         stack=stack,
         cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
-        namespace=str(namespace),
-        image=load_args(ImageArgs, _parse(raw.get("image")), where=at("image")),
+        namespace=namespace,
+        image=image,
         kubernetes_versions=load_args(VersionsArgs, _parse(raw.get("kubernetesVersions")),
                                       where=at("kubernetesVersions")),
-        installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer")),
+        installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer"),
+                             image=image.ref),
         fluxion_service=_component(FluxionServiceArgs, raw.get("fluxionService"),
-                                   at("fluxionService")),
-        scheduler=_component(FluxSchedulerArgs, raw.get("scheduler"), at("scheduler")),
+                                   at("fluxionService"), **shared),
+        scheduler=_component(FluxSchedulerArgs, raw.get("scheduler"), at("scheduler"), **shared),
         miniclusters=_miniclusters(raw.get("miniclusters"), at("miniclusters")),
     )
-
 
 def stack_config() -> dict[str, Any]:
     """All config the Pulumi runtime holds for this run (``pulumi up`` passes it in the
@@ -222,7 +224,7 @@ def config_reference() -> str:
         return "`" + json.dumps(value) + "`"
 
     out = ["| key | type | default | description |", "| --- | --- | --- | --- |",
-           '| `namespace` | string | `"fluxinfra-system"` | '
+           f'| `namespace` | string | `"{DEFAULT_NAMESPACE}"` | '
            f"{TOP_LEVEL['namespace']} (DNS-1123 label) |"]
     for key, cls, extra in _REFERENCE_SECTIONS:
         out += ["", f"`fluxinfra:{key}`" + (" (a list of mappings, each:)" if extra == "list"

@@ -67,7 +67,7 @@ def test_existing_cluster_is_just_a_provider(recorded):
 def test_installer_rbac_privileges_and_secret_handling(recorded):
     args = FluxInstallerArgs(node_selector={"hpc": "yes"},
                              tolerations=[{"key": "hpc", "operator": "Exists"}])
-    inst = FluxInstaller("fi", args, IMAGE)
+    inst = FluxInstaller("fi", args)
 
     def check(urns):
         role = manifest(recorded, "fi-clusterrole")
@@ -103,7 +103,8 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
 
 @pulumi.runtime.test
 def test_fluxion_service_is_restricted_read_only_and_grpc_probed(recorded):
-    svc = FluxionService("fs", FluxionServiceArgs(port=5000, policy="lonode"), "sys", IMAGE)
+    svc = FluxionService("fs", FluxionServiceArgs(port=5000, policy="lonode", namespace="sys",
+                                                  image=IMAGE))
 
     def check(urns):
         role = manifest(recorded, "fs-clusterrole")
@@ -126,8 +127,8 @@ def test_fluxion_service_is_restricted_read_only_and_grpc_probed(recorded):
 
 @pulumi.runtime.test
 def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
-    sched = FluxScheduler("sc", FluxSchedulerArgs(scheduler_name="fluxion-a", policy="hinodex"),
-                          "sys", IMAGE)
+    sched = FluxScheduler("sc", FluxSchedulerArgs(scheduler_name="fluxion-a", policy="hinodex",
+                                                  namespace="sys"))
 
     def check(urns):
         rules = manifest(recorded, "sc-clusterrole")["rules"]
@@ -163,7 +164,7 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
 
 @pulumi.runtime.test
 def test_scheduler_can_leave_the_crd_to_scheduler_plugins(recorded):
-    sched = FluxScheduler("sn", FluxSchedulerArgs(install_pod_group_crd=False), "sys", IMAGE)
+    sched = FluxScheduler("sn", FluxSchedulerArgs(install_pod_group_crd=False))
 
     def check(urns):
         assert not any("customresourcedefinition" in n for n in urns), urns
@@ -212,7 +213,7 @@ def test_persistent_minicluster_keeps_rank0_up(recorded):
 
 @pulumi.runtime.test
 def test_replicated_deployments_spread_and_keep_one_through_drains(recorded):
-    svc = FluxionService("hs", FluxionServiceArgs(replicas=3), "sys", IMAGE)
+    svc = FluxionService("hs", FluxionServiceArgs(replicas=3))
 
     def check(urns):
         pdb = manifest(recorded, "hs-poddisruptionbudget")
@@ -225,7 +226,7 @@ def test_replicated_deployments_spread_and_keep_one_through_drains(recorded):
 
 @pulumi.runtime.test
 def test_single_replica_has_no_disruption_budget(recorded):
-    sched = FluxScheduler("s1", FluxSchedulerArgs(replicas=1), "sys", IMAGE)
+    sched = FluxScheduler("s1", FluxSchedulerArgs(replicas=1))
 
     def check(urns):
         assert not any("poddisruptionbudget" in n for n in urns), urns
