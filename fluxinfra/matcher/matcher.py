@@ -30,6 +30,7 @@ from fluxinfra.matcher.traverser import (
     AT_NO_ALLOC,
     AT_RESERVE,
     AT_SAT,
+    FlexibleTraverser,
     JobState,
     Meta,
     Traverser,
@@ -81,7 +82,8 @@ class Matcher:
 
     def __init__(self, graph: ResourceGraph, policy: str = "first", *,
                  subsystem: str = CONTAINMENT, prune_filters: str | None = None,
-                 now: int = 0, exact_pools: bool = False, exact: bool | None = None) -> None:
+                 now: int = 0, exact_pools: bool = False, exact: bool | None = None,
+                 flexible: bool = False) -> None:
         if not graph.finalized:
             graph.finalize()
         if subsystem not in graph.children:
@@ -90,7 +92,8 @@ class Matcher:
         self.graph = graph
         self.policy = parse_policy(policy)
         prune_types = _parse_prune_filters(prune_filters)
-        self.trav = Traverser(graph, self.policy, subsystem, prune_types, exact_pools)
+        cls = FlexibleTraverser if flexible else Traverser
+        self.trav = cls(graph, self.policy, subsystem, prune_types, exact_pools)
         #: exact: score every candidate like Fluxion; otherwise explore children in policy
         #: order and stop once each level is satisfied (cost grows with the request)
         self.exact = len(graph) <= EXACT_LIMIT if exact is None else exact
