@@ -80,6 +80,18 @@ SERVICE_MISSING = next(
      if importlib.util.find_spec(mod) is None), None)
 
 
+RECIPE = {"cluster": "image-test", "racks": 1, "nodes_per_rack": 2, "sockets": 1,
+          "cores_per_socket": 4, "gpus_per_socket": 0, "memory_per_socket": [1, 4]}
+
+
+def cores_jobspec(cores: int) -> dict[str, Any]:
+    return {"version": 9999,
+            "resources": [{"type": "slot", "count": 1, "label": "default",
+                           "with": [{"type": "core", "count": cores}]}],
+            "tasks": [{"command": ["true"], "slot": "default", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 60}}}
+
+
 def free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -92,13 +104,10 @@ def service(image: str) -> Iterator[int]:
     if SERVICE_MISSING:
         pytest.skip(f"{SERVICE_MISSING} has not landed yet: no service to run in the image")
     port = free_loopback_port()
-    recipe = json.dumps({"cluster": "image-test", "racks": 1, "nodes_per_rack": 2, "sockets": 1,
-                         "cores_per_socket": 4, "gpus_per_socket": 0,
-                         "memory_per_socket": [1, 4]})
     name = f"fluxinfra-image-test-{port}"
     podman("run", "--detach", "--rm", "--name", name, *ULIMITS,
            "--publish", f"127.0.0.1:{port}:4242", image,
-           "service", "--port", "4242", "--recipe", recipe)
+           "service", "--port", "4242", "--recipe", json.dumps(RECIPE))
     try:
         wait_serving(name, port)
         yield port
@@ -124,15 +133,23 @@ def wait_serving(name: str, port: int, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
-def test_service_answers_a_match_from_outside_the_container(service: int) -> None:
+def test_service_in_the_container_allocates_like_the_in_process_matcher(service: int) -> None:
+    from fluxinfra.matcher import Jobspec, Matcher
+    from fluxinfra.matcher.recipe import graph_from_recipe
     from fluxinfra.service.client import FluxionClient
 
-    jobspec = {"version": 9999, "resources": [{"type": "slot", "count": 1, "label": "default",
-                                                "with": [{"type": "core", "count": 2}]}],
-               "tasks": [{"command": ["true"], "slot": "default", "count": {"per_slot": 1}}],
-               "attributes": {"system": {"duration": 60}}}
     with FluxionClient(f"127.0.0.1:{service}") as client:
-        result = client.match(jobspec)
-    assert result.status == "ALLOCATED", result
-    assert len(result.nodes) == 1, result
+        remote = client.match(cores_jobspec(2))
+    local = Matcher(graph_from_recipe(RECIPE)).match(Jobspec.parse(cores_jobspec(2)))
+    assert remote.status == local.status == "ALLOCATED", remote
+    assert remote.nodes == local.nodes, (remote.nodes, local.nodes)
+    assert remote.R["execution"]["R_lite"] == local.R["execution"]["R_lite"], remote.R
 
+
+def test_service_in_the_container_reports_unsatisfiable_as_the_typed_error(service: int) -> None:
+    from fluxinfra.matcher import Unsatisfiable
+    from fluxinfra.service.client import FluxionClient
+
+    with FluxionClient(f"127.0.0.1:{service}") as client, pytest.raises(Unsatisfiable):
+        # 4 cores per node; plain allocate would say Busy, as Fluxion does
+        client.match(cores_jobspec(5), op="allocate_with_satisfiability")
