@@ -107,6 +107,14 @@ class FluxInstallerArgs:
     """Scripts and micromamba on the node."""
     etc_dir: str = field(default="/etc/fluxinfra")
     """Keys and broker config on the node."""
+    state_dir: str = field(default="/var/lib/flux")
+    """The broker's statedir on the node (content store kept across restarts)."""
+    run_dir: str = field(default="/run/flux")
+    """The broker's rundir on the node (holds the local:// socket)."""
+    munge_dir: str = field(default="/etc/munge")
+    """Where the node's munged reads its key."""
+    bin_dir: str = field(default="/usr/local/bin")
+    """Where flux-connect goes on the node."""
 
 
 def topology(args: FluxInstallerArgs) -> str:
@@ -120,7 +128,8 @@ def _template_context(args: FluxInstallerArgs) -> dict[str, Any]:
             "flux_sched_version": args.flux_sched_version,
             "micromamba_version": args.micromamba_version,
             "micromamba_sha256": args.micromamba_sha256, "channel": args.channel,
-            "flux_user": args.flux_user, "unit": "fluxinfra-broker"}
+            "flux_user": args.flux_user, "unit": "fluxinfra-broker", "state_dir": args.state_dir,
+            "run_dir": args.run_dir, "munge_dir": args.munge_dir, "bin_dir": args.bin_dir}
 
 
 def installer_scripts(args: FluxInstallerArgs) -> dict[str, str]:
