@@ -50,6 +50,12 @@ class Policy:
 
     @property
     def high(self) -> bool:
+        """Keep the highest scores (else the lowest) when choosing among candidates."""
+        return self.kind not in ("low", "variation")
+
+    @property
+    def slot_high(self) -> bool:
+        """Order of candidates packed into slots (variation ranks them highest first)."""
         return self.kind != "low"
 
 

@@ -352,7 +352,12 @@ class Traverser:
         factors = self.policy.factors
         if factors and utype in factors:
             self._ml -= self._last_factor.get(utype, 0)
-        dfu.overall = (MATCH_MET + self._ml + g.id[u] + 1) if met else MATCH_UNMET
+        if not met:
+            dfu.overall = MATCH_UNMET
+        elif self.policy.kind == "variation":
+            dfu.overall = MATCH_MET + _perf_class(g.properties[u])
+        else:
+            dfu.overall = MATCH_MET + self._ml + g.id[u] + 1
         return met
 
     def _resolve(self, u: int, dfu: _Dfu, to_parent: _Dfu) -> None:
@@ -403,7 +408,10 @@ class Traverser:
         if cached is None:
             ids = self.g.id
             kids = self._children(u)
-            if self.policy.high:
+            if self.policy.kind == "variation":
+                props = self.g.properties
+                cached = sorted(kids, key=lambda c: _perf_class(props[c]))
+            elif self.policy.high:
                 cached = sorted(kids, key=lambda c: -ids[c])
             else:
                 cached = sorted(kids, key=ids.__getitem__)
@@ -458,7 +466,7 @@ class Traverser:
                   pristine: bool, dfu: _Dfu) -> bool:
         slot_dfu = _Dfu()
         self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
-        high = self.policy.high
+        high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
                 ev.choose_best_k(ev.qual, high)
@@ -771,6 +779,15 @@ class JobState:
         self.vertices: list[tuple[int, int, int, bool, bool]] = []
 
 
+def _perf_class(props: dict | None) -> int:
+    """A vertex's ``perf_class`` property (0..9999; missing or invalid: 9999, the worst)."""
+    try:
+        value = int((props or {})["perf_class"])
+    except (KeyError, ValueError, TypeError):
+        return 9999
+    return value if 0 <= value <= 9999 else 9999
+
+
 def _cmod(a: int, b: int) -> int:
     """C's ``%`` (truncating toward zero)."""
     r = abs(a) % b
@@ -861,7 +878,7 @@ class FlexibleTraverser(Traverser):
         shape = [union[t] for t in sorted(union)]
         slot_dfu = _Dfu()
         self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
-        high = self.policy.high
+        high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
                 ev.choose_best_k(ev.qual, high)
