@@ -92,7 +92,7 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
         assert pair.secret not in blob and cert not in blob, f"{urns['fi-configmap']}: secret"
         assert secret["data"]["munge.key"] not in blob, urns["fi-configmap"]
         assert len(base64.b64decode(secret["data"]["munge.key"])) == 1024, urns["fi-secret"]
-        assert 'want="flux-core=0.85.0 flux-sched=0.54.0"' in scripts["flux-install.sh"]
+        assert '"flux-core=0.85.0" "flux-sched=0.54.0"' in scripts["flux-install.sh"]
         assert "node-watch.py" in scripts["entrypoint.sh"]
         notes = manifest(recorded, "fi-daemonset")["spec"]["template"]["metadata"]["annotations"]
         assert notes["fluxinfra.io/curve-public-key"] == pair.public, f"{urn}: rolls on new keys"
