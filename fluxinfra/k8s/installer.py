@@ -177,6 +177,10 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", f"{SCRIPTS_DIR}/entrypoint.sh"],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                # node-watch records it in the broker config: new scripts (new pins, new broker
+                # flags) restart the broker once this pod has installed them
+                {"name": "FLUXINFRA_SCRIPTS_SHA256", "valueFrom": {"fieldRef": {
+                    "fieldPath": "metadata.annotations['fluxinfra.io/scripts-sha256']"}}},
                 {"name": "PYTHONUNBUFFERED", "value": "1"}],
         # nsenter into PID 1's namespaces needs a privileged container in the host PID namespace;
         # this is the only privileged workload fluxinfra runs.

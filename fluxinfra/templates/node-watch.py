@@ -91,14 +91,15 @@ def curve_public_key(cert_path: str) -> str:
 
 
 def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any],
-                   public_key: str = "") -> str:
+                   public_key: str = "", scripts: str = "") -> str:
     """The broker config (TOML) for this host list; rank order = list order, rank 0 leads.
-    The CURVE public key is recorded in a comment, so rotated keys change the file (and so
-    restart the broker)."""
+    The CURVE public key and the installer scripts' digest are recorded in comments, so rotated
+    keys or new scripts change the file (and so restart the broker)."""
     port = settings["brokerPort"]
     lines = [
         "# Written by fluxinfra node-watch; rewritten whenever nodes join or leave.",
         f"# CURVE public key: {public_key}",
+        f"# installer scripts: {scripts}",
         "[bootstrap]",
         f'curve_cert = "{settings["etcDir"]}/curve.cert"',
         "hosts = [",
@@ -179,12 +180,12 @@ def flux_start(settings: dict[str, Any], action: str) -> None:
 
 
 def sync_broker(hosts: list[dict[str, str]], settings: dict[str, Any], root: str = "/host",
-                start: Any = flux_start, public_key: str = "") -> str:
+                start: Any = flux_start, public_key: str = "", scripts: str = "") -> str:
     """Make the node's broker run with the config for ``hosts``: rewrite the file (atomically)
     and restart when it changed, else only start the broker if it is not running (a rebooted
     node). Returns "restarted" or "ensured"."""
     path = f"{root}{settings['etcDir']}/conf.d/bootstrap.toml"
-    text = bootstrap_toml(hosts, settings, public_key)
+    text = bootstrap_toml(hosts, settings, public_key, scripts)
     try:
         with open(path) as f:
             current = f.read()
@@ -207,6 +208,7 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
     api = api or Api()
     me = me or os.environ["NODE_NAME"]
     public_key = curve_public_key(f"{settings['keysDir']}/curve.cert")
+    scripts = os.environ.get("FLUXINFRA_SCRIPTS_SHA256", "")
     members = Membership(settings)
     backoff = 1.0
     while True:
@@ -221,7 +223,7 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
                     hosts = members.hosts()
                     if any(h["name"] == me for h in hosts):
                         sync_broker(hosts, settings, root=root, start=start,
-                                    public_key=public_key)
+                                    public_key=public_key, scripts=scripts)
                     else:
                         log(f"this node ({me}) is not eligible; broker not started")
                     dirty = False

@@ -120,9 +120,11 @@ def test_sync_restarts_only_when_the_config_changes(nw, tmp_path):
     assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start) == "restarted"
     assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start,
                           public_key="rotated") == "restarted"
-    assert calls == ["restart", "ensure", "restart", "restart"]
+    assert nw.sync_broker(fewer, SETTINGS, root=str(tmp_path), start=start,
+                          public_key="rotated", scripts="new-digest") == "restarted"
+    assert calls == ["restart", "ensure", "restart", "restart", "restart"]
     written = (tmp_path / "etc/fluxinfra/conf.d/bootstrap.toml").read_text()
-    assert written == nw.bootstrap_toml(fewer, SETTINGS, "rotated")
+    assert written == nw.bootstrap_toml(fewer, SETTINGS, "rotated", "new-digest")
     assert not list((tmp_path / "etc/fluxinfra/conf.d").glob("*.tmp"))
 
 
