@@ -8,6 +8,7 @@ as a secret. ``mode: existing`` points at a cluster by kubeconfig path and/or co
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +94,9 @@ class Cluster(pulumi.ComponentResource):
                 f"{name}-provider", kubeconfig=self.kubeconfig,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[kind]))
         else:
-            self.kubeconfig = pulumi.Output.secret(args.kubeconfig)
-            self.provider = k8s.Provider(f"{name}-provider", kubeconfig=args.kubeconfig or None,
+            # The provider takes a path or the file's contents; expand ~ as a shell would.
+            path = os.path.expanduser(args.kubeconfig) if args.kubeconfig else ""
+            self.kubeconfig = pulumi.Output.secret(path)
+            self.provider = k8s.Provider(f"{name}-provider", kubeconfig=path or None,
                                          context=args.context or None, opts=child)
         self.register_outputs({"kubeconfig": self.kubeconfig})
