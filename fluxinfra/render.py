@@ -196,9 +196,10 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes) ->
             raise RenderError(f"the program calls {args.token}, which has no offline answer")
 
     def run() -> None:
-        pulumi.runtime.set_mocks(Mocks(), project="fluxinfra", stack=stack, preview=False,
-                                 monitor=Monitor(Mocks()))
-        pulumi.runtime.set_all_config({k: v for k, v in config.items()})
+        mocks = Mocks()
+        pulumi.runtime.set_mocks(mocks, project="fluxinfra", stack=stack, preview=False,
+                                 monitor=Monitor(mocks))
+        pulumi.runtime.set_all_config(dict(config))
         _sync_await(run_pulumi_func(
             lambda: runpy.run_path(str(root / "__main__.py"), run_name="__main__")))
 
@@ -252,8 +253,9 @@ def _builtin_group(api_version: str) -> bool:
 
 
 def validate_manifests(files: dict[str, dict[str, Any]], versions: list[str]) -> list[str]:
-    """Strict-schema problems as ``file: field: reason (Kubernetes X.Y)`` lines; also returns
-    nothing for instances of custom kinds (they are skipped, see ``skipped_custom``)."""
+    """Strict-schema problems as ``file: field: reason (Kubernetes X.Y)`` lines, for every
+    version. Instances of custom kinds have no schema here and are skipped (``render`` notes
+    them); CRDs themselves validate as apiextensions.k8s.io/v1."""
     problems = []
     for fname, manifest in sorted(files.items()):
         if not _builtin_group(manifest["apiVersion"]):
