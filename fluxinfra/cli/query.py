@@ -339,7 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-F", "--match-format", default="simple",
                    choices=["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"])
     p.add_argument("-T", "--traverser-policy", default="simple", choices=["simple", "flexible"])
-    p.add_argument("-p", "--prune-filters", default="ALL:core", help="e.g. ALL:core,ALL:gpu")
+    p.add_argument("-p", "--prune-filters", default=None,
+                   help="subtree aggregates to track, e.g. ALL:core,ALL:gpu "
+                        "(default ALL:core,ALL:node)")
     p.add_argument("-t", "--test-output", default=None, help="also write match output here")
     p.add_argument("-e", "--elapse-time", action="store_true", help="accepted for compatibility")
     p.add_argument("-d", "--disable-prompt", action="store_true", help="accepted (no prompt)")

@@ -446,8 +446,9 @@ def _exclusive_types(resources) -> set[str]:
 
 
 def _parse_prune_filters(text: str | None) -> tuple[str, ...]:
-    if text is None:
-        return ("core",)
+    """Types whose subtree totals Fluxion tracks (``ALL:core,ALL:node`` by default)."""
+    if text is None or not text.strip():
+        return ("core", "node")
     types = []
     for item in text.split(","):
         item = item.strip()

@@ -731,8 +731,7 @@ class Traverser:
                     job.agg[(a, t)] = (planner.add_span(at, end - at, left), left)
                 else:
                     del job.agg[(a, t)]
-        if job.reweigh:
-            self.reweigh(job.reweigh, job.now)
+        # (Fluxion does not re-rank children on cancel)
         # the job is gone once no vertex it holds exclusively remains
         remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
         if not remaining:
@@ -744,13 +743,21 @@ class Traverser:
         return not remaining
 
     def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
-        """Re-rank children for ``first`` (least free of the last prune type first)."""
-        rtype = self.prune_types[-1] if self.prune_types else "core"
+        """Re-rank children for ``first``: Fluxion orders a vertex's children by the free amount
+        (at ``now``) of the last pruning type below each child, most free first; children no
+        job touched yet come before all others."""
+        g = self.g
         for u, c in pairs:
-            total = self.g.subtree_totals(c).get(rtype, 0)
-            if total == 0:
+            totals = g.subtree_totals(c)
+            if not totals:
+                continue  # leaves keep their initial rank
+            types = [t for t in self.prune_types if t != g.type[c]]
+            if not types:
                 continue
-            avail = self.sub_avail(c, rtype, now, 1)
+            rtype = types[-1]
+            avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
+            if avail == 0 and not any(p.spans for p in self.agg.get(c, {}).values()):
+                continue
             self.weights.setdefault(u, {})[c] = avail
             self._order_cache.pop(u, None)
 
