@@ -75,6 +75,7 @@ class Rendered:
     nodes: dict[str, Node] = field(default_factory=dict)
     versions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)   # stack exports as JSON; [secret]
 
     def tree(self) -> str:
         """A ``pulumi preview``-like resource tree."""
@@ -98,6 +99,9 @@ class Rendered:
         name_w = max(len(r[1]) for r in rows) + 2
         lines = [f"{'Type':<{width}}{'Name':<{name_w}}Output"]
         lines += [f"{t:<{width}}{n:<{name_w}}{note}".rstrip() for t, n, note in rows]
+        if self.outputs:
+            lines += ["", "Outputs:"]
+            lines += [f"    {key}: {value}" for key, value in sorted(self.outputs.items())]
         return "\n".join(lines)
 
 
@@ -165,13 +169,18 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes) -> dict[str, Node]:
+def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
+                 outputs: dict[str, str] | None = None) -> dict[str, Node]:
+    """Run the program under mocks; returns its resources by URN and fills ``outputs`` with the
+    stack's exports (secret ones as ``[secret]``)."""
     import pulumi
     from pulumi.runtime import mocks as pmocks
+    from pulumi.runtime.settings import get_root_resource
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
     nodes: dict[str, Node] = {}
+    outputs = {} if outputs is None else outputs
 
     class Monitor(pmocks.MockMonitor):
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
@@ -202,6 +211,12 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes) ->
         pulumi.runtime.set_all_config(dict(config))
         _sync_await(run_pulumi_func(
             lambda: runpy.run_path(str(root / "__main__.py"), run_name="__main__")))
+        # The mock runtime registers the stack before the program runs, so its exports are read
+        # from the root resource here rather than from the monitor.
+        for key, value in get_root_resource().outputs.items():
+            out = pulumi.Output.from_input(value)
+            secret = _sync_await(out.is_secret())
+            outputs[key] = "[secret]" if secret else json.dumps(plain(_sync_await(out.future())))
 
     try:
         # A fresh context: the SDK keeps its settings in ContextVars, so renders don't mix.
@@ -322,7 +337,8 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         seed = f"fluxinfra-render:{stack}".encode()
         notes.append("keys derived from the stack name (public): fine for throw-away clusters; "
                      "use --seed-file for anything else")
-    nodes = _run_program(root, stack, config, seed)
+    outputs: dict[str, Any] = {}
+    nodes = _run_program(root, stack, config, seed, outputs)
 
     files: dict[str, dict[str, Any]] = {}
     for node in nodes.values():
@@ -343,7 +359,7 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         raise ManifestInvalid(problems)
     texts = {fname: dump_yaml(mf) for fname, mf in sorted(files.items())}
     return Rendered(stack=stack, manifests=[files[f] for f in sorted(files)], files=texts,
-                    nodes=nodes, versions=versions, notes=notes)
+                    nodes=nodes, versions=versions, notes=notes, outputs=outputs)
 
 
 def kustomization(rendered: Rendered) -> str:

@@ -254,3 +254,11 @@ def test_stream_puts_namespaces_and_crds_first(rendered):
     assert len(docs) == len(rendered["dev"].files)
     assert kinds[:3] == ["Namespace", "Namespace", "CustomResourceDefinition"], kinds
     assert kinds.index("Secret") < kinds.index("DaemonSet") and kinds[-1] == "Job", kinds
+
+
+def test_stack_outputs_are_shown_with_secrets_hidden(rendered):
+    outputs = rendered["dev"].outputs
+    assert outputs["kubeconfig"] == "[secret]"
+    assert outputs["schedulerName"] == '"fluxion"'
+    assert outputs["minicluster-hello-lead"] == '"hello-0.hello.default.svc.cluster.local"'
+    assert "Outputs:" in rendered["dev"].tree()
