@@ -9,6 +9,7 @@ as a secret. ``mode: existing`` points at a cluster by kubeconfig path and/or co
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,17 @@ from pulumi_command import local
 
 from fluxinfra.k8s.config import at_least, dns1123_label, one_of, option, pinned_image, string_map
 
-__all__ = ["ClusterArgs", "Cluster", "kind_config", "kind_commands"]
+__all__ = ["ClusterArgs", "Cluster", "kind_config", "kind_commands", "kind_load_command"]
 
 #: kind v0.24's node image for Kubernetes 1.31.0, pinned by digest.
 DEFAULT_KIND_NODE_IMAGE = (
     "kindest/node:v1.31.0@sha256:53df588e04085fd41ae12de0c3fe4c72f7013bba32a20e7325357a1ac94ba865")
+
+
+def _image_list(value: list) -> str | None:
+    if all(isinstance(v, str) and pinned_image(v) is None for v in value):
+        return None
+    return "a list of pinned image references (repo:tag, not 'latest')"
 
 
 @dataclass
@@ -42,6 +49,9 @@ class ClusterArgs:
     """kindest/node image for every kind node, pinned by tag and digest."""
     worker_labels: dict = option({}, "labels put on every kind worker node", check=string_map)
     """Labels put on every kind worker (e.g. to steer the installer's nodeSelector)."""
+    load_images: list = option([], "local images to load into the kind nodes (docker or "
+                               "podman), e.g. the fluxinfra image", check=_image_list)
+    """Images built locally that the kind nodes cannot pull (mode kind)."""
     kubeconfig: str = option("", "kubeconfig path for mode existing ('' = $KUBECONFIG or "
                              "~/.kube/config)")
     """kubeconfig path (mode existing); '' = the provider's default lookup."""
@@ -74,6 +84,15 @@ def kind_commands(args: ClusterArgs) -> dict[str, str]:
     }
 
 
+def kind_load_command(args: ClusterArgs, image: str) -> str:
+    """Copy a local image into every node of the kind cluster, from docker or else podman."""
+    ref = shlex.quote(image)
+    return ("set -eu; archive=$(mktemp); trap 'rm -f \"$archive\"' EXIT; "
+            f"docker save -o \"$archive\" {ref} 2>/dev/null || "
+            f"podman save -o \"$archive\" {ref}; "
+            f"kind load image-archive \"$archive\" --name {args.name}")
+
+
 class Cluster(pulumi.ComponentResource):
     """A kind cluster made by ``kind`` or an existing cluster; ``provider`` targets it."""
 
@@ -87,12 +106,20 @@ class Cluster(pulumi.ComponentResource):
             cmd = kind_commands(args)
             kind = local.Command(f"{name}-kind", create=cmd["create"], delete=cmd["delete"],
                                  stdin=cmd["stdin"], triggers=[cmd["stdin"]],
+                                 # a new config must delete the old cluster first: both
+                                 # have the same name
                                  opts=pulumi.ResourceOptions(parent=self,
+                                                             delete_before_replace=True,
                                                              additional_secret_outputs=["stdout"]))
             self.kubeconfig = pulumi.Output.secret(kind.stdout)
+            loads = [local.Command(f"{name}-load-{i}", create=kind_load_command(args, image),
+                                   triggers=[image, kind.id],
+                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[kind]))
+                     for i, image in enumerate(args.load_images)]
+            # Nothing is declared on the cluster before it exists with its images loaded.
             self.provider = k8s.Provider(
                 f"{name}-provider", kubeconfig=self.kubeconfig,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[kind]))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[kind, *loads]))
         else:
             # The provider takes a path or the file's contents; expand ~ as a shell would.
             path = os.path.expanduser(args.kubeconfig) if args.kubeconfig else ""

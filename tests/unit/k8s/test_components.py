@@ -33,7 +33,8 @@ def pod_spec(obj):
 
 @pulumi.runtime.test
 def test_kind_cluster_is_a_command_with_create_and_delete(recorded):
-    cluster = Cluster("kc", ClusterArgs(mode="kind", name="devkind", workers=3))
+    cluster = Cluster("kc", ClusterArgs(mode="kind", name="devkind", workers=3,
+                                        load_images=["fluxinfra:0.1.0"]))
 
     def check(_):
         typ, cmd = recorded["kc-kind"]
@@ -46,6 +47,9 @@ def test_kind_cluster_is_a_command_with_create_and_delete(recorded):
         assert roles == ["control-plane", "worker", "worker", "worker"], urn
         assert all("@sha256:" in n["image"] for n in config["nodes"]), f"{urn}: node image pinned"
         assert recorded["kc-provider"][0] == "pulumi:providers:kubernetes"
+        load = recorded["kc-load-0"][1]["create"]
+        assert "kind load image-archive" in load and "--name devkind" in load, "kc-load-0"
+        assert "save -o" in load and "fluxinfra:0.1.0" in load, "kc-load-0"
 
     return pulumi.Output.all(cluster.provider.urn, cluster.kubeconfig).apply(check)
 
