@@ -23,10 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "scripts" / "lab"
 DOUBLE = Path(__file__).parent / "fixtures" / "flux-double"
 VENV_BIN = REPO / ".venv" / "bin"
+LAB_NET = "10.244.251"
 LAB_ENV = {
     "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-pytest",
     "FLUXINFRA_LAB_NAME": "fxtest",
-    "FLUXINFRA_LAB_NET": "10.244.251",
+    "FLUXINFRA_LAB_NET": LAB_NET,
 }
 LAB_HOSTS = 4  # three for the instance, one to add and remove
 _RECAP = re.compile(
@@ -77,6 +78,9 @@ class Lab:
 
 
 def real_flux_prefix() -> str | None:
+    """A prefix holding a real Flux, or None (FLUXINFRA_FLUX_DOUBLE=1 forces the CI path)."""
+    if os.environ.get("FLUXINFRA_FLUX_DOUBLE") == "1":
+        return None
     for prefix in (os.environ.get("FLUXINFRA_FLUX_PREFIX"), "/opt/flux"):
         if not prefix or not Path(prefix, "bin", "flux").exists():
             continue
@@ -100,7 +104,7 @@ def write_inventory(
     by_name = {h["name"]: h for h in lab.hosts}
     members = {}
     for name in hosts:
-        entry = by_name.get(name, {"address": "10.244.251.250", "key": lab.hosts[0]["key"]})
+        entry = by_name.get(name, {"address": f"{LAB_NET}.250", "key": lab.hosts[0]["key"]})
         members[name] = {
             "ansible_host": entry["address"],
             "ansible_ssh_private_key_file": entry["key"],
