@@ -39,10 +39,16 @@ __all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "wri
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 _NOT_RENDERED = {
-    "command:local:Command": "not rendered: runs `kind create cluster` on pulumi up",
     "pulumi:providers:kubernetes": "provider",
     "pulumi-python:dynamic:Resource": "not rendered: key material, held in the Pulumi state",
 }
+#: What a local command does, for the tree (the first phrase found in its create command).
+_COMMANDS = ("kind create cluster", "kind load image-archive")
+
+
+def _command_note(create: str) -> str:
+    what = next((c for c in _COMMANDS if c in create), "a local command")
+    return f"not rendered: pulumi up runs `{what}`"
 
 
 class RenderError(FluxinfraError):
@@ -65,6 +71,7 @@ class Node:
     parent: str
     manifest: dict[str, Any] | None = None
     file: str = ""
+    note: str = ""
 
 
 @dataclass
@@ -89,8 +96,8 @@ class Rendered:
             for i, node in enumerate(kids):
                 last = i == len(kids) - 1
                 branch = "" if not parent else ("└─ " if last else "├─ ")
-                note = (f"-> {node.file}" if node.file
-                        else _NOT_RENDERED.get(node.type, ""))
+                note = (f"-> {node.file}" if node.file else node.note
+                        or _NOT_RENDERED.get(node.type, ""))
                 rows.append((prefix + branch + node.type, node.name, note))
                 walk(node.urn, prefix + ("" if not parent else ("   " if last else "│  ")))
 
@@ -189,6 +196,8 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
             response = super().RegisterResource(request)
             if request.type.startswith("kubernetes:"):
                 nodes[urn].manifest = plain(self.resources[urn].state)
+            elif request.type == "command:local:Command":
+                nodes[urn].note = _command_note(self.resources[urn].state.get("create", ""))
             return response
 
     class Mocks(pulumi.runtime.Mocks):

@@ -50,9 +50,11 @@ def test_stack_renders_valid_manifests(rendered, stack):
 
 def test_dev_stack_is_a_kind_cluster_of_one_control_plane_and_three_workers(rendered):
     nodes = rendered["dev"].nodes.values()
-    kind = next(n for n in nodes if n.type == "command:local:Command")
-    assert "not rendered" in rendered["dev"].tree()
+    kind = next(n for n in nodes if n.type == "command:local:Command" and "kind" in n.name)
+    tree = rendered["dev"].tree()
     assert kind.name == "cluster-kind"
+    assert "cluster-kind" in tree and "not rendered: pulumi up runs `kind create cluster`" in tree
+    assert "not rendered: pulumi up runs `kind load image-archive`" in tree
 
 
 def test_render_is_byte_deterministic(rendered, tmp_path):
