@@ -35,7 +35,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fluxinfra.matcher.errors import MatcherError, UnknownJob
+from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Placement, node_specs
 from fluxinfra.scheduler.pods import Shape
 from fluxinfra.service.jobspecs import amounts_pod, slots_jobspec
@@ -174,6 +174,49 @@ class Piece:
     mjobid: int
     end: int
     shares: list[tuple[str, Shape]] = field(default_factory=list)
+    reserved: bool = False
+
+
+class Ledger:
+    """Free amounts over the up nodes, kept in step with the pieces: a cheap necessary test
+    ("does the cluster hold count x shape at all, now?") that spares the matcher a full
+    traversal for requests that cannot fit."""
+
+    def __init__(self) -> None:
+        self.capacity: dict[str, tuple[int, int, int]] = {}
+        self.used: dict[str, list[int]] = {}
+        self.up: dict[str, bool] = {}
+        self.free = [0, 0, 0]
+
+    def reset(self, nodes: list[dict[str, Any]]) -> None:
+        specs, _ = node_specs(graph_nodes(nodes))
+        self.capacity = {s.name: (s.cores, s.memory_mib // s.memory_chunk_mib
+                                  * s.memory_chunk_mib, len(s.gpus)) for s in specs}
+        self.used = {name: [0, 0, 0] for name in self.capacity}
+        self.up = {name: True for name in self.capacity}
+        self.free = [sum(c[i] for c in self.capacity.values()) for i in range(3)]
+
+    def use(self, node: str, shape: Shape, sign: int = 1) -> None:
+        used = self.used.get(node)
+        if used is None:
+            return
+        amounts = (shape.cores, shape.memory_mib, shape.gpus)
+        for i in range(3):
+            used[i] += sign * amounts[i]
+            if self.up[node]:
+                self.free[i] -= sign * amounts[i]
+
+    def set_up(self, node: str, up: bool) -> None:
+        if node not in self.up or self.up[node] == up:
+            return
+        sign = 1 if up else -1
+        for i in range(3):
+            self.free[i] += sign * (self.capacity[node][i] - self.used[node][i])
+        self.up[node] = up
+
+    def may_fit(self, count: int, shape: Shape) -> bool:
+        need = (count * shape.cores, count * shape.memory_mib, count * shape.gpus)
+        return all(need[i] <= self.free[i] for i in range(3))
 
 
 def _combined(shapes: list[Shape]) -> Shape:
@@ -193,6 +236,9 @@ class FluxionAllocator:
         self.now = 0
         self._ids = itertools.count(1)
         self.rebuilds = 0
+        self.ledger = Ledger()
+        self._satisfiable: set[tuple[int, Shape]] = set()
+        self.skipped_matches = 0
 
     # -- nodes ------------------------------------------------------------------------------
     def set_nodes(self, nodes: list[dict[str, Any]]) -> None:
@@ -202,6 +248,8 @@ class FluxionAllocator:
 
     def _load(self) -> None:
         self.backend.load(list(self.nodes.values()))
+        self.ledger.reset(list(self.nodes.values()))
+        self._satisfiable.clear()
         self.status = {}
         for name, node in self.nodes.items():
             if self.backend.has_node(name):
@@ -212,6 +260,7 @@ class FluxionAllocator:
         if self.status.get(name) != status:
             self.backend.set_status(name, status)
             self.status[name] = status
+            self.ledger.set_up(name, status == "up")
 
     def upsert_node(self, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -239,6 +288,11 @@ class FluxionAllocator:
         for jobid, pieces in list(self.jobs.items()):
             fresh: list[Piece] = []
             for piece in pieces:
+                if piece.reserved:
+                    continue
+                for node, shape in piece.shares:
+                    if self.backend.has_node(node):
+                        self.ledger.use(node, shape)
                 fresh += self._register_shares(piece.shares, piece.end)
             self.jobs[jobid] = fresh
 
@@ -260,12 +314,30 @@ class FluxionAllocator:
     def place(self, count: int, shape: Shape, *, duration: int, now: int,
               reserve: bool) -> Placement:
         self.now = now
+        key = (count, shape)
+        known = key in self._satisfiable
+        if known and not reserve and not self.ledger.may_fit(count, shape):
+            self.skipped_matches += 1
+            raise Busy(f"{count} x {shape}: the up nodes do not have that much free now")
         js = slots_jobspec(count, cores=shape.cores, memory_mib=shape.memory_mib,
                            gpus=shape.gpus, duration=duration)
-        op = "allocate_orelse_reserve" if reserve else "allocate_with_satisfiability"
+        if reserve:
+            op = "allocate_orelse_reserve"
+        else:  # satisfiability only changes with the nodes: check it once per shape
+            op = "allocate" if known else "allocate_with_satisfiability"
         jobid = next(self._ids)
-        status, at, nodes = self.backend.match(js, op, jobid, now)
-        self.jobs[jobid] = [Piece(jobid, at + duration, [(n, shape) for n in nodes])]
+        try:
+            status, at, nodes = self.backend.match(js, op, jobid, now)
+        except Busy:
+            if op == "allocate_with_satisfiability":
+                self._satisfiable.add(key)
+            raise
+        self._satisfiable.add(key)
+        reserved = status != "ALLOCATED"
+        self.jobs[jobid] = [Piece(jobid, at + duration, [(n, shape) for n in nodes], reserved)]
+        if not reserved:
+            for node in nodes:
+                self.ledger.use(node, shape)
         return Placement(jobid, status, at, nodes)
 
     def adopt(self, node: str, shape: Shape, *, now: int, duration: int) -> int:
@@ -275,6 +347,7 @@ class FluxionAllocator:
         jobid = next(self._ids)
         self.backend.register(jobid, node, shape, now, duration)
         self.jobs[jobid] = [Piece(jobid, now + duration, [(node, shape)])]
+        self.ledger.use(node, shape)
         return jobid
 
     def release(self, jobid: int, node: str, shape: Shape) -> bool:
@@ -287,6 +360,8 @@ class FluxionAllocator:
         else:
             return not pieces  # the share went with its node
         piece.shares.remove((node, shape))
+        if not piece.reserved:
+            self.ledger.use(node, shape, -1)
         siblings = [s for n, s in piece.shares if n == node]
         gone = True
         if self.backend.has_node(node):
@@ -313,6 +388,9 @@ class FluxionAllocator:
             raise UnknownJob(f"allocator job {jobid} is not known")
         for piece in pieces:
             self._cancel_piece(piece)
+            if not piece.reserved:
+                for node, shape in piece.shares:
+                    self.ledger.use(node, shape, -1)
 
     def extend(self, jobid: int, *, now: int, duration: int) -> None:
         pieces = self.jobs.get(jobid)

@@ -85,4 +85,13 @@ def check_invariants(h: Harness) -> None:
         for uid in job.shares:
             counts[uid] += 1
     assert all(c == 1 for c in counts.values()), f"a pod is held twice: {dict(counts)}"
+    ledger = getattr(h.core.allocator, "ledger", None)
+    if ledger is not None:  # the Fluxion allocator's fast pre-check agrees with the books
+        books: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for node, shares in h.core.held().items():
+            for _, shape in shares:
+                b = books[node]
+                b[0], b[1], b[2] = b[0] + shape.cores, b[1] + shape.memory_mib, b[2] + shape.gpus
+        for node, used in ledger.used.items():
+            assert used == books.get(node, [0, 0, 0]), f"ledger {node}: {used} vs {books[node]}"
     assert math.isfinite(h.core.metrics.match_latency.count)
