@@ -154,10 +154,14 @@ def kubernetes_versions(min_version: str, max_version: str) -> list[str]:
 
     bundled = sorted({".".join(v.split(".")[:2]) for v in all_versions()}, key=key)
     hi = max_version or bundled[-1]
+    if key(min_version) < key(bundled[0]) or key(hi) > key(bundled[-1]):
+        raise ConfigError(f"kubernetesVersions: {min_version}..{hi} is not accepted; accepted: "
+                          f"versions kubernetes-validate has schemas for, {bundled[0]} to "
+                          f"{bundled[-1]}")
     chosen = [v for v in bundled if key(min_version) <= key(v) <= key(hi)]
     if not chosen:
-        raise ConfigError(f"kubernetesVersions: {min_version}..{hi} names no version "
-                          f"kubernetes-validate bundles; accepted: {bundled[0]}..{bundled[-1]}")
+        raise ConfigError(f"kubernetesVersions: {min_version}..{hi} is not accepted; accepted: "
+                          f"min <= max, within {bundled[0]} to {bundled[-1]}")
     return chosen
 
 

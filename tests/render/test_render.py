@@ -264,3 +264,28 @@ def test_stack_outputs_are_shown_with_secrets_hidden(rendered):
     assert outputs["schedulerName"] == '"fluxion"'
     assert outputs["minicluster-hello-lead"] == '"hello-0.hello.default.svc.cluster.local"'
     assert "Outputs:" in rendered["dev"].tree()
+
+
+@pytest.mark.parametrize("versions, complaint", [
+    ('{min: "1.20"}', "1.20..1.37 is not accepted"),
+    ('{min: "1.31", max: "1.30"}', "min <= max"),
+])
+def test_versions_outside_the_bundled_schemas_are_refused(tmp_path, versions, complaint):
+    root = bad_root(tmp_path, f"config:\n  fluxinfra:kubernetesVersions: {versions}\n")
+    with pytest.raises(ConfigError, match=complaint):
+        render("bad", root=root)
+
+
+@pytest.mark.parametrize("seed, code, message", [
+    (b"short", 2, "at least 32"),
+    (b"s" * 40, 0, ""),
+])
+def test_seed_file(tmp_path, seed, code, message):
+    (tmp_path / "seed").write_bytes(seed)
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        got = cli_main(["render", "--stack", "dev", "--root", str(ROOT), "--out",
+                        str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
+    assert got == code and message in err.getvalue()
+    if code == 0:
+        assert "derived from the stack name" not in err.getvalue()
