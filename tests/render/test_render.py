@@ -282,10 +282,11 @@ def test_versions_outside_the_bundled_schemas_are_refused(tmp_path, versions, co
 ])
 def test_seed_file(tmp_path, seed, code, message):
     (tmp_path / "seed").write_bytes(seed)
-    err = io.StringIO()
-    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+    err, out = io.StringIO(), io.StringIO()
+    with redirect_stderr(err), redirect_stdout(out):
         got = cli_main(["render", "--stack", "dev", "--root", str(ROOT), "--out",
                         str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
     assert got == code and message in err.getvalue()
     if code == 0:
-        assert "derived from the stack name" not in err.getvalue()
+        assert "24 manifests" in out.getvalue()
+        assert "derived from the stack name" not in out.getvalue()
