@@ -108,19 +108,20 @@ class QuerySession:
             self.error("malformed command")
             return
         for path in args[2:]:
-            self._run_match(args[1], path)
+            if not self._run_match(args[1], path):
+                break  # like resource-query: later jobspecs are not tried
 
-    def _run_match(self, op: str, path: str) -> None:
+    def _run_match(self, op: str, path: str) -> bool:
         from fluxinfra.matcher.matcher import OPS
         if op not in OPS:
             self.error(f"unknown subcmd {op}")
-            return
+            return False
         try:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
         except OSError:
             self.error(f"can't open {path}")
-            return
+            return True
         jobid = self.jobid_counter
         counts = op not in ("satisfiability", "without_allocating")
         out = self.out
@@ -129,7 +130,7 @@ class QuerySession:
         except JobspecError as exc:
             self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
             self._no_match(jobid, sat=True)
-            return
+            return False
         except Unsatisfiable:
             if counts:
                 self.jobid_counter += 1
@@ -137,7 +138,7 @@ class QuerySession:
                 out.write(_BAR + "INFO: Unsatisfiable request\n" + _BAR)
             else:
                 self._no_match(jobid, sat=False)
-            return
+            return False
         except Busy:
             if counts:
                 self.jobid_counter += 1
@@ -145,16 +146,16 @@ class QuerySession:
                 out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
             else:
                 self._no_match(jobid, sat=True)
-            return
+            return False
         except MatcherError as exc:
             self.err.write(f"match_allocate: ERROR: {exc}\n")
             self._no_match(jobid, sat=True)
-            return
+            return False
         if counts:
             self.jobid_counter += 1
         if op == "satisfiability":
             out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
-            return
+            return True
         out.write(self.emit(result))
         allocated = op != "without_allocating"
         mode = ("ALLOCATED" if result.at == 0 else "RESERVED") if allocated else "MATCHED"
@@ -163,6 +164,7 @@ class QuerySession:
                   f"INFO: SCHEDULED AT={when}\n{_BAR}")
         if allocated:
             self.jobs[jobid] = (mode, result.at, path)
+        return True
 
     def _no_match(self, jobid: int, sat: bool) -> None:
         text = _BAR + "INFO: No matching resources found\n"

@@ -34,6 +34,7 @@ from fluxinfra.matcher.traverser import (
     JobState,
     Meta,
     Traverser,
+    _prime_flexible,
 )
 from fluxinfra.matcher.writers import write_jgf, write_rv1
 
@@ -173,7 +174,7 @@ class Matcher:
     def _precheck(self, js: Jobspec, op: str) -> None:
         """Fluxion's node-count precheck: more nodes asked than are up is Busy (or, for the
         satisfiability ops, Unsatisfiable) without a traversal."""
-        want = aggregate(js.resources).get("node", 0)
+        want = self._need(js).get("node", 0)
         if not want:
             return
         g = self.graph
@@ -182,6 +183,12 @@ class Matcher:
             if op in ("allocate_with_satisfiability", "satisfiability"):
                 raise Unsatisfiable(f"the request needs {want} nodes but only {up} are up")
             raise Busy(f"the request needs {want} nodes but only {up} are up")
+
+    def _need(self, js: Jobspec) -> dict[str, int]:
+        """The least of each type the request needs (alternative slots count their minimum)."""
+        if isinstance(self.trav, FlexibleTraverser):
+            return _prime_flexible(js.resources)
+        return aggregate(js.resources)
 
     def _nodes(self) -> list[int]:
         cache = getattr(self, "_node_cache", None)
@@ -194,7 +201,7 @@ class Matcher:
     def _reserve(self, js: Jobspec, meta: Meta, x: bool) -> bool:
         trav, g = self.trav, self.graph
         root = g.roots[trav.sub]
-        need = aggregate(js.resources)
+        need = self._need(js)
         times: set[int] = set()
         xp = trav.xcheck.get(root)
         if xp is not None:

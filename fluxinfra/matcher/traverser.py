@@ -572,12 +572,12 @@ class Traverser:
                     if not unconstrained:
                         # a slot formed below this level (jobspec skipped a graph level):
                         # keep the path to it, shared, so the commit walk reaches it
-                        pv = parent[child]
+                        pv = edge[4]
                         while pv != top and pv != -1 and pv not in marks:
-                            marks[pv] = (size[pv], False, -1)
+                            marks[pv] = (size[pv], False, parent[pv])
                             pv = parent[pv]
                         continue
-                    pv = parent[child]
+                    pv = edge[4] if edge[4] != -1 else parent[child]
                     while pv != -1 and parent[pv] != -1:
                         if pv in marks:
                             break
@@ -585,7 +585,7 @@ class Traverser:
                         pv = parent[pv]
                         tev = dfu.ev.get(gtype[tgt])
                         if tev is not None and not tev.best_k:
-                            marks[tgt] = (size[tgt], False, -1)
+                            marks[tgt] = (size[tgt], False, pv)
 
     # -- commit -----------------------------------------------------------------------------
     def update(self, meta: Meta, job: JobState, emit) -> int:
