@@ -35,7 +35,7 @@ from fluxinfra.secrets import derive_cluster_keys
 
 __all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
            "validate_manifests", "stack_config_values", "stream", "kubernetes_versions",
-           "dump_yaml", "APPLY_ORDER"]
+           "dump_yaml", "APPLY_ORDER", "check_references"]
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 _NOT_RENDERED = {
@@ -300,6 +300,69 @@ def validate_manifests(files: dict[str, dict[str, Any]], versions: list[str]) ->
     return problems
 
 
+# -- cross-references ----------------------------------------------------------------------------
+
+def _pod_spec(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    template = manifest.get("spec", {}).get("template")
+    return template.get("spec") if isinstance(template, dict) else None
+
+
+def check_references(files: dict[str, dict[str, Any]]) -> list[str]:
+    """Wiring the schemas cannot see, as ``file: field: reason`` lines: every ServiceAccount,
+    ConfigMap and Secret a pod uses, every Role a binding names, and every namespace an object
+    lives in (other than ``default``) is rendered too; every Service and PodDisruptionBudget
+    selects some pod template; a pod's headless-Service ``subdomain`` exists."""
+    have = {(mf["kind"], mf["metadata"].get("namespace"), mf["metadata"]["name"])
+            for mf in files.values()}
+    templates = [(mf["metadata"].get("namespace"),
+                  mf["spec"]["template"].get("metadata", {}).get("labels", {}))
+                 for mf in files.values() if _pod_spec(mf) is not None]
+    problems = []
+
+    def need(fname: str, field_path: str, kind: str, ns: str | None, name: str) -> None:
+        if (kind, ns, name) not in have:
+            where = f" in namespace {ns}" if ns else ""
+            problems.append(f"{fname}: {field_path}: {kind} {name!r}{where} is not rendered")
+
+    for fname, mf in sorted(files.items()):
+        ns = mf["metadata"].get("namespace")
+        if ns not in (None, "default"):
+            need(fname, "metadata.namespace", "Namespace", None, ns)
+        pod = _pod_spec(mf)
+        if pod is not None:
+            base = "spec.template.spec"
+            if "serviceAccountName" in pod:
+                need(fname, f"{base}.serviceAccountName", "ServiceAccount", ns,
+                     pod["serviceAccountName"])
+            if "subdomain" in pod:
+                need(fname, f"{base}.subdomain", "Service", ns, pod["subdomain"])
+            for i, vol in enumerate(pod.get("volumes", [])):
+                if "configMap" in vol:
+                    need(fname, f"{base}.volumes.{i}.configMap.name", "ConfigMap", ns,
+                         vol["configMap"]["name"])
+                if "secret" in vol:
+                    need(fname, f"{base}.volumes.{i}.secret.secretName", "Secret", ns,
+                         vol["secret"]["secretName"])
+        if mf["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            ref = mf["roleRef"]
+            need(fname, "roleRef.name", ref["kind"], ns if ref["kind"] == "Role" else None,
+                 ref["name"])
+            for i, subject in enumerate(mf.get("subjects", [])):
+                if subject.get("kind") == "ServiceAccount":
+                    need(fname, f"subjects.{i}.name", "ServiceAccount", subject["namespace"],
+                         subject["name"])
+        selector = None
+        if mf["kind"] == "Service":
+            selector = mf["spec"].get("selector")
+        elif mf["kind"] == "PodDisruptionBudget":
+            selector = mf["spec"]["selector"].get("matchLabels")
+        if selector and not any(t_ns == ns and labels and selector.items() <= labels.items()
+                                for t_ns, labels in templates):
+            problems.append(f"{fname}: spec.selector: {selector} selects no rendered pod template "
+                            f"in namespace {ns}")
+    return problems
+
+
 # -- output --------------------------------------------------------------------------------------
 
 class _Dumper(yaml.SafeDumper):
@@ -367,7 +430,7 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         if not _builtin_group(mf["apiVersion"]):
             notes.append(f"{fname}: {mf['apiVersion']} {mf['kind']} is a custom kind: not "
                          "schema-validated")
-    problems = validate_manifests(files, versions)
+    problems = validate_manifests(files, versions) + check_references(files)
     if problems:
         raise ManifestInvalid(problems)
     texts = {fname: dump_yaml(mf) for fname, mf in sorted(files.items())}

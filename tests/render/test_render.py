@@ -290,3 +290,32 @@ def test_seed_file(tmp_path, seed, code, message):
     if code == 0:
         assert "24 manifests" in out.getvalue()
         assert "derived from the stack name" not in out.getvalue()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_reference_resolves(rendered, stack):
+    from fluxinfra.render import check_references
+
+    files = {name: yaml.safe_load(text) for name, text in rendered[stack].files.items()}
+    assert check_references(files) == []
+
+
+def test_broken_wiring_is_reported_with_file_and_field(rendered):
+    import copy
+
+    from fluxinfra.render import check_references
+
+    files = copy.deepcopy({name: yaml.safe_load(text)
+                           for name, text in rendered["dev"].files.items()})
+    del files["serviceaccount-fluxinfra-system-fluxion-scheduler.yaml"]
+    files["service-default-hello.yaml"]["spec"]["selector"] = {"app": "nothing"}
+    files["clusterrolebinding-flux-installer-nodes.yaml"]["roleRef"]["name"] = "gone"
+    problems = check_references(files)
+    assert ("deployment-fluxinfra-system-fluxion-scheduler.yaml: "
+            "spec.template.spec.serviceAccountName: ServiceAccount 'fluxion-scheduler' in "
+            "namespace fluxinfra-system is not rendered") in problems
+    assert any(p.startswith("service-default-hello.yaml: spec.selector:") for p in problems)
+    assert any(p.startswith("clusterrolebinding-flux-installer-nodes.yaml: roleRef.name: "
+                            "ClusterRole 'gone'") for p in problems)
+    assert any("rolebinding-fluxinfra-system-fluxion-scheduler-leader-election.yaml: "
+               "subjects.0.name" in p for p in problems)
