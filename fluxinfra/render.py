@@ -72,6 +72,7 @@ class Node:
     manifest: dict[str, Any] | None = None
     file: str = ""
     note: str = ""
+    provider: str = ""   # provider reference (URN::id) of a custom resource
 
 
 @dataclass
@@ -196,7 +197,8 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
     class Monitor(pmocks.MockMonitor):
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
             urn = self.make_urn(request.parent, request.type, request.name)
-            nodes[urn] = Node(urn, request.type, request.name, request.parent)
+            nodes[urn] = Node(urn, request.type, request.name, request.parent,
+                              provider=request.provider)
             response = super().RegisterResource(request)
             if request.type.startswith("kubernetes:"):
                 nodes[urn].manifest = plain(self.resources[urn].state)

@@ -319,3 +319,11 @@ def test_broken_wiring_is_reported_with_file_and_field(rendered):
                             "ClusterRole 'gone'") for p in problems)
     assert any("rolebinding-fluxinfra-system-fluxion-scheduler-leader-election.yaml: "
                "subjects.0.name" in p for p in problems)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_kubernetes_resource_uses_the_cluster_provider(rendered, stack):
+    """Never the default provider, which would deploy to whatever kubeconfig is ambient."""
+    for node in rendered[stack].nodes.values():
+        if node.type.startswith("kubernetes:"):
+            assert "pulumi:providers:kubernetes::cluster-provider::" in node.provider, node.urn
