@@ -15,7 +15,7 @@ from fluxinfra.k8s.manifests import labels, namespace
 from fluxinfra.k8s.minicluster import MiniCluster
 from fluxinfra.k8s.resources import declare
 from fluxinfra.k8s.scheduler import FluxScheduler
-from fluxinfra.k8s.stack import load_stack_settings, stack_config
+from fluxinfra.k8s.stack import SERVICE_NAME, load_stack_settings, stack_config
 
 try:
     settings = load_stack_settings(pulumi.get_stack(), stack_config())
@@ -43,7 +43,7 @@ if settings.fluxion_service is not None or settings.scheduler is not None:
         on_cluster, pulumi.ResourceOptions(depends_on=[system_namespace]))
 
     if settings.fluxion_service is not None:
-        service = FluxionService("fluxion-service", settings.fluxion_service,
+        service = FluxionService(SERVICE_NAME, settings.fluxion_service,
                                  opts=in_system_namespace)
         pulumi.export("fluxionServiceAddress", service.address)
 

@@ -17,7 +17,8 @@ from fluxinfra.k8s import manifests as m
 from fluxinfra.k8s.config import at_least, match_policy, option, resource_requirements
 from fluxinfra.k8s.resources import declare_all
 
-__all__ = ["FluxionServiceArgs", "FluxionService", "fluxion_service_manifests"]
+__all__ = ["FluxionServiceArgs", "FluxionService", "fluxion_service_manifests",
+           "fluxion_service_address"]
 
 COMPONENT = "fluxion-service"
 
@@ -28,7 +29,8 @@ class FluxionServiceArgs:
     """gRPC port of the service (container and Service)."""
     policy: str = option("first", "match policy", check=match_policy)
     """Fluxion match policy (KNOWN_POLICIES or a custom 'policy=... key=value' string)."""
-    replicas: int = option(1, "Deployment replicas", check=at_least(1, 16))
+    replicas: int = option(1, "replicas; each holds its own graph, so more than 1 only for "
+                           "stateless clients, not for the scheduler", check=at_least(1, 16))
     """Replicas (each holds its own graph; clients pick one through the Service)."""
     resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
                               "limits": {"memory": "512Mi"}}, "container resources",
@@ -76,6 +78,11 @@ def fluxion_service_manifests(name: str, args: FluxionServiceArgs) -> list[dict[
     return out
 
 
+def fluxion_service_address(name: str, args: FluxionServiceArgs) -> str:
+    """``HOST:PORT`` of the service in the cluster (what ``--fluxion-service`` takes)."""
+    return f"{name}.{args.namespace}.svc.cluster.local:{args.port}"
+
+
 class FluxionService(pulumi.ComponentResource):
     """The gRPC Fluxion service; ``address`` is ``<svc>.<ns>.svc.cluster.local:<port>``."""
 
@@ -85,6 +92,5 @@ class FluxionService(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fluxinfra:k8s:FluxionService", name, {}, opts)
         self.resources = declare_all(fluxion_service_manifests(name, args), name, self)
-        self.address = pulumi.Output.from_input(
-            f"{name}.{args.namespace}.svc.cluster.local:{args.port}")
+        self.address = pulumi.Output.from_input(fluxion_service_address(name, args))
         self.register_outputs({"address": self.address})

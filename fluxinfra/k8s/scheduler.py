@@ -32,6 +32,13 @@ COMPONENT = "fluxion-scheduler"
 PODGROUP_GROUP = "scheduling.x-k8s.io"
 
 
+def _service(value: str) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if value in ("", "stack") or (sep and host and port.isdigit() and 0 < int(port) < 65536):
+        return None
+    return "'' (in process), 'stack' (this stack's FluxionService) or HOST:PORT"
+
+
 @dataclass
 class FluxSchedulerArgs:
     scheduler_name: str = option("fluxion", "schedulerName pods ask for",
@@ -41,9 +48,13 @@ class FluxSchedulerArgs:
     """Fluxion match policy (KNOWN_POLICIES or a custom 'policy=... key=value' string)."""
     port: int = option(10259, "HTTP port for /healthz and /metrics", check=at_least(1024, 65535))
     """HTTP port for /healthz and /metrics."""
-    replicas: int = option(1, "replicas (one leads, the others wait on the lease)",
-                           check=at_least(1, 5))
-    """Replicas; one holds the leader lease."""
+    replicas: int = option(1, "replicas: 1 (the scheduler does not elect a leader yet, and two "
+                           "would bind the same pods twice)", check=at_least(1, 1))
+    """Replicas; 1 until the scheduler elects a leader (the leases Role is already granted)."""
+    fluxion_service: str = option("", "'' = match in process; 'stack' = this stack's "
+                                  "FluxionService; or HOST:PORT of another", check=_service)
+    """Where matching happens: in process, or a Fluxion gRPC service ('stack' is resolved by
+    ``__main__.py`` to the stack's FluxionService address)."""
     install_pod_group_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
     """Install the PodGroup CRD (turn off when scheduler-plugins already did)."""
     resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
@@ -129,7 +140,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
         "name": "scheduler",
         "image": args.image,
         "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
-                 "--port", str(args.port)],
+                 "--port", str(args.port)]
+        + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
@@ -142,6 +154,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
     deployment = m.restricted_deployment(
         name, namespace, COMPONENT, args.replicas, container,
         annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(args.port)})
+    # Never two schedulers at once, not even during a rollout: the old one stops first.
+    deployment["spec"]["strategy"] = {"type": "Recreate"}
     out = [
         m.service_account(name, namespace, lbls),
         m.cluster_role(name, scheduler_rules(), lbls),
@@ -152,8 +166,6 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
     ]
     if args.install_pod_group_crd:
         out.insert(0, podgroup_crd())
-    if args.replicas > 1:
-        out.append(m.disruption_budget(name, namespace, COMPONENT))
     return out
 
 

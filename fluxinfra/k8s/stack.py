@@ -20,7 +20,7 @@ before the program declares a single resource and raises a one-line ConfigError 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fluxinfra import __version__
@@ -33,7 +33,7 @@ from fluxinfra.k8s.config import (
     load_args,
     option,
 )
-from fluxinfra.k8s.fluxion_service import FluxionServiceArgs
+from fluxinfra.k8s.fluxion_service import FluxionServiceArgs, fluxion_service_address
 from fluxinfra.k8s.installer import FluxInstallerArgs
 from fluxinfra.k8s.manifests import DEFAULT_NAMESPACE, image_ref
 from fluxinfra.k8s.minicluster import MiniClusterArgs
@@ -43,6 +43,8 @@ __all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stac
            "stack_file"]
 
 PROJECT = "fluxinfra"
+#: The resource name ``__main__.py`` gives the FluxionService (its Service's DNS name).
+SERVICE_NAME = "fluxion-service"
 
 
 def _tag(value: str) -> str | None:
@@ -179,6 +181,20 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
         raise ConfigError(f"{at('namespace')}: {namespace!r} is not accepted; accepted: {problem}")
     image = load_args(ImageArgs, _parse(raw.get("image")), where=at("image"))
     shared = {"namespace": namespace, "image": image.ref}
+    service = _component(FluxionServiceArgs, raw.get("fluxionService"), at("fluxionService"),
+                         **shared)
+    scheduler = _component(FluxSchedulerArgs, raw.get("scheduler"), at("scheduler"), **shared)
+    if scheduler is not None and scheduler.fluxion_service == "stack":
+        if service is None:
+            raise ConfigError(f"{at('scheduler')}.fluxionService: 'stack' is not accepted while "
+                              "fluxinfra:fluxionService.enabled is false; accepted: '' (match "
+                              "in process) or HOST:PORT, or enable the service")
+        if service.replicas != 1:
+            raise ConfigError(f"{at('fluxionService')}.replicas: {service.replicas} is not "
+                              "accepted while the scheduler uses the service (each replica "
+                              "holds its own graph); accepted: 1")
+        scheduler = replace(scheduler, fluxion_service=fluxion_service_address(
+            SERVICE_NAME, service))
     return StackSettings(
         stack=stack,
         cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
@@ -188,9 +204,8 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                                       where=at("kubernetesVersions")),
         installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer"),
                              image=image.ref),
-        fluxion_service=_component(FluxionServiceArgs, raw.get("fluxionService"),
-                                   at("fluxionService"), **shared),
-        scheduler=_component(FluxSchedulerArgs, raw.get("scheduler"), at("scheduler"), **shared),
+        fluxion_service=service,
+        scheduler=scheduler,
         miniclusters=_miniclusters(raw.get("miniclusters"), at("miniclusters")),
     )
 

@@ -152,6 +152,9 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
         assert lease["rules"][0]["resources"] == ["leases"], urns["sc-role"]
         container = pod_spec(manifest(recorded, "sc-deployment"))["containers"][0]
         urn = urns["sc-deployment"]
+        strategy = manifest(recorded, "sc-deployment")["spec"]["strategy"]
+        assert strategy == {"type": "Recreate"}, f"{urn}: never two schedulers at once"
+        assert "--fluxion-service" not in container["args"], urn
         assert container["args"][:5] == ["scheduler", "--scheduler-name", "fluxion-a",
                                          "--policy", "hinodex"], urn
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):

@@ -36,6 +36,14 @@ def test_scalars_arrive_as_strings_and_are_typed():
     assert s.miniclusters[0].size == 3 and s.miniclusters[0].hosts == 8
 
 
+def test_scheduler_can_match_through_the_stacks_service():
+    s = settings(namespace="hpc", scheduler={"fluxionService": "stack"},
+                 fluxionService={"port": 5000})
+    assert s.scheduler.fluxion_service == "fluxion-service.hpc.svc.cluster.local:5000"
+    assert settings(scheduler={"fluxionService": "svc.other:4242"}).scheduler.fluxion_service \
+        == "svc.other:4242"
+
+
 def test_enabled_false_leaves_a_component_out():
     s = settings(installer={"enabled": False}, fluxionService={"enabled": "false"})
     assert s.installer is None and s.fluxion_service is None and s.scheduler is not None
@@ -94,6 +102,14 @@ def test_custom_policy_and_known_policies_are_accepted():
      "like '1.29'"),
     ({"cluster": {"nodeImage": "kindest/node:latest"}}, "fluxinfra:cluster.nodeImage",
      "'kindest/node:latest'", "pinned image"),
+    ({"scheduler": {"replicas": 2}}, "fluxinfra:scheduler.replicas", "2",
+     "an integer from 1 to 1"),
+    ({"scheduler": {"fluxionService": "nowhere"}}, "fluxinfra:scheduler.fluxionService",
+     "'nowhere'", "HOST:PORT"),
+    ({"scheduler": {"fluxionService": "stack"}, "fluxionService": {"enabled": False}},
+     "fluxinfra:scheduler.fluxionService", "'stack'", "enable the service"),
+    ({"scheduler": {"fluxionService": "stack"}, "fluxionService": {"replicas": 2}},
+     "fluxinfra:fluxionService.replicas", "2", "accepted: 1"),
     ({"installer": {"tolerations": [{"key": "a", "operator": "Maybe"}]}},
      "fluxinfra:installer.tolerations", '"operator": "Maybe"', "operator Exists or Equal"),
     ({"installer": {"nodeSelector": {"a": 1}}}, "fluxinfra:installer.nodeSelector", '{"a": 1}',
