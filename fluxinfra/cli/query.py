@@ -85,6 +85,8 @@ class QuerySession:
                 "get-property": self.cmd_get_property, "g": self.cmd_get_property,
                 "list": self.cmd_list, "l": self.cmd_list,
                 "cat": self.cmd_cat, "a": self.cmd_cat,
+                "attach": self.cmd_attach, "j": self.cmd_attach,
+                "remove": self.cmd_remove,
                 "quit": self.cmd_quit, "q": self.cmd_quit}
 
     def error(self, text: str) -> None:
@@ -323,6 +325,36 @@ class QuerySession:
         except OSError:
             pass
         self.stdout.write(f"INFO: Jobspec in {args[1]}\n")
+
+    def cmd_attach(self, args) -> None:
+        if len(args) != 2:
+            self.error("malformed command")
+            return
+        try:
+            with open(args[1], encoding="utf-8") as fh:
+                self.m.add_subgraph(fh.read())
+        except OSError:
+            self.error(f"can't open {args[1]}")
+        except MatcherError as exc:
+            self.error(f"can't attach JGF subgraph: {exc}")
+
+    def cmd_remove(self, args) -> None:
+        if len(args) != 3:
+            self.error("malformed command")
+            return
+        try:
+            if args[2] == "true":
+                self.m.remove_subgraph(args[1])
+            elif args[2] == "false":
+                from fluxinfra.matcher.rv1exec import parse_idset
+                ranks = set(parse_idset(args[1]))
+                g = self.m.graph
+                for v in [v for v in self.m._nodes() if g.rank[v] in ranks]:
+                    self.m.remove_subgraph(g.path(v))
+            else:
+                self.error("invalid path boolean input ")
+        except MatcherError as exc:
+            self.error(f"can't remove subgraph: {exc}")
 
     def cmd_quit(self, args) -> bool:
         return False

@@ -291,8 +291,9 @@ def _load_json(source: str | bytes | dict, what: str) -> dict:
         raise GraphError(f"{what}: malformed JSON ({exc}); check the file is valid JSON") from None
 
 
-def read_jgf(source: str | bytes | dict) -> ResourceGraph:
-    """Read JSON Graph Format as Fluxion's JGF reader does (defaults included)."""
+def read_jgf_parts(source: str | bytes | dict) -> tuple[list[tuple[str, dict]], list]:
+    """Parse JGF into (vertex id, add_vertex kwargs) pairs and (source, target, subsystem)
+    edges, applying Fluxion's JGF defaults; reverse ("in") edges are dropped."""
     doc = _load_json(source, "JGF")
     graph = doc.get("graph") if isinstance(doc, dict) else None
     if not isinstance(graph, dict):
@@ -300,8 +301,8 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
     nodes, edges = graph.get("nodes"), graph.get("edges")
     if not isinstance(nodes, list) or not isinstance(edges, list):
         raise GraphError("JGF: 'graph.nodes' and 'graph.edges' must both be lists")
-    g = ResourceGraph()
-    vmap: dict[str, int] = {}
+    out_nodes: list[tuple[str, dict]] = []
+    seen: set[str] = set()
     for i, node in enumerate(nodes):
         if not isinstance(node, dict) or not isinstance(node.get("id"), str):
             raise GraphError(f"JGF: graph.nodes[{i}].id: must be a string")
@@ -309,8 +310,9 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
         if not isinstance(md, dict) or not isinstance(md.get("type"), str):
             raise GraphError(f"JGF: graph.nodes[{i}].metadata.type: missing (vertex {node['id']})")
         vid = node["id"]
-        if vid in vmap:
+        if vid in seen:
             raise GraphError(f"JGF: graph.nodes[{i}]: duplicate vertex id {vid!r}")
+        seen.add(vid)
         uniq = md.get("uniq_id")
         if uniq is None:
             try:
@@ -330,21 +332,19 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
         if props is not None and not isinstance(props, dict):
             raise GraphError(f"JGF: graph.nodes[{i}].metadata.properties: must be an object")
         status = md.get("status", 0)
-        status_s = "down" if status in (1, "down") else "up"
-        try:
-            vtx = g.add_vertex(type=md["type"], basename=md.get("basename"), name=name, id=rid,
-                               uniq_id=uniq, rank=md.get("rank", -1), size=md.get("size", 1),
-                               unit=md.get("unit") or "", exclusive=bool(md.get("exclusive")),
-                               properties=props, status=status_s, paths=md.get("paths"))
-        except GraphError as exc:
-            raise GraphError(f"JGF: graph.nodes[{i}]: {exc}") from None
-        vmap[vid] = vtx
+        out_nodes.append((vid, {
+            "type": md["type"], "basename": md.get("basename"), "name": name, "id": rid,
+            "uniq_id": uniq, "rank": md.get("rank", -1), "size": md.get("size", 1),
+            "unit": md.get("unit") or "", "exclusive": bool(md.get("exclusive")),
+            "properties": props, "status": "down" if status in (1, "down") else "up",
+            "paths": md.get("paths")}))
+    out_edges = []
     for i, edge in enumerate(edges):
         if not isinstance(edge, dict):
             raise GraphError(f"JGF: graph.edges[{i}]: must be an object")
         src, tgt = edge.get("source"), edge.get("target")
-        if src not in vmap or tgt not in vmap:
-            missing = src if src not in vmap else tgt
+        if src not in seen or tgt not in seen:
+            missing = src if src not in seen else tgt
             raise GraphError(f"JGF: graph.edges[{i}]: vertex {missing!r} does not exist "
                              f"({src} -> {tgt})")
         md = edge.get("metadata") or {}
@@ -353,15 +353,26 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
             sub, relation = next(iter(md["name"].items()))
             if relation == "in":
                 continue
-        sub = sub or CONTAINMENT
-        if md.get("relation") == "in" or (md.get("name") == "in"):
-            continue  # reverse edges are implied by the forward ones
+        if md.get("relation") == "in" or md.get("name") == "in":
+            continue
+        out_edges.append((src, tgt, sub or CONTAINMENT))
+    return out_nodes, out_edges
+
+
+def read_jgf(source: str | bytes | dict) -> ResourceGraph:
+    """Read JSON Graph Format as Fluxion's JGF reader does (defaults included)."""
+    nodes, edges = read_jgf_parts(source)
+    g = ResourceGraph()
+    vmap: dict[str, int] = {}
+    for i, (vid, kwargs) in enumerate(nodes):
+        try:
+            vmap[vid] = g.add_vertex(**kwargs)
+        except GraphError as exc:
+            raise GraphError(f"JGF: graph.nodes[{i}]: {exc}") from None
+    for src, tgt, sub in edges:
         u, v = vmap[src], vmap[tgt]
-        kids, parents = g._subsystem(sub)
-        if parents[v] == u:
-            continue
-        if parents[u] == v or v in kids[u]:
-            continue
+        if sub in g.children and (g.parent[sub][u] == v or v in g.children[sub][u]):
+            continue  # the same edge again, or given in both directions
         g.add_edge(u, v, sub)
     g.finalize()
     return g

@@ -425,6 +425,63 @@ class Matcher:
         writer = write_pretty_simple if fmt == "pretty_simple" else write_simple
         return writer(g, emitted)
 
+    def add_subgraph(self, jgf: Any) -> list[int]:
+        """Attach a JGF subgraph (dict or text): vertices whose containment path already exists
+        are reused, the others are added under their parents. Returns the new vertices."""
+        from fluxinfra.matcher.graph import read_jgf_parts
+        g = self.graph
+        nodes, edges = read_jgf_parts(jgf)
+        index: dict[str, int] = {}
+        added: list[int] = []
+        for vid, kwargs in nodes:
+            path = (kwargs.get("paths") or {}).get(CONTAINMENT)
+            v = self._by_path(path) if path else None
+            if v is None:
+                uniq = kwargs.get("uniq_id")
+                if uniq is not None and g.by_uniq_id(uniq) is not None:
+                    kwargs["uniq_id"] = max(g.uniq_id) + 1
+                v = g.add_vertex(**kwargs)
+                added.append(v)
+            index[vid] = v
+        for src, tgt, sub in edges:
+            if src not in index or tgt not in index:
+                raise GraphError(f"add_subgraph: edge {src} -> {tgt} names a missing vertex")
+            g.add_edge(index[src], index[tgt], sub)
+        g.finalize()
+        self.trav.invalidate()
+        self._node_cache = None
+        return added
+
+    def remove_subgraph(self, path_or_name: str) -> int:
+        """Remove a vertex and everything below it (jobs lose those resources first).
+        Returns how many vertices were removed."""
+        g = self.graph
+        top = g.resolve(path_or_name)
+        if top == g.root:
+            raise GraphError("remove_subgraph: cannot remove the root of the graph")
+        doomed = set(g.preorder(top, CONTAINMENT))
+        for jobid, job in list(self.jobs.items()):
+            mine = doomed & (set(job.sched) | set(job.xspans))
+            if mine and self.trav.release(job, self.trav_closure(job, mine)):
+                del self.jobs[jobid]
+                self.results.pop(jobid, None)
+        for sub, kids in g.children.items():
+            parents = g.parent[sub]
+            for v in doomed:
+                p = parents[v]
+                if p != -1 and p not in doomed and v in kids[p]:
+                    kids[p].remove(v)
+        for v in doomed:
+            g.removed[v] = True
+        g.finalize()
+        self.trav.invalidate()
+        self._node_cache = None
+        return len(doomed)
+
+    def trav_closure(self, job: JobState, vertices: set[int]) -> set[int]:
+        held = set(job.sched) | set(job.xspans)
+        return self._close_upwards(set(vertices), held)
+
     def set_status(self, path_or_name: str, status: str) -> None:
         if status not in ("up", "down"):
             raise MatcherError(f"status must be 'up' or 'down', got {status!r}")

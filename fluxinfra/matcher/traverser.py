@@ -158,6 +158,12 @@ class Traverser:
         self._ml = 0
         self._last_factor: dict[str, int] = {}
 
+    def invalidate(self) -> None:
+        """Forget cached graph facts (after vertices or edges were added or removed)."""
+        self._order_cache.clear()
+        self._policy_cache.clear()
+        self._kid_types.clear()
+
     # -- availability -----------------------------------------------------------------------
     def avail(self, v: int, at: int, duration: int) -> int:
         p = self.sched.get(v)

@@ -74,20 +74,45 @@ def hostlist(names: list[str]) -> str:
     return ",".join(out)
 
 
-def _vertex_json(g: ResourceGraph, v: int, amount: int, excl: bool) -> dict:
-    md: dict = {"type": g.type[v], "basename": g.basename[v], "name": g.name[v], "id": g.id[v],
-                "uniq_id": g.uniq_id[v], "rank": g.rank[v], "exclusive": bool(excl),
-                "unit": g.unit[v], "size": amount}
+def _vertex_json(g: ResourceGraph, v: int, amount: int, excl: bool, compact: bool) -> dict:
+    """One JGF vertex. ``compact`` is Fluxion's match writer: fields equal to the reader's
+    defaults (basename = type, name = basename + id, size 1, not exclusive, no unit) omitted.
+    Otherwise every field is written (what R's ``scheduling`` key carries here)."""
+    if not compact:
+        md = {"type": g.type[v], "basename": g.basename[v], "name": g.name[v], "id": g.id[v],
+              "uniq_id": g.uniq_id[v], "rank": g.rank[v], "exclusive": bool(excl),
+              "unit": g.unit[v], "size": amount}
+        if g.properties[v]:
+            md["properties"] = dict(g.properties[v])
+        md["paths"] = _paths(g, v)
+        return {"id": str(g.uniq_id[v]), "metadata": md}
+    md = {"type": g.type[v]}
+    if g.basename[v] != g.type[v]:
+        md["basename"] = g.basename[v]
+    if g.name[v] != f"{g.basename[v]}{g.id[v]}":
+        md["name"] = g.name[v]
+    md["id"] = g.id[v]
+    md["rank"] = g.rank[v]
     if g.properties[v]:
         md["properties"] = dict(g.properties[v])
-    md["paths"] = {sub: g.path(v, sub) for sub in g.children
-                   if sub == CONTAINMENT or g.parent[sub][v] != -1 or g.roots.get(sub) == v}
+    if g.unit[v]:
+        md["unit"] = g.unit[v]
+    if excl:
+        md["exclusive"] = True
+    if amount != 1:
+        md["size"] = amount
+    md["paths"] = _paths(g, v)
     return {"id": str(g.uniq_id[v]), "metadata": md}
 
 
-def write_jgf(g: ResourceGraph, emitted: Emitted) -> dict:
-    """The ``scheduling`` JGF of a match: emitted vertices and the containment edges among them."""
-    nodes = [_vertex_json(g, v, amount, excl) for _, v, amount, excl, _ in emitted]
+def _paths(g: ResourceGraph, v: int) -> dict[str, str]:
+    return {sub: g.path(v, sub) for sub in g.children
+            if sub == CONTAINMENT or g.parent[sub][v] != -1 or g.roots.get(sub) == v}
+
+
+def write_jgf(g: ResourceGraph, emitted: Emitted, compact: bool = True) -> dict:
+    """JGF of a match: the emitted vertices (children first) and the edges among them."""
+    nodes = [_vertex_json(g, v, amount, excl, compact) for _, v, amount, excl, _ in emitted]
     present = {v for _, v, _, _, _ in emitted}
     edges = []
     for _, v, _, _, _ in emitted:
@@ -139,5 +164,5 @@ def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: in
                                             else [], "starttime": starttime,
                                             "expiration": expiration}}
     if scheduling:
-        r["scheduling"] = write_jgf(g, emitted)
+        r["scheduling"] = write_jgf(g, emitted, compact=False)
     return r
