@@ -1,4 +1,106 @@
-"""fluxinfra.matcher: a pure-Python, Fluxion-compatible resource-graph matcher (docs below)."""
+"""fluxinfra.matcher: a pure-Python, Fluxion-compatible resource-graph matcher.
+
+Plain data in and out; time is integer seconds. Everything a caller needs is importable here::
+
+    from fluxinfra.matcher import (ResourceGraph, Matcher, Jobspec, MatchResult,
+        load_graph, graph_from_recipe, graph_from_k8s,
+        MatcherError, GraphError, JobspecError, Busy, Unsatisfiable, UnknownJob)
+
+Graphs
+    ``ResourceGraph().add_vertex(type=, basename=, name=, id=, uniq_id=, rank=-1, size=1,
+    unit="", exclusive=False, properties=None, status="up") -> int``, ``add_edge(parent, child,
+    subsystem="containment")``, ``finalize()`` (one root per subsystem, no dangling edges, unique
+    ids; a vertex may have two parents, e.g. nodes shared by two ``container`` vertices in a
+    second subsystem). ``load_graph(path_or_text, fmt="jgf"|"grug"|"rv1exec"|"hwloc")`` reads
+    Fluxion's formats with Fluxion's defaults; ``graph_from_recipe`` / ``graph_from_k8s`` build
+    regular clusters and Kubernetes node lists (``recipe.py``, ``k8s.py``).
+
+Matching
+    ``m = Matcher(graph, policy="first", *, subsystem="containment", prune_filters=None,
+    now=0, exact_pools=False, exact=None, flexible=False)``
+
+    ``m.match(jobspec, op="allocate", jobid=None, now=None) -> MatchResult`` with ops
+    ``allocate | allocate_orelse_reserve | allocate_with_satisfiability | satisfiability |
+    without_allocating``. Raises :class:`Busy` ("not now", Fluxion's EBUSY) or
+    :class:`Unsatisfiable` ("never", ENODEV). ``MatchResult``: ``jobid``, ``status``
+    (``ALLOCATED``/``RESERVED``/``MATCHED``/``SATISFIABLE``), ``at``, ``overhead`` (seconds),
+    ``R`` (RFC 20 Rv1: ``execution`` + ``scheduling`` JGF), ``nodes`` (node names),
+    ``slots`` (one dict per slot instance: node name -> {type: amount}), ``jgf``.
+
+    ``m.cancel(jobid)`` (raises :class:`UnknownJob`), ``m.partial_cancel(jobid, names_or_R) ->
+    bool`` (True once nothing is left), ``m.update_allocate(jobid, R, at=0, duration=None)``
+    (re-learn an existing allocation from the R this package wrote), ``m.info(jobid)``,
+    ``m.find("status=up and sched-now=free") -> R``, ``m.set_status(path_or_name, "up"|
+    "down")``, ``m.add_subgraph(jgf)``, ``m.remove_subgraph(path)``, ``m.stat()``, ``m.now``.
+
+Policies (one table; "score" is what is compared when choosing among candidates)
+
+    ==============  =====================================================================
+    policy          ordering
+    ==============  =====================================================================
+    ``low``         lowest score first; a vertex scores ``id + 1`` (slots: the sum of
+                    their members), so lower ids win at every level
+    ``high``        highest score first: higher ids win at every level
+    ``lonode``      ``low`` with a node factor: everything under node *n* also scores
+                    ``(n + 2) * 10000 + tie``, so the lowest node is filled first
+    ``hinode``      ``high`` with the node factor: the highest node is filled first
+    ``lonodex``     ``lonode`` and nodes are exclusive (a job gets whole nodes)
+    ``hinodex``     ``hinode`` and nodes are exclusive
+    ``first``       ``hinode``, but stop at the first match: children are tried untouched
+                    first, then most free (of the last pruning type), higher uniq_id first
+    ``firstnodex``  ``first`` with exclusive nodes
+    ``variation``   lowest ``perf_class`` property first (missing: 9999); slots are packed
+                    from the highest-scored members
+    ``locality``    scored like ``high``; Fluxion additionally prefers, at the top level
+                    only, candidates in the longest run of consecutive ids (not modelled)
+    custom          ``policy=low|high node_centric=true|false node_exclusive=true|false
+                    stop_on_1_matches=true|false`` (Fluxion's option string)
+    ==============  =====================================================================
+
+    Graphs of up to 50,000 vertices are matched *exactly* as Fluxion does (every candidate
+    scored; ties broken in libstdc++'s ``std::sort`` order, so ``fluxinfra query`` output is
+    byte-identical). Larger graphs (or ``exact=False``) are matched *fast*: children are
+    explored in the policy's order and a level stops once it has what it needs, subtrees that
+    cannot supply one instance are skipped by their aggregate free counts, so the cost grows
+    with the request, not the graph. Fast matching picks the same vertices except where
+    Fluxion's scoring ranks whole subtrees by a sum (e.g. ``low`` may prefer an untouched
+    socket to the rest of a partly used one).
+
+Pod groups (the Kubernetes scheduler's case)
+    A group of N pods is ONE jobspec ``slot[N] -> {core[c], memory[m], gpu[g]}``: each slot
+    instance lands wholly on one node (slots form below a node), several slots may share a
+    node, and nodes stay shared with other jobs (nothing above the slot is exclusive). Use
+    ``exact_pools=True`` so a pod's memory request takes ``m`` units of a node's memory pool
+    rather than Fluxion's whole pool vertex. ``result.slots[i]`` is pod *i*'s placement;
+    release one finished pod with ``partial_cancel(jobid, node_name)`` (or an R subset); a
+    restarted scheduler re-learns running pods with ``update_allocate(jobid, R)``.
+
+    >>> g = ResourceGraph()
+    >>> root = g.add_vertex(type="cluster", name="k8s0")
+    >>> for n in range(2):
+    ...     node = g.add_vertex(type="node", id=n, rank=n)
+    ...     g.add_edge(root, node)
+    ...     for c in range(4):
+    ...         g.add_edge(node, g.add_vertex(type="core", id=c))
+    ...     g.add_edge(node, g.add_vertex(type="memory", id=n, size=16, unit="GiB"))
+    >>> g.finalize()
+    >>> m = Matcher(g, policy="low", exact_pools=True)
+    >>> group = {"version": 1, "resources": [{"type": "slot", "count": 3, "label": "pod",
+    ...          "with": [{"type": "core", "count": 1}, {"type": "memory", "count": 4}]}],
+    ...          "attributes": {"system": {"duration": 3600}}}
+    >>> r = m.match(group)
+    >>> r.nodes                      # two pods share node0, the third lands on node1
+    ['node0', 'node1']
+    >>> r.slots[0], r.slots[2]
+    ({'node0': {'core': 1, 'memory': 4}}, {'node1': {'core': 1, 'memory': 4}})
+    >>> again = Matcher(g, policy="low", exact_pools=True)
+    >>> again.update_allocate(r.jobid, r.R).nodes     # a restarted scheduler re-learns it
+    ['node0', 'node1']
+    >>> m.partial_cancel(r.jobid, "node1")          # the pod on node1 finished
+    False
+    >>> m.partial_cancel(r.jobid, "node0")          # and then the two on node0
+    True
+"""
 
 from fluxinfra.matcher.errors import (
     Busy,
@@ -13,6 +115,7 @@ from fluxinfra.matcher.jobspec import Jobspec
 from fluxinfra.matcher.matcher import Matcher, MatchResult
 
 __all__ = ["ResourceGraph", "Matcher", "Jobspec", "MatchResult", "load_graph", "read_jgf",
+           "graph_from_recipe", "graph_from_k8s",
            "MatcherError", "GraphError", "JobspecError", "Busy", "Unsatisfiable", "UnknownJob"]
 
 
@@ -21,3 +124,17 @@ def load_graph(source, fmt: str = "jgf", **options) -> ResourceGraph:
     from fluxinfra.matcher.readers import load_graph as _load
 
     return _load(source, fmt, **options)
+
+
+def graph_from_recipe(recipe, **kwargs) -> ResourceGraph:
+    """A regular cluster from a compact recipe (see :mod:`fluxinfra.matcher.recipe`)."""
+    from fluxinfra.matcher.recipe import graph_from_recipe as _build
+
+    return _build(recipe, **kwargs)
+
+
+def graph_from_k8s(nodes, pods=(), **kwargs) -> ResourceGraph:
+    """A graph from Kubernetes Node (and bound Pod) objects (see :mod:`fluxinfra.matcher.k8s`)."""
+    from fluxinfra.matcher.k8s import graph_from_k8s as _build
+
+    return _build(nodes, pods, **kwargs)
