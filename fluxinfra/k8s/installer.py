@@ -198,12 +198,17 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
                          "periodSeconds": 10, "failureThreshold": 90},
         "livenessProbe": {"exec": {"command": ["python3", "-c", _HEARTBEAT_FRESH]},
                           "periodSeconds": 60, "timeoutSeconds": 10},
+        # The broker lives as long as this pod: a node leaving the selector, an uninstall
+        # (pulumi destroy) or an upgrade stops it; a new pod starts it again.
+        "lifecycle": {"preStop": {"exec": {"command": [
+            "nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--",
+            f"{args.lib_dir}/flux-start.sh", "stop"]}}},
     }
     pod_spec = {
         "serviceAccountName": name,
         "hostPID": True,
         "priorityClassName": "system-node-critical",
-        "terminationGracePeriodSeconds": 10,
+        "terminationGracePeriodSeconds": 100,  # the broker unit's own stop timeout is 90 s
         "containers": [container],
         "volumes": [
             {"name": "scripts", "configMap": {"name": f"{name}-scripts", "defaultMode": 0o555}},

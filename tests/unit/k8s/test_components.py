@@ -88,6 +88,8 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
         keys_volume = next(v for v in spec["volumes"] if "secret" in v)
         assert keys_volume["secret"]["defaultMode"] == 0o400, urn
         assert "hostNetwork" not in spec, f"{urn}: the broker needs the host network, the pod not"
+        stop = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+        assert stop[-2:] == ["/var/lib/fluxinfra/flux-start.sh", "stop"], f"{urn}: preStop"
         secret = manifest(recorded, "fi-secret")
         cert = secret["data"]["curve.cert"]
         pair = parse_curve_cert(base64.b64decode(cert).decode())
