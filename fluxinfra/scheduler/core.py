@@ -493,16 +493,17 @@ class SchedulerCore:
         job (one traversal for up to ``batch_size`` pods); each pod still releases alone."""
         head = queue[start]
         batch = [head]
-        for group in queue[start + 1:]:
-            if len(batch) >= self.config.batch_size:
-                break
+        if head.kind != "single" or self.config.batch_size <= 1:
+            return []
+        for k in range(start + 1, min(len(queue), start + self.config.batch_size)):
+            group = queue[k]
             if (group.kind != "single" or len(group.pending) != 1
                     or group.priority != head.priority or group.shape() != shape
                     or group.duration(self.config.default_duration) != duration
                     or any(self.hold_until.get(uid, 0.0) > wall for uid in group.pending)):
                 break
             batch.append(group)
-        return batch if head.kind == "single" else []
+        return batch
 
     def _place(self, count: int, shape: Shape, duration: int, now: int, reserve: bool,
                quiet: Group | None) -> Placement | None:

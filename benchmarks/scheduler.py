@@ -1,0 +1,242 @@
+"""Scheduler benchmark: pods/s and scheduling latency on a simulated 5,000-node cluster.
+
+    .venv/bin/python benchmarks/run.py scheduler             # 5,000 nodes, the full scenarios
+    .venv/bin/python benchmarks/run.py scheduler --quick     # 500 nodes, 1/10 of the pods
+    .venv/bin/python benchmarks/scheduler.py --nodes 5000 --profile   # + top matcher functions
+
+The real scheduler core (parsing pod objects, queue, Fluxion allocator, accounting) runs against
+an in-memory cluster of N nodes (32 cores, 128 GiB each); binds are recorded in memory (the API
+round trip is not part of these figures). Scenarios, each in its own subprocess so the RSS printed
+is that scenario's peak:
+
+* ``single``      10,000 lone pods (1 core, 1 GiB) arrive at once; lone pods with identical
+                  requests are matched in batches (``batch_size``, default 64);
+* ``single-nobatch``  the same with batching off: one match per pod (Fluence's model);
+* ``groups``      625 gangs of 16 pods (label groups) arrive at once, each matched once;
+* ``spread``      the 10,000 lone pods through the kube-scheduler-like baseline allocator;
+* ``steady``      the 10,000 lone pods arriving at a steady ``--rate`` (default 800 pods/s) while
+                  the loop runs (apply arrivals, one cycle, repeat): latency as users feel it
+                  below saturation (in a burst, latency is mostly the wait behind the burst).
+
+Throughput is pods (or groups) divided by the wall time from the first pod handed to the core to
+the last bind decision; latency is, per pod, that decision's time minus the time the pod was
+handed to the core (p50/p99). ``grpc`` measures one Match + Cancel round trip on loopback to a
+``fluxinfra service`` in this process (16 nodes), median of 200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SCENARIOS = ("single", "single-nobatch", "groups", "spread", "steady", "grpc")
+
+
+def _nodes(n: int) -> list[dict[str, Any]]:
+    return [{"metadata": {"name": f"node{i:05d}", "labels": {}},
+             "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}
+            for i in range(n)]
+
+
+def _pods(count: int, group: int) -> list[dict[str, Any]]:
+    pods = []
+    for i in range(count):
+        labels = ({"fluxinfra.io/group": f"g{i // group}", "fluxinfra.io/group-size": str(group)}
+                  if group > 1 else {})
+        pods.append({"metadata": {"name": f"p{i}", "namespace": "bench", "uid": f"u{i}",
+                                  "labels": labels, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                     "spec": {"schedulerName": "fluxion", "containers": [{
+                         "name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+                     "status": {"phase": "Pending"}})
+    return pods
+
+
+class _Recorder:
+    """Binder that records when each pod's bind decision was made."""
+
+    def __init__(self) -> None:
+        self.decided: dict[str, float] = {}
+
+    def bind(self, assignments):
+        now = time.perf_counter()
+        for pod, _ in assignments:
+            self.decided[pod.uid] = now
+        return [None] * len(assignments)
+
+    def pod_event(self, *a: Any) -> None:
+        pass
+
+    def pod_unschedulable(self, *a: Any) -> None:
+        pass
+
+    def podgroup_event(self, *a: Any) -> None:
+        pass
+
+    def podgroup_status(self, *a: Any) -> None:
+        pass
+
+
+def run_scenario(name: str, nodes: int, pods: int, profile: bool,
+                 rate: float = 800.0) -> dict[str, Any]:
+    from fluxinfra.scheduler.allocator import SpreadAllocator
+    from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
+    from fluxinfra.scheduler.fluxion import FluxionAllocator
+
+    if name == "grpc":
+        return run_grpc()
+    group = 16 if name == "groups" else 1
+    pods = pods // group * group
+    allocator = SpreadAllocator() if name == "spread" else FluxionAllocator("first")
+    config = SchedulerConfig(batch_size=1 if name == "single-nobatch" else 64,
+                             queue_depth=1_000_000)
+    recorder = _Recorder()
+    core = SchedulerCore(allocator, recorder, config)
+    t0 = time.perf_counter()
+    core.load(_nodes(nodes), [], [])
+    load_s = time.perf_counter() - t0
+    objs = _pods(pods, group)
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    fed: dict[str, float] = {}
+    start = time.perf_counter()
+    if name == "steady":
+        i = 0
+        while i < len(objs) or core.pending_pods():
+            due = min(len(objs), int((time.perf_counter() - start) * rate) + 1)
+            while i < due:
+                fed[objs[i]["metadata"]["uid"]] = time.perf_counter()
+                core.on_pod("ADDED", objs[i], 0)
+                i += 1
+            core.schedule(0)
+    else:
+        for obj in objs:
+            fed[obj["metadata"]["uid"]] = time.perf_counter()
+            core.on_pod("ADDED", obj, 0)
+        core.schedule(0)
+    elapsed = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
+    latencies = sorted(recorder.decided[u] - fed[u] for u in recorder.decided)
+    out = {"scenario": name, "nodes": nodes, "pods": pods, "bound": len(recorder.decided),
+           "groups": pods // group if group > 1 else 0, "load_s": load_s, "seconds": elapsed,
+           "pods_per_s": len(recorder.decided) / elapsed if elapsed else 0.0,
+           "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
+           "p99_ms": 1000 * latencies[int(len(latencies) * 0.99) - 1] if latencies else 0.0,
+           "matches": core.metrics.match_latency.count,
+           "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if profiler is not None:
+        import io
+        import pstats
+
+        buf = io.StringIO()
+        pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(12)
+        out["profile"] = buf.getvalue()
+    return out
+
+
+def run_grpc(samples: int = 200) -> dict[str, Any]:
+    from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher.k8s import graph_from_k8s
+    from fluxinfra.service.client import FluxionClient
+    from fluxinfra.service.jobspecs import slots_jobspec
+    from fluxinfra.service.server import serve
+
+    server, port = serve(Matcher(graph_from_k8s(_nodes(16), [], subtract_pods=False)),
+                         host="127.0.0.1", port=0, workers=4)
+    times = []
+    try:
+        with FluxionClient(f"127.0.0.1:{port}") as client:
+            js = slots_jobspec(1, cores=1, memory_mib=1024, duration=60)
+            for i in range(samples + 20):
+                t0 = time.perf_counter()
+                result = client.match(js)
+                elapsed = time.perf_counter() - t0
+                client.cancel(result.jobid)
+                if i >= 20:  # warm-up
+                    times.append(elapsed)
+    finally:
+        server.stop(grace=None)
+    times.sort()
+    return {"scenario": "grpc", "nodes": 16, "pods": samples, "bound": samples,
+            "p50_ms": 1000 * statistics.median(times),
+            "p99_ms": 1000 * times[int(len(times) * .99) - 1],
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'scenario':<15} {'nodes':>6} {'pods':>6} {'bound':>6} {'seconds':>8} "
+            f"{'pods/s':>8} {'groups/s':>9} {'p50_ms':>8} {'p99_ms':>9} {'matches':>8} "
+            f"{'rss_MiB':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        seconds = r.get("seconds")
+        groups_s = r["groups"] / seconds if r.get("groups") and seconds else None
+        lines.append(
+            f"{r['scenario']:<15} {r['nodes']:>6} {r['pods']:>6} {r['bound']:>6} "
+            f"{seconds if seconds is not None else float('nan'):>8.2f} "
+            f"{r.get('pods_per_s', float('nan')):>8.0f} "
+            f"{groups_s if groups_s is not None else float('nan'):>9.1f} "
+            f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r.get('matches', 0):>8} "
+            f"{r['rss_mib']:>8.0f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="benchmarks/scheduler.py", description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--pods", type=int, default=10_000)
+    p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--profile", action="store_true", help="print the top functions per scenario")
+    p.add_argument("--rate", type=float, default=800.0, help="arrivals/s in the steady scenario")
+    p.add_argument("--json", help="write the raw rows to this file")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # run one scenario in this process
+    args, _ = p.parse_known_args(argv)
+    if args.quick:
+        args.nodes, args.pods = 500, 1000
+    if args.one:
+        print(json.dumps(run_scenario(args.one, args.nodes, args.pods, args.profile,
+                                      args.rate)))
+        return 0
+    rows = []
+    for name in args.scenarios.split(","):
+        cmd = [sys.executable, __file__, "--one", name, "--nodes", str(args.nodes),
+               "--pods", str(args.pods), "--rate", str(args.rate)]
+        cmd += ["--profile"] if args.profile else []
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            print(f"scenario {name} failed:\n{proc.stderr}", file=sys.stderr)
+            return 1
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print(f"scheduler benchmark: {args.nodes} nodes x 32 cores, {args.pods} pods "
+          "(1 core, 1 GiB); one run each, wall time on this machine")
+    print(_table(rows))
+    single = next((r for r in rows if r["scenario"] == "single"), None)
+    spread = next((r for r in rows if r["scenario"] == "spread"), None)
+    if single and spread and spread["pods_per_s"]:
+        print(f"\nsingle vs spread baseline: {single['pods_per_s'] / spread['pods_per_s']:.2f}x")
+    for r in rows:
+        if r.get("profile"):
+            print(f"\n--- profile: {r['scenario']} ---\n{r['profile']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
