@@ -142,10 +142,8 @@ class ResourceGraph:
         """Validate (one root per subsystem, no cycles) and index the graph."""
         if not self.type:
             raise GraphError("the resource graph has no vertices")
-        if CONTAINMENT not in self.children and len(self.type) == 1:
-            self._subsystem(CONTAINMENT)
         if CONTAINMENT not in self.children:
-            raise GraphError("the graph has no containment edges; add parent -> child edges")
+            self._subsystem(CONTAINMENT)
         member = [False] * len(self.type)
         for sub, parents in self.parent.items():
             kids = self.children[sub]

@@ -1,0 +1,76 @@
+"""``fluxinfra query`` and ``fluxinfra match`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TESTDATA
+
+from fluxinfra.cli import main
+
+DATA = TESTDATA / "data" / "resource"
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"Fluxion test data not at {DATA}")
+TINY = str(DATA / "grugs" / "tiny.graphml")
+JOB = str(DATA / "jobspecs" / "basics" / "test001.yaml")
+
+
+def run_query(tmp_path, commands: str, *extra: str) -> tuple[int, str]:
+    cmds = tmp_path / "cmds.in"
+    cmds.write_text(commands)
+    out = tmp_path / "out.txt"
+    rc = main(["query", "-L", TINY, "-f", "grug", "-P", "high", "-t", str(out),
+               "--commands", str(cmds), *extra])
+    return rc, out.read_text()
+
+
+def test_query_prints_vertex_lines_and_info_block(tmp_path):
+    rc, out = run_query(tmp_path, f"match allocate {JOB}\nquit\n")
+    assert rc == 0
+    assert out.splitlines()[0] == "      ---------------core35[1:x]"
+    assert "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n" in out
+
+
+def test_query_reports_unsatisfiable_and_keeps_counting(tmp_path):
+    big = str(DATA / "jobspecs" / "basics" / "test007.yaml")
+    rc, out = run_query(tmp_path, f"match allocate_with_satisfiability {big}\n"
+                                  f"match allocate {JOB}\nquit\n")
+    assert "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=1" in out
+    assert "INFO: JOBID=2\nINFO: RESOURCES=ALLOCATED" in out
+
+
+def test_query_cancel_stats_and_find(tmp_path):
+    rc, out = run_query(tmp_path, f"match allocate {JOB}\ncancel 1 stats\n"
+                                  "find sched-now=allocated\nquit\n")
+    assert 'INFO: CANCEL POSTORDER COUNT="5"' in out
+    assert out.endswith('INFO: EXPRESSION="sched-now=allocated"\n'
+                        "INFO: =============================\n")
+
+
+def test_query_pretty_simple_prints_parents_first(tmp_path):
+    rc, out = run_query(tmp_path, f"match allocate {JOB}\nquit\n", "-F", "pretty_simple")
+    assert out.splitlines()[0] == "      ---tiny0[1:shared]"
+
+
+def test_query_bad_graph_is_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["query", "-L", str(bad), "-f", "jgf"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fluxinfra query: error: JGF: malformed JSON") and "\n" not in err
+
+
+def test_match_prints_json(capsys):
+    assert main(["match", TINY, JOB, "--policy", "low", "--indent", "0"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["status"], doc["nodes"], doc["slots"]) == (
+        "ALLOCATED", ["node0"], [{"node0": {"socket": 1, "core": 1}}])
+    assert doc["R"]["execution"]["R_lite"] == [{"rank": "0", "children": {"core": "0"}}]
+
+
+def test_match_bad_jobspec_is_exit_2(tmp_path, capsys):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("version: 1\nresources:\n  - type: slot\n    count: 1\n    with:\n"
+                    "      - type: core\n        count: 1\n")
+    assert main(["match", TINY, str(spec)]) == 2
+    assert "resources[0].label: missing" in capsys.readouterr().err
