@@ -66,8 +66,9 @@ def broker_hosts(nodes: list[dict[str, Any]], settings: dict[str, Any]) -> list[
     for node in nodes:
         if not eligible(node, settings["nodeSelector"], settings["tolerations"]):
             continue
-        addresses = {a["type"]: a["address"] for a in node.get("status", {}).get("addresses", [])}
-        address = addresses.get("InternalIP")
+        # The first InternalIP: on a dual-stack node, the cluster's primary family.
+        address = next((a["address"] for a in node.get("status", {}).get("addresses", [])
+                        if a["type"] == "InternalIP"), None)
         if address:
             hostname = node["metadata"].get("labels", {}).get("kubernetes.io/hostname",
                                                               node["metadata"]["name"])
@@ -102,8 +103,10 @@ def bootstrap_toml(hosts: list[dict[str, str]], settings: dict[str, Any],
         f"# installer scripts: {scripts}",
         "[bootstrap]",
         f'curve_cert = "{settings["etcDir"]}/curve.cert"',
-        "hosts = [",
     ]
+    if any(":" in h["address"] for h in hosts):
+        lines.append("enable_ipv6 = true")  # else ZeroMQ binds IPv4 only
+    lines.append("hosts = [")
     for i, h in enumerate(hosts):
         comma = "," if i < len(hosts) - 1 else ""
         lines.append(f'  {{ host = "{h["host"]}", bind = "tcp://*:{port}", '

@@ -80,6 +80,15 @@ def test_bootstrap_config_is_valid_toml_in_rank_order(nw):
     assert boot["hosts"][0]["connect"] == "tcp://[fd00::1]:8050"
     assert boot["hosts"][1]["connect"] == "tcp://10.0.0.2:8050"
     assert config["tbon"]["topo"] == "kary:2"
+    assert boot["enable_ipv6"] is True
+    v4_only = tomllib.loads(nw.bootstrap_toml(hosts[1:], SETTINGS))
+    assert "enable_ipv6" not in v4_only["bootstrap"]
+
+
+def test_dual_stack_node_uses_its_first_internal_ip(nw):
+    dual = node("d", "10.0.0.7")
+    dual["status"]["addresses"].append({"type": "InternalIP", "address": "fd00::7"})
+    assert nw.broker_hosts([dual], SETTINGS)[0]["address"] == "10.0.0.7"
 
 
 def test_node_without_internal_ip_gets_no_rank(nw):
