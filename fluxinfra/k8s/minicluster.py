@@ -23,6 +23,7 @@ from fluxinfra.k8s.config import (
     at_least,
     container_list,
     dns1123_label,
+    dns1123_subdomain,
     one_of,
     option,
     pinned_image,
@@ -77,6 +78,9 @@ class MiniClusterArgs:
     backoff_limit: int = option(2, "pod failures tolerated before the Job fails",
                                 check=at_least(0, 100))
     """Job backoffLimit."""
+    cluster_domain: str = option("cluster.local", "the cluster's DNS domain (kubelet "
+                                 "--cluster-domain)", check=dns1123_subdomain)
+    """DNS domain of the cluster, for the brokers' FQDNs."""
 
     @property
     def hosts(self) -> int:
@@ -85,7 +89,7 @@ class MiniClusterArgs:
 
 def minicluster_hosts(args: MiniClusterArgs) -> list[str]:
     """Every broker's FQDN, rank order, ``maxSize`` of them."""
-    return [f"{args.name}-{i}.{args.name}.{args.namespace}.svc.cluster.local"
+    return [f"{args.name}-{i}.{args.name}.{args.namespace}.svc.{args.cluster_domain}"
             for i in range(args.hosts)]
 
 

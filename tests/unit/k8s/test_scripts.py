@@ -71,3 +71,10 @@ def test_minicluster_broker_config_is_toml(variant):
     config = tomllib.loads(broker_config(args))
     assert len(config["bootstrap"]["hosts"]) == args.hosts
     assert config["bootstrap"]["hosts"][0]["host"] == f"{args.name}-0"
+
+
+def test_minicluster_fqdns_follow_the_cluster_domain():
+    args = MiniClusterArgs(name="m", namespace="ns", size=1, cluster_domain="hpc.example",
+                           mode="persistent")
+    hosts = tomllib.loads(broker_config(args))["bootstrap"]["hosts"]
+    assert hosts[0]["connect"] == "tcp://m-0.m.ns.svc.hpc.example:8050"
