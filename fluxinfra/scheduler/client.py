@@ -125,9 +125,6 @@ class ClientKubeApi:
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         self._call(self._core.patch_namespaced_pod_status, pod, namespace, patch)
 
-    def patch_pod_metadata(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
-        self._call(self._core.patch_namespaced_pod, pod, namespace, patch)
-
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._call(self._custom.patch_namespaced_custom_object_status, PODGROUP_GROUP,
                    PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch)

@@ -102,10 +102,6 @@ class KubeApi(Protocol):
         """Strategic-merge patch of ``pods/<pod>/status`` (conditions merge by ``type``)."""
         ...
 
-    def patch_pod_metadata(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
-        """Merge patch of a pod's metadata (the scheduler's durable annotations)."""
-        ...
-
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge patch of ``podgroups/<name>/status``."""
         ...

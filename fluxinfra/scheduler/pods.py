@@ -9,8 +9,6 @@ Labels and annotations the scheduler understands (all optional):
     the same without a custom resource: the group is complete when N pods carry the label.
 ``fluxinfra.io/duration: 3600s`` (annotation; also ``90m``, ``2h``, ``1d``, plain seconds)
     how long the pod is expected to run: the matcher's walltime, used for backfill.
-``fluxinfra.io/jobid`` (annotation, written by the scheduler when it binds)
-    the matcher job the pod belongs to, so a restarted scheduler re-registers the same job.
 
 >>> parse_duration("90m"), parse_duration("3600s"), parse_duration(120)
 (5400, 3600, 120)
@@ -29,7 +27,6 @@ from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MI
 
 __all__ = [
     "ANNOT_DURATION",
-    "ANNOT_JOBID",
     "LABEL_GROUP",
     "LABEL_GROUP_SIZE",
     "LABEL_PODGROUP",
@@ -46,7 +43,6 @@ LABEL_PODGROUP = "scheduling.x-k8s.io/pod-group"
 LABEL_GROUP = "fluxinfra.io/group"
 LABEL_GROUP_SIZE = "fluxinfra.io/group-size"
 ANNOT_DURATION = "fluxinfra.io/duration"
-ANNOT_JOBID = "fluxinfra.io/jobid"
 
 MIB = 2**20
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -113,7 +109,6 @@ class PodInfo:
     duration: int = 0          #: seconds; 0 = the scheduler's default
     created: float = 0.0       #: creationTimestamp, epoch seconds (FCFS order)
     deleting: bool = False
-    jobid: int | None = None   #: the fluxinfra.io/jobid annotation, when we bound it
     annotations: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -197,9 +192,4 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
                 f"{LABEL_GROUP_SIZE}=N (N >= 1)")
     if ANNOT_DURATION in annotations:
         info.duration = parse_duration(annotations[ANNOT_DURATION])
-    if ANNOT_JOBID in annotations:
-        try:
-            info.jobid = int(annotations[ANNOT_JOBID])
-        except ValueError:
-            info.jobid = None
     return info

@@ -11,7 +11,7 @@ of the real API that the scheduler must survive:
 - :meth:`fail_next` makes the next calls of one method fail with any status (e.g. 500, 503);
 - every object the scheduler sends is validated against the Kubernetes schemas with
   ``kubernetes-validate`` in strict mode: the Binding, each Event, and the pod as it looks after
-  a status or metadata patch. PodGroup status patches are checked against the scheduler-plugins
+  a status patch. PodGroup status patches are checked against the scheduler-plugins
   CRD's status fields.
 """
 
@@ -247,23 +247,6 @@ class KubeApiDouble:
                 updated["status"][k] = v
         validate(updated)
         self.status_patches.append((namespace, pod, copy.deepcopy(patch)))
-        self.update("pods", updated)
-
-    def patch_pod_metadata(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
-        self._maybe_fail("patch_pod_metadata")
-        assert set(patch) == {"metadata"}, f"metadata patch touches {sorted(patch)}"
-        key = f"{namespace}/{pod}"
-        if key not in self.objects["pods"]:
-            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
-        updated = copy.deepcopy(self.objects["pods"][key])
-        for field, values in patch["metadata"].items():
-            target = updated["metadata"].setdefault(field, {})
-            for k, v in values.items():
-                if v is None:
-                    target.pop(k, None)
-                else:
-                    target[k] = v
-        validate(updated)
         self.update("pods", updated)
 
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
