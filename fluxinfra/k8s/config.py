@@ -34,13 +34,20 @@ __all__ = [
     "Option",
     "option",
     "options_of",
+    "default_of",
     "load_args",
     "at_least",
+    "one_of",
     "dns1123_label",
     "dns1123_subdomain",
     "match_policy",
     "pinned_image",
-    "one_of",
+    "image_digest",
+    "kube_version",
+    "string_map",
+    "toleration_list",
+    "resource_requirements",
+    "container_list",
 ]
 
 #: Match policies the Fluxion matcher knows by name (the matcher's NAMED_POLICIES; a test keeps
