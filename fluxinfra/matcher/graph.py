@@ -27,6 +27,8 @@ from fluxinfra.matcher.errors import GraphError
 __all__ = ["ResourceGraph", "CONTAINMENT", "read_jgf"]
 
 CONTAINMENT = "containment"
+#: shared by every leaf until it gets a child (saves a list per vertex on million-vertex graphs)
+_NO_CHILDREN: tuple = ()
 _STATUS = {"up": 1, "down": 0}
 
 
@@ -73,57 +75,67 @@ class ResourceGraph:
                    properties: dict | None = None, status: str = "up",
                    paths: dict[str, str] | None = None) -> int:
         """Add a vertex with Fluxion's defaults; returns its index."""
-        if not isinstance(type, str) or not type:
-            raise GraphError(f"vertex type must be a non-empty string, got {type!r}")
         v = len(self.type)
         if uniq_id is None:
             uniq_id = v
         if id is None:
             id = uniq_id  # noqa: A001
-        if uniq_id in self._by_uniq:
-            raise GraphError(f"duplicate vertex uniq_id {uniq_id} "
-                             f"(vertices {self._by_uniq[uniq_id]} and {v}); ids must be unique")
-        if not isinstance(size, int) or size < 0:
-            raise GraphError(f"vertex {uniq_id}: size must be a non-negative integer, got {size!r}")
-        if status not in _STATUS:
-            raise GraphError(f"vertex {uniq_id}: status must be 'up' or 'down', got {status!r}")
-        basename = type if basename is None else basename
-        self._by_uniq[uniq_id] = v
-        self.type.append(self._s(type))
-        self.basename.append(self._s(basename))
-        self.name.append(name if name is not None else f"{basename}{id}")
+        by_uniq = self._by_uniq
+        if (uniq_id in by_uniq or type.__class__ is not str or not type
+                or size.__class__ is not int or size < 0 or status not in _STATUS):
+            self._reject_vertex(v, type, uniq_id, size, status)
+        intern = self._intern
+        type = intern.setdefault(type, type)  # noqa: A001
+        basename = type if basename is None else intern.setdefault(basename, basename)
+        by_uniq[uniq_id] = v
+        self.type.append(type)
+        self.basename.append(basename)
+        self.name.append(f"{basename}{id}" if name is None else name)
         self.id.append(id)
         self.uniq_id.append(uniq_id)
         self.rank.append(rank)
         self.size.append(size)
-        self.unit.append(self._s(unit))
+        self.unit.append(intern.setdefault(unit, unit) if unit else "")
         self.exclusive.append(bool(exclusive))
         self.properties.append(properties or None)
-        self.status.append(_STATUS[status])
+        self.status.append(1 if status == "up" else 0)
         self.removed.append(False)
         if paths:
             self.given_paths[v] = dict(paths)
         for sub in self.parent.values():
             sub.append(-1)
         for kids in self.children.values():
-            kids.append([])
+            kids.append(_NO_CHILDREN)
         self.finalized = False
         self._by_name = None
         return v
 
+    def _reject_vertex(self, v: int, type, uniq_id, size, status) -> None:  # noqa: A002
+        if not isinstance(type, str) or not type:
+            raise GraphError(f"vertex type must be a non-empty string, got {type!r}")
+        if uniq_id in self._by_uniq:
+            raise GraphError(f"duplicate vertex uniq_id {uniq_id} "
+                             f"(vertices {self._by_uniq[uniq_id]} and {v}); ids must be unique")
+        if not isinstance(size, int) or size < 0:
+            raise GraphError(f"vertex {uniq_id}: size must be a non-negative integer, got {size!r}")
+        raise GraphError(f"vertex {uniq_id}: status must be 'up' or 'down', got {status!r}")
+
     def _subsystem(self, subsystem: str) -> tuple[list[list[int]], list[int]]:
         if subsystem not in self.children:
             n = len(self.type)
-            self.children[subsystem] = [[] for _ in range(n)]
+            self.children[subsystem] = [_NO_CHILDREN] * n
             self.parent[subsystem] = [-1] * n
         return self.children[subsystem], self.parent[subsystem]
 
     def add_edge(self, parent: int, child: int, subsystem: str = CONTAINMENT) -> None:
         """Add a parent -> child edge in ``subsystem``."""
         n = len(self.type)
-        for role, v in (("source", parent), ("target", child)):
-            if not isinstance(v, int) or not 0 <= v < n:
-                raise GraphError(f"edge {parent} -> {child}: {role} vertex {v!r} does not exist")
+        if not (parent.__class__ is int and child.__class__ is int
+                and 0 <= parent < n and 0 <= child < n):
+            for role, v in (("source", parent), ("target", child)):
+                if not isinstance(v, int) or not 0 <= v < n:
+                    raise GraphError(f"edge {parent} -> {child}: {role} vertex {v!r} "
+                                     "does not exist")
         if parent == child:
             raise GraphError(f"edge {parent} -> {child}: a vertex cannot contain itself")
         kids, parents = self._subsystem(subsystem)
@@ -135,74 +147,75 @@ class ResourceGraph:
             self.multi_parent = True
         else:
             parents[child] = parent
-        kids[parent].append(child)
+        mine = kids[parent]
+        if mine is _NO_CHILDREN:
+            kids[parent] = [child]
+        else:
+            mine.append(child)
         self.finalized = False
 
     def finalize(self) -> None:
-        """Validate (one root per subsystem, no cycles) and index the graph."""
+        """Validate (one root per subsystem, no cycles or orphans) and index the graph."""
         if not self.type:
             raise GraphError("the resource graph has no vertices")
         if CONTAINMENT not in self.children:
             self._subsystem(CONTAINMENT)
-        member = [False] * len(self.type)
-        for sub, parents in self.parent.items():
-            kids = self.children[sub]
-            for v, p in enumerate(parents):
-                if p != -1 or kids[v]:
-                    member[v] = True
+        n = len(self.type)
+        removed = self.removed
+        several = len(self.parent) > 1
+        member = [False] * n
+        if several:  # a vertex only in another subsystem is no containment orphan
+            for sub, parents in self.parent.items():
+                kids = self.children[sub]
+                for v, p in enumerate(parents):
+                    if p != -1 or kids[v]:
+                        member[v] = True
         for sub, parents in self.parent.items():
             kids = self.children[sub]
             roots = [v for v, p in enumerate(parents)
-                     if p == -1 and not self.removed[v]
+                     if p == -1 and not removed[v]
                      and (kids[v] or (sub == CONTAINMENT and not member[v]))]
             if len(roots) != 1:
                 names = ", ".join(self.name[v] for v in roots[:4])
                 raise GraphError(f"subsystem {sub!r} must have exactly one root vertex, "
                                  f"found {len(roots)} ({names}); connect them under one root")
             self.roots[sub] = roots[0]
-        # reachability (cycle / orphan check) in the containment tree
-        reached = self._count_reachable(CONTAINMENT)
-        cparents, ckids = self.parent[CONTAINMENT], self.children[CONTAINMENT]
-        live = sum(1 for v in range(len(self.type)) if not self.removed[v]
-                   and (cparents[v] != -1 or ckids[v] or not member[v]))
-        if reached != live:
-            raise GraphError(f"{live - reached} vertices are not reachable from the containment "
-                             f"root {self.name[self.roots[CONTAINMENT]]} (cycle or orphan)")
-        self._compute_totals()
+        order = self.preorder(self.roots[CONTAINMENT])
+        if several or any(removed):
+            cparents, ckids = self.parent[CONTAINMENT], self.children[CONTAINMENT]
+            live = sum(1 for v in range(n) if not removed[v]
+                       and (cparents[v] != -1 or ckids[v] or not member[v]))
+        else:
+            live = n
+        if len(order) != live:
+            raise GraphError(f"{live - len(order)} vertices are not reachable from the "
+                             f"containment root {self.name[self.roots[CONTAINMENT]]} "
+                             "(cycle or orphan)")
+        self._compute_totals(order)
         self._paths = {}
         self._by_name = None
         self.finalized = True
 
-    def _count_reachable(self, sub: str) -> int:
-        kids, parent = self.children[sub], self.parent[sub]
-        stack = [self.roots[sub]]
-        seen = 0
-        while stack:
-            v = stack.pop()
-            seen += 1
-            stack.extend(c for c in kids[v] if parent[c] == v)
-        return seen
-
-    def _compute_totals(self) -> None:
+    def _compute_totals(self, order: list[int]) -> None:
         """Per non-leaf vertex: total size of each resource type below it."""
         kids, parent = self.children[CONTAINMENT], self.parent[CONTAINMENT]
         totals: dict[int, dict[str, int]] = {}
-        order = self.preorder(self.roots[CONTAINMENT])
         typ, size = self.type, self.size
+        multi = self.multi_parent
         for v in reversed(order):
             ch = kids[v]
-            if self.multi_parent:
-                ch = [c for c in ch if parent[c] == v]
             if not ch:
                 continue
+            if multi:
+                ch = [c for c in ch if parent[c] == v]
             agg: dict[str, int] = {}
             for c in ch:
                 t = typ[c]
                 agg[t] = agg.get(t, 0) + size[c]
                 sub = totals.get(c)
                 if sub:
-                    for k, n in sub.items():
-                        agg[k] = agg.get(k, 0) + n
+                    for k, m in sub.items():
+                        agg[k] = agg.get(k, 0) + m
             totals[v] = agg
         self._totals = totals
 
@@ -213,13 +226,21 @@ class ResourceGraph:
         parent = self.parent[subsystem]
         out: list[int] = []
         stack = [root]
-        while stack:
-            v = stack.pop()
-            out.append(v)
-            if self.multi_parent:
-                stack.extend(c for c in reversed(kids[v]) if parent[c] == v)
-            else:
-                stack.extend(reversed(kids[v]))
+        push, pop, emit = stack.extend, stack.pop, out.append
+        if self.multi_parent:
+            while stack:
+                v = pop()
+                emit(v)
+                push(c for c in reversed(kids[v]) if parent[c] == v)
+        else:
+            while stack:
+                v = pop()
+                emit(v)
+                ch = kids[v]
+                if ch:
+                    push(ch[::-1])
+        if len(out) > len(self.type):
+            raise GraphError("the containment edges form a cycle")
         return out
 
     def subtree_totals(self, v: int) -> dict[str, int]:

@@ -177,7 +177,9 @@ def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:
         parents[v] = src
     elif parents[v] != src:
         g.multi_parent = True  # a DAG: traversals visit each vertex once (first path wins)
-    if v not in kids[src]:
+    if not kids[src]:
+        kids[src] = [v]
+    elif v not in kids[src]:
         kids[src].append(v)
 
 

@@ -105,6 +105,8 @@ class Matcher:
         self._next_jobid = 1
         #: (preorder, postorder) vertex visits of the last cancel, as Fluxion counts them
         self.last_cancel_counts = (0, 0)
+        self._up_count: int | None = None
+        self._node_cache = None
         self.stats = {"match_count": 0, "match_succeeded": 0, "match_failed": 0,
                       "min_match": 0.0, "max_match": 0.0, "sum_match": 0.0}
 
@@ -177,8 +179,7 @@ class Matcher:
         want = self._need(js).get("node", 0)
         if not want:
             return
-        g = self.graph
-        up = sum(1 for v in self._nodes() if g.status[v])
+        up = self._nodes_up()
         if want > up:
             if op in ("allocate_with_satisfiability", "satisfiability"):
                 raise Unsatisfiable(f"the request needs {want} nodes but only {up} are up")
@@ -190,8 +191,14 @@ class Matcher:
             return _prime_flexible(js.resources)
         return aggregate(js.resources)
 
+    def _nodes_up(self) -> int:
+        if self._up_count is None:
+            status = self.graph.status
+            self._up_count = sum(1 for v in self._nodes() if status[v])
+        return self._up_count
+
     def _nodes(self) -> list[int]:
-        cache = getattr(self, "_node_cache", None)
+        cache = self._node_cache
         if cache is None or cache[0] != len(self.graph):
             g = self.graph
             cache = (len(g), [v for v, t in enumerate(g.type) if t == "node" and not g.removed[v]])
@@ -208,8 +215,9 @@ class Matcher:
             times.update(xp.times)
         for p in trav.agg.get(root, {}).values():
             times.update(p.times)
-        for t in sorted(t for t in times if t > meta.now):
-            duration = self._duration(js, t)
+        for t in sorted(t for t in times if meta.now < t < HORIZON):
+            # like Fluxion, a job may not start at the end of time and ends there at the latest
+            duration = min(self._duration(js, t), HORIZON - t)
             if any(trav.sub_avail(root, rtype, t, duration) < n
                    for rtype, n in need.items() if rtype in g.subtree_totals(root)):
                 continue
@@ -450,6 +458,7 @@ class Matcher:
         g.finalize()
         self.trav.invalidate()
         self._node_cache = None
+        self._up_count = None
         return added
 
     def remove_subgraph(self, path_or_name: str) -> int:
@@ -476,6 +485,7 @@ class Matcher:
         g.finalize()
         self.trav.invalidate()
         self._node_cache = None
+        self._up_count = None
         return len(doomed)
 
     def trav_closure(self, job: JobState, vertices: set[int]) -> set[int]:
@@ -489,6 +499,7 @@ class Matcher:
         flag = 1 if status == "up" else 0
         for u in self.graph.preorder(v, self.trav.sub):
             self.graph.status[u] = flag
+        self._up_count = None
 
     def stat(self) -> dict:
         g = self.graph
