@@ -70,6 +70,7 @@ class ClientKubeApi:
         self._core = client.CoreV1Api(api_client)
         self._events = client.EventsV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
 
     def _lister(self, kind: Kind) -> tuple[Any, tuple[Any, ...]]:
         if kind == "nodes":
@@ -135,3 +136,20 @@ class ClientKubeApi:
             func(*args, _preload_content=False)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc) from exc
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            resp = self._coordination.read_namespaced_lease(name, namespace,
+                                                            _preload_content=False)
+            return json.loads(resp.data)
+        except Exception as exc:  # noqa: BLE001
+            err = _translate(exc)
+            if err.not_found:
+                return None
+            raise err from exc
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
+        self._call(self._coordination.create_namespaced_lease, namespace, lease)
+
+    def replace_lease(self, namespace: str, name: str, lease: dict[str, Any]) -> None:
+        self._call(self._coordination.replace_namespaced_lease, name, namespace, lease)

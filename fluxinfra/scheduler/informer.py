@@ -84,6 +84,7 @@ class Informer:
         self.backoff = backoff or Backoff()
         self.clock = clock
         self.on_error = on_error
+        self.min_watch_seconds = 0.2
         self.store: dict[str, dict[str, Any]] = {}
         self.resource_version = ""
         self.synced = threading.Event()
@@ -180,7 +181,11 @@ class Informer:
                     self.relist()
                     need_list = False
                     self.backoff.reset()
+                started = self.clock()
                 self.watch_once()
+                if not self.stopped.is_set() and self.clock() - started < self.min_watch_seconds:
+                    # A server that ends watches at once must not make us spin.
+                    self._sleep(self.min_watch_seconds)
             except _Expired:
                 need_list = True
             except ApiError as exc:

@@ -1,11 +1,11 @@
 """The one narrow interface between the scheduler and the Kubernetes API.
 
 Everything the scheduler does to a cluster goes through :class:`KubeApi`: list and watch three
-kinds of object (``nodes``, ``pods``, ``podgroups``), bind a pod, create an Event, and patch a
-pod's or PodGroup's status. Objects are plain API-JSON dicts (camelCase keys, exactly what
-``kubectl get -o json`` prints), so the scheduler core, the tests' ``KubeApiDouble`` and the
-simulator share one shape. :mod:`fluxinfra.scheduler.client` implements it over the official
-``kubernetes`` client.
+kinds of object (``nodes``, ``pods``, ``podgroups``), bind a pod, create an Event, patch a
+pod's or PodGroup's status, and read/write its leader-election Lease. Objects are plain API-JSON
+dicts (camelCase keys, exactly what ``kubectl get -o json`` prints), so the scheduler core,
+the tests' ``KubeApiDouble`` and the simulator share one shape.
+:mod:`fluxinfra.scheduler.client` implements it over the official ``kubernetes`` client.
 
 Failures surface as :class:`ApiError` carrying the HTTP status code, so callers can tell a
 transient failure (5xx, 429, connection lost: retry with backoff) from a permanent one (404, 409,
@@ -104,6 +104,18 @@ class KubeApi(Protocol):
 
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge patch of ``podgroups/<name>/status``."""
+        ...
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ``coordination.k8s.io/v1`` Lease, or None when there is none (leader election)."""
+        ...
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
+        """Create a Lease; 409 when it exists."""
+        ...
+
+    def replace_lease(self, namespace: str, name: str, lease: dict[str, Any]) -> None:
+        """Replace a Lease; 409 when its ``metadata.resourceVersion`` is stale."""
         ...
 
 

@@ -41,6 +41,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-depth", type=int, default=1000, help="groups tried per cycle")
     p.add_argument("--resync", type=float, default=300.0, help="seconds between relists")
     p.add_argument("--bind-workers", type=int, default=16, help="parallel binds per group")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
+                   help="hold a Lease so only one replica schedules (default: on in a pod)")
+    p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
+                   help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
+    p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
@@ -54,6 +59,7 @@ def main(argv: list[str]) -> int:
     from fluxinfra.scheduler.client import connect
     from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
     from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
+    from fluxinfra.scheduler.leader import LeaderElector
     from fluxinfra.scheduler.metrics import Metrics, serve_http
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
     from fluxinfra.scheduler.runner import Runner
@@ -81,21 +87,46 @@ def main(argv: list[str]) -> int:
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
     core = SchedulerCore(allocator, binder, config, metrics)
     runner = Runner(api, core, resync_seconds=args.resync)
+    elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
+        else args.leader_elect
+    elector = LeaderElector(api, args.lease_namespace,
+                            args.lease_name or f"{args.scheduler_name}-scheduler", instance)
+
+    def healthy() -> bool:
+        # A standby replica is healthy; the leader is healthy once it has synced.
+        if runner.stopped.is_set():
+            return False
+        return runner.healthy() if (not elect or elector.leading.is_set()) else True
+
     try:
-        http = serve_http(metrics, runner.healthy, args.host, args.port)
+        http = serve_http(metrics, healthy, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runner.stop())
-    logging.getLogger("fluxinfra.scheduler").info(
-        "scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
-        args.scheduler_name, allocator.name, args.host, args.port)
+    log = logging.getLogger("fluxinfra.scheduler")
+    log.info("scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
+             args.scheduler_name, allocator.name, args.host, args.port)
+    lost = False
     try:
+        if elect:
+            log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
+            if not elector.acquire(runner.stopped):
+                return 0
+
+            def on_lost() -> None:
+                nonlocal lost
+                lost = True
+                runner.stop()
+
+            elector.keep(runner.stopped, on_lost)
         runner.run()
     finally:
         http.shutdown()
         binder.close()
-    return 0
+        if elect and not lost:
+            elector.release()
+    return 1 if lost else 0
 
 
 def run(argv: list[str] | None = None) -> int:

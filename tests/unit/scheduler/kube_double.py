@@ -105,6 +105,7 @@ class KubeApiDouble:
         self.calls: defaultdict[str, int] = defaultdict(int)
         self._uids = itertools.count(1)
         self.podgroups_installed = True
+        self.leases: dict[str, dict[str, Any]] = {}
 
     # -- test controls -----------------------------------------------------------------------
     def fail_next(self, method: str, status: int, times: int = 1) -> None:
@@ -261,3 +262,32 @@ class KubeApiDouble:
         updated.setdefault("status", {}).update(patch["status"])
         self.podgroup_patches.append((namespace, name, copy.deepcopy(patch)))
         self.update("podgroups", updated)
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._maybe_fail("get_lease")
+        lease = self.leases.get(f"{namespace}/{name}")
+        return copy.deepcopy(lease) if lease else None
+
+    def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
+        validate(lease)
+        self._maybe_fail("create_lease")
+        key = f"{namespace}/{lease['metadata']['name']}"
+        if key in self.leases:
+            raise ApiError(409, "AlreadyExists", f"leases {key} already exists")
+        stored = copy.deepcopy(lease)
+        stored["metadata"]["resourceVersion"] = str(next(self.rv))
+        self.leases[key] = stored
+
+    def replace_lease(self, namespace: str, name: str, lease: dict[str, Any]) -> None:
+        validate(lease)
+        self._maybe_fail("replace_lease")
+        key = f"{namespace}/{name}"
+        current = self.leases.get(key)
+        if current is None:
+            raise ApiError(404, "NotFound", f"leases {key} not found")
+        if lease["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified; please apply your "
+                                            "changes to the latest version and try again")
+        stored = copy.deepcopy(lease)
+        stored["metadata"]["resourceVersion"] = str(next(self.rv))
+        self.leases[key] = stored
