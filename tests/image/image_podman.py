@@ -22,7 +22,6 @@ INSTALL_STAGE_LABEL = "io.fluxinfra.stage=install"
 def podman_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CONTAINERS_CONF", str(HERE / "containers.conf"))
-    env.setdefault("CONTAINERS_STORAGE_CONF", str(HERE / "storage.conf"))
     return env
 
 

@@ -58,6 +58,12 @@ def test_entrypoint_is_the_fluxinfra_cli(image: str, config: dict[str, Any]) -> 
     assert "service" in out and "scheduler" in out, out
 
 
+@pytest.mark.parametrize("command", ["scheduler", "service", "query"])
+def test_command_starts_in_the_image(image: str, command: str) -> None:
+    out = in_image(image, command, "--help")
+    assert out.startswith(f"usage: fluxinfra {command}"), out
+
+
 def test_matcher_and_service_dependencies_import(image: str) -> None:
     if not hasattr(importlib.import_module("fluxinfra.matcher"), "Matcher"):
         pytest.skip("fluxinfra.matcher does not export its API yet (fluxinfra/matcher/__init__.py)")
@@ -84,6 +90,11 @@ RECIPE = {"cluster": "image-test", "racks": 1, "nodes_per_rack": 2, "sockets": 1
           "cores_per_socket": 4, "gpus_per_socket": 0, "memory_per_socket": [1, 4]}
 
 
+#: podman's spelling of the restricted Pod Security level plus readOnlyRootFilesystem.
+RESTRICTED = ("--read-only", "--tmpfs", "/tmp:rw,size=64m,mode=1777", "--cap-drop", "ALL",
+              "--security-opt", "no-new-privileges")
+
+
 def cores_jobspec(cores: int) -> dict[str, Any]:
     return {"version": 9999,
             "resources": [{"type": "slot", "count": 1, "label": "default",
@@ -100,12 +111,14 @@ def free_loopback_port() -> int:
 
 @pytest.fixture(scope="module")
 def service(image: str) -> Iterator[int]:
-    """`fluxinfra service` in the image, its gRPC port published on 127.0.0.1 only."""
+    """`fluxinfra service` in the image, its gRPC port published on 127.0.0.1 only, confined the
+    way the Kubernetes manifests confine it (fluxinfra/k8s/manifests.py): read-only root with a
+    small /tmp, every capability dropped, no privilege escalation."""
     if SERVICE_MISSING:
         pytest.skip(f"{SERVICE_MISSING} has not landed yet: no service to run in the image")
     port = free_loopback_port()
     name = f"fluxinfra-image-test-{port}"
-    podman("run", "--detach", "--rm", "--name", name, *ULIMITS,
+    podman("run", "--detach", "--rm", "--name", name, *ULIMITS, *RESTRICTED,
            "--publish", f"127.0.0.1:{port}:4242", image,
            "service", "--port", "4242", "--recipe", json.dumps(RECIPE))
     try:
