@@ -7,8 +7,9 @@
 
 Graphs are ``graph_from_recipe`` machines of N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB
 memory per socket (79 vertices per node). Each size runs in its own subprocess, so the RSS printed
-is that of building (and matching on) that one graph. For every policy a fresh ``Matcher`` is made
-on the graph and each stream runs in two phases:
+is that of building (and matching on) that one graph; another subprocess times the core's GRUG
+reader on the GraphML resource-query loads (``recipe_to_grug``), for a like-for-like load figure.
+For every policy a fresh ``Matcher`` is made on the graph and each stream runs in two phases:
 
 * **fill**: ``match allocate`` the stream's jobspec until the graph is full (``Busy``) or the cap
   (``--cap``, default 2,000; 200 with ``--quick``) or the per-stream time budget is reached;
@@ -222,10 +223,23 @@ def worker(config: dict) -> dict:
     return out
 
 
-def run_worker(config: dict) -> dict:
+def grug_worker(config: dict) -> dict:
+    """Time the core's GRUG reader on the GraphML that resource-query loads (own process)."""
+    from fluxinfra.matcher import load_graph
+
+    text = Path(config["grug"]).read_text()
+    base_rss = rss_mib()
+    start = time.perf_counter()
+    graph = load_graph(text, fmt="grug")
+    return {"size": config["size"], "vertices": len(graph),
+            "grug_s": time.perf_counter() - start, "grug_rss_mib": rss_mib(),
+            "base_rss_mib": base_rss}
+
+
+def run_worker(config: dict, mode: str = "--worker") -> dict:
     """``worker(config)`` in a fresh interpreter; returns its JSON result."""
     proc = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(config)],
+        [sys.executable, __file__, mode, json.dumps(config)],
         capture_output=True, text=True, cwd=REPO, check=False,
     )
     if proc.returncode != 0:
@@ -325,16 +339,18 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
 
 
 def build_table(results: list[dict], rq_results: dict[int, dict]) -> str:
-    headers = ["nodes", "vertices", "build s", "build RSS MiB", "total RSS MiB",
-               "fluxion load s", "fluxion RSS MiB"]
+    headers = ["nodes", "vertices", "recipe build s", "build RSS MiB", "GRUG load s",
+               "GRUG RSS MiB", "RSS after matching MiB", "fluxion GRUG load s", "fluxion RSS MiB"]
     rows = []
     for res in results:
         rq = rq_results.get(res["size"], {})
         if "error" in res:
-            rows.append([res["size"], "error: " + res["error"][:60], "", "", "", "", ""])
+            rows.append([res["size"], "error: " + res["error"][:60]] + [""] * 7)
             continue
+        grug = res.get("grug", {})
         rows.append([res["size"], res["vertices"], res["build_s"], res["build_rss_mib"],
-                     res["rss_mib"], rq.get("load_s"), rq.get("load_rss_mib")])
+                     grug.get("grug_s"), grug.get("grug_rss_mib"), res["rss_mib"],
+                     rq.get("load_s"), rq.get("load_rss_mib")])
     return format_table(headers, rows)
 
 
@@ -384,7 +400,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py matcher", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", help="comma-separated node counts (default 256,4096,16384)")
-    parser.add_argument("--policies", help="comma-separated policies (default: all ten)")
+    parser.add_argument("--policies",
+                        help="comma-separated policies (default: all ten; 'none': build only)")
     parser.add_argument("--streams", help=f"comma-separated streams (default {','.join(STREAMS)})")
     parser.add_argument("--quick", action="store_true",
                         help="256 nodes, cap 200, steady 50: a one-minute smoke run")
@@ -401,6 +418,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="resource-query -F match format (default simple)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--grug-worker", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -413,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
+    if args.grug_worker:
+        print(json.dumps(grug_worker(json.loads(args.grug_worker))))
+        return 0
     sizes = _csv(args.sizes, [256] if args.quick else DEFAULT_SIZES, int)
-    policies = _csv(args.policies, ALL_POLICIES)
+    policies = [] if args.policies == "none" else _csv(args.policies, ALL_POLICIES)
     streams = _csv(args.streams, STREAMS)
     unknown = sorted(set(streams) - set(STREAMS))
     if unknown:
@@ -430,7 +451,14 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for size in sizes:
         started = time.perf_counter()
-        results.append(run_worker({**config, "size": size}))
+        result = run_worker({**config, "size": size})
+        with tempfile.NamedTemporaryFile("w", suffix=".graphml") as grug:
+            from fluxinfra.matcher.recipe import recipe_to_grug
+
+            grug.write(recipe_to_grug(recipe_for(size)))
+            grug.flush()
+            result["grug"] = run_worker({"size": size, "grug": grug.name}, "--grug-worker")
+        results.append(result)
         print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s", flush=True)
     rq_results: dict[int, dict] = {}
     if args.resource_query:
