@@ -20,7 +20,7 @@ def parser() -> argparse.ArgumentParser:
                                 description="Replay a workload through the scheduler core.")
     p.add_argument("workload", help="workload file (YAML or JSON)")
     p.add_argument("--policy", action="append", dest="policies",
-                   help="Fluxion policy to compare (repeatable; default: first, lonode, high)")
+                   help="Fluxion policy to compare (repeatable; default: first)")
     p.add_argument("--no-baseline", action="store_true", help="skip the spread baseline")
     p.add_argument("--reserve-depth", type=int, default=1,
                    help="reservations per cycle: 1 = EASY backfill (default), 0 = none")
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     if args.reserve_depth < 0:
         raise ConfigError(f"--reserve-depth {args.reserve_depth}: use 0 or more")
     workload = load_workload(args.workload)
-    policies = args.policies or ["first", "lonode", "high"]
+    policies = args.policies or ["first"]
     results = compare(workload, policies, baseline=not args.no_baseline,
                       reserve_depth=args.reserve_depth)
     if args.json:
