@@ -1,7 +1,9 @@
 """Filters for the flux_broker role: CURVE certificates and TOML values.
 
-The CURVE certificate is generated on the controller, in memory, in the ZeroMQ / CZMQ ``zcert``
-file format that flux-core reads (``metadata`` and ``curve`` sections, Z85-encoded X25519 keys).
+The CURVE certificate is generated on the controller, in memory, by ``fluxinfra.secrets`` (the same
+code the Kubernetes side uses): X25519 keys, Z85-encoded, in the ZeroMQ zcert file format that
+flux-core reads. When the role runs from a checkout whose ``fluxinfra`` package is not installed
+in Ansible's Python, the checkout root is put on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -9,138 +11,78 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-_Z85_ALPHABET = (
-    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-)
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85_ALPHABET)}
-_CERT_LINE = re.compile(r'^\s+([\w.-]+)\s*=\s*"(.*)"\s*$')
-# What flux-core's cert reader accepts (src/common/libzmqutil/cert.c): keys are alphanumerics
-# plus "-."; values alphanumerics plus the punctuation below (no comma, no quote).
+# What flux-core's certificate reader accepts (src/common/libzmqutil/cert.c): keys are
+# alphanumerics plus "-."; values alphanumerics plus the punctuation below (no comma, no quote).
+_ENTRY = re.compile(r'^\s+([^=\s]+)\s*=\s*"(.*)"\s*$')
 _VALID_KEY = re.compile(r"^[A-Za-z0-9.-]+$")
 _VALID_VALUE = re.compile(r"^[A-Za-z0-9.:+=^!/*?&<>()\[\]{}@%$# \t-]*$")
 
 
-def _check_metadata(key: str, value: str) -> None:
-    if not _VALID_KEY.match(key):
-        raise AnsibleFilterError(f"CURVE certificate metadata key {key!r}: use [A-Za-z0-9.-]")
-    if not _VALID_VALUE.match(value):
-        raise AnsibleFilterError(
-            f"CURVE certificate metadata {key} = {value!r}: flux rejects characters such as "
-            "',' and '\"' in values; use letters, digits and .-:+=^!/*?&<>()[]{}@%$#"
-        )
-
-
-def z85_encode(data: bytes) -> str:
-    """Encode bytes (length a multiple of 4) as Z85 (ZeroMQ RFC 32)."""
-    if len(data) % 4:
-        raise AnsibleFilterError(f"z85: input length {len(data)} is not a multiple of 4")
-    out = []
-    for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i : i + 4], "big")
-        chunk = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            chunk.append(_Z85_ALPHABET[digit])
-        out.extend(reversed(chunk))
-    return "".join(out)
-
-
-def z85_decode(text: str) -> bytes:
-    """Decode Z85 text (length a multiple of 5) to bytes."""
-    if len(text) % 5:
-        raise AnsibleFilterError(f"z85: text length {len(text)} is not a multiple of 5")
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for char in text[i : i + 5]:
-            if char not in _Z85_INDEX:
-                raise AnsibleFilterError(f"z85: invalid character {char!r}")
-            value = value * 85 + _Z85_INDEX[char]
-        out += value.to_bytes(4, "big")
-    return bytes(out)
-
-
-def _x25519():
+def _secrets():
     try:
-        from cryptography.hazmat.primitives.asymmetric import x25519
-    except ImportError as exc:  # pragma: no cover - depends on the controller
-        raise AnsibleFilterError(
-            "flux_broker: generating the CURVE certificate needs the Python package "
-            "'cryptography' on the controller: pip install cryptography, or set "
-            "flux_broker_curve_cert_content to an existing certificate"
-        ) from exc
-    return x25519
+        from fluxinfra import secrets
+    except ImportError:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+        try:
+            from fluxinfra import secrets
+        except ImportError as exc:
+            raise AnsibleFilterError(
+                "flux_broker: generating or checking the CURVE certificate needs fluxinfra and "
+                "the 'cryptography' package on the controller (pip install -e . from the "
+                "fluxinfra checkout), or set flux_broker_curve_cert_content"
+            ) from exc
+    return secrets
 
 
-def _raw(key) -> bytes:
-    from cryptography.hazmat.primitives import serialization
+def _check_entries(text: str) -> None:
+    """Raise unless every ``key = "value"`` line is one flux-core's reader accepts."""
+    for line in text.splitlines():
+        match = _ENTRY.match(line)
+        if not match:
+            continue
+        key, value = match.groups()
+        if not _VALID_KEY.match(key):
+            raise AnsibleFilterError(f"CURVE certificate key {key!r}: use [A-Za-z0-9.-]")
+        if not _VALID_VALUE.match(value):
+            raise AnsibleFilterError(
+                f"CURVE certificate {key} = {value!r}: flux rejects characters such as ',' "
+                "and '\"' in values; use letters, digits and .-:+=^!/*?&<>()[]{}@%$#"
+            )
 
-    if hasattr(key, "public_key"):
-        return key.private_bytes(
-            serialization.Encoding.Raw,
-            serialization.PrivateFormat.Raw,
-            serialization.NoEncryption(),
-        )
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
-
-def flux_curve_cert(name: str, metadata: dict | None = None) -> str:
+def flux_curve_cert(name: str) -> str:
     """Return a new CURVE certificate (secret + public key) as zcert text."""
-    x25519 = _x25519()
-    secret = x25519.X25519PrivateKey.generate()
-    meta = {"name": str(name), "keygen.tool": "fluxinfra"}
-    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
-    for key, value in meta.items():
-        _check_metadata(key, value)
-    lines = ["#  ZeroMQ CURVE **Secret** Certificate", "#  DO NOT DISTRIBUTE", "", "metadata"]
-    lines += [f'    {key} = "{value}"' for key, value in meta.items()]
-    lines += [
-        "curve",
-        f'    public-key = "{z85_encode(_raw(secret.public_key()))}"',
-        f'    secret-key = "{z85_encode(_raw(secret))}"',
-    ]
-    return "\n".join(lines) + "\n"
+    secrets = _secrets()
+    text = secrets.format_curve_cert(secrets.curve_keypair(), name=str(name))
+    _check_entries(text)
+    return text
 
 
 def flux_curve_cert_parse(text: str) -> dict:
-    """Parse zcert text into ``{"metadata": {...}, "public": str, "secret": str}``.
-
-    Raises when a section or key is missing or the public key does not match the secret key.
-    """
-    section, metadata, curve = None, {}, {}
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if raw[0] not in " \t":
-            section = stripped
-            continue
-        match = _CERT_LINE.match(raw)
-        if not match or section not in ("metadata", "curve"):
-            raise AnsibleFilterError(f"CURVE certificate: unexpected line {stripped!r}")
-        key, value = match.group(1), match.group(2)
-        if section == "metadata":
-            _check_metadata(key, value)
-            metadata[key] = value
-        else:
-            curve[key] = value
-    if "public-key" not in curve or "secret-key" not in curve:
-        raise AnsibleFilterError("CURVE certificate: the curve section lacks public-key/secret-key")
-    x25519 = _x25519()
-    secret = x25519.X25519PrivateKey.from_private_bytes(z85_decode(curve["secret-key"]))
-    if z85_encode(_raw(secret.public_key())) != curve["public-key"]:
+    """Parse zcert text into ``{"public": str, "secret": str}``; raise unless flux could load it
+    (entries flux accepts, both keys present, public key belonging to the secret key)."""
+    secrets = _secrets()
+    _check_entries(text)
+    try:
+        pair = secrets.parse_curve_cert(text)
+        public = secrets.public_from_secret(pair.secret)
+    except (secrets.CertFormatError, ValueError) as exc:
+        raise AnsibleFilterError(f"CURVE certificate: {exc}") from exc
+    if public != pair.public:
         raise AnsibleFilterError("CURVE certificate: public-key does not match secret-key")
-    return {"metadata": metadata, "public": curve["public-key"], "secret": curve["secret-key"]}
+    return {"public": pair.public, "secret": pair.secret}
 
 
 def flux_curve_cert_valid(text: str) -> bool:
     """True when flux can load ``text`` as a CURVE certificate (never raises, never echoes)."""
     try:
         flux_curve_cert_parse(text)
-    except (AnsibleFilterError, ValueError, TypeError):
+    except AnsibleFilterError:
         return False
     return True
 

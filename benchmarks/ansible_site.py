@@ -1,0 +1,138 @@
+"""Wall time of playbooks/site.yml on 3 and 8 lab hosts (prefix method), cold and converged.
+
+    sudo .venv/bin/python benchmarks/ansible_site.py [--sizes 3 8] [--warm-runs 2] [--quick]
+    .venv/bin/python benchmarks/run.py ansible_site
+
+Each size gets a fresh lab (scripts/lab, its own bridge and /24): one cold run on new hosts, then
+converged re-runs (which must report changed=0); the table shows the cold time, the median
+converged time and seconds per host. With a real Flux at /opt/flux (or $FLUXINFRA_FLUX_PREFIX)
+the brokers start and quorum is awaited; otherwise the CI test double is used and the broker
+start is skipped (the table says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "ansible"))
+from lab_harness import DOUBLE, Lab, real_flux_prefix, run_playbook, write_inventory  # noqa: E402
+
+LAB_ENV = {
+    "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-bench",
+    "FLUXINFRA_LAB_NAME": "fxbench",
+    "FLUXINFRA_LAB_NET": "10.244.252",
+}
+
+
+def lab(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "lab"), *args],
+        text=True,
+        capture_output=True,
+        env={**os.environ, **LAB_ENV},
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"scripts/lab {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def flux_prefix(workdir: Path) -> tuple[str, str, bool]:
+    real = real_flux_prefix()
+    if real:
+        out = subprocess.run([f"{real}/bin/flux", "version"], text=True, capture_output=True)
+        version = next(x.split()[-1] for x in out.stdout.splitlines() if x.startswith("commands:"))
+        return real, version, True
+    prefix = workdir / "flux-double"
+    (prefix / "bin").mkdir(parents=True)
+    shutil.copy(DOUBLE, prefix / "bin" / "flux")
+    for path in (workdir, prefix, prefix / "bin"):
+        path.chmod(0o755)
+    return str(prefix), "0.76.0", False
+
+
+def timed_run(inventory: Path) -> tuple[float, dict]:
+    start = time.perf_counter()
+    run = run_playbook(inventory, timeout=1800)
+    elapsed = time.perf_counter() - start
+    if run.rc != 0:
+        raise SystemExit(f"site.yml failed (rc={run.rc}):\n{run.output[-4000:]}")
+    return elapsed, run.changed_hosts()
+
+
+def measure(
+    size: int, warm_runs: int, workdir: Path, prefix: str, version: str, real: bool
+) -> dict:
+    lab("down")
+    lab("up", str(size))
+    state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
+    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    inventory = write_inventory(
+        workdir / f"inventory-{size}.yml",
+        hosts,
+        [h["name"] for h in state["hosts"]],
+        {
+            "flux_install_method": "prefix",
+            "flux_install_prefix": prefix,
+            "flux_install_core_version": version,
+            "flux_broker_start": real,
+        },
+    )
+    try:
+        cold, _ = timed_run(inventory)
+        warm = []
+        for _ in range(warm_runs):
+            elapsed, changed = timed_run(inventory)
+            if changed:
+                raise SystemExit(f"converged run changed hosts: {changed}")
+            warm.append(elapsed)
+    finally:
+        lab("down")
+    return {"hosts": size, "cold": cold, "warm": statistics.median(warm)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 8])
+    parser.add_argument("--warm-runs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="3 hosts, one converged run")
+    args, _ = parser.parse_known_args(argv)
+    if args.quick:
+        args.sizes, args.warm_runs = [3], 1
+    if os.geteuid() != 0:
+        print("ansible_site: skipped, it needs root to start the ssh lab")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
+        workdir = Path(tmp)
+        prefix, version, real = flux_prefix(workdir)
+        rows = [measure(n, args.warm_runs, workdir, prefix, version, real) for n in args.sizes]
+    flux = f"real flux {version} ({prefix})" if real else "test double (broker start skipped)"
+    load = os.getloadavg()[0]
+    print(
+        f"playbooks/site.yml, prefix method, {flux}; load average {load:.1f} on "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'hosts':>5}  {'cold s':>7}  {'converged s (median)':>21}  {'cold s/host':>11}  "
+        f"{'vs 3 hosts':>10}"
+    )
+    base = rows[0]["cold"]
+    for row in rows:
+        print(
+            f"{row['hosts']:>5}  {row['cold']:>7.1f}  {row['warm']:>21.1f}  "
+            f"{row['cold'] / row['hosts']:>11.1f}  {row['cold'] / base:>9.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
