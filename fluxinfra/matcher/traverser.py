@@ -663,10 +663,15 @@ class Traverser:
 
     def _add_meta(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState,
                   below: dict[str, int], to_parent: dict[str, int]) -> None:
-        x = self.xcheck.get(u)
-        if x is None:
-            x = self.xcheck[u] = Planner(X_NJOBS)
-        job.xspans[u] = x.add_span(meta.at, meta.duration, 1)
+        if excl and needs >= self.g.size[u]:
+            # held whole: its own planner already reads 0 free for this window, so an
+            # exclusivity-checker span would prune nothing more (tag only, no span)
+            job.xspans[u] = None
+        else:
+            x = self.xcheck.get(u)
+            if x is None:
+                x = self.xcheck[u] = Planner(X_NJOBS)
+            job.xspans[u] = x.add_span(meta.at, meta.duration, 1)
         if below and self.g.subtree_totals(u):
             planners = self.agg.get(u)
             if planners is None:
@@ -742,7 +747,9 @@ class Traverser:
         remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
         if not remaining:
             for u in list(job.xspans):
-                self.xcheck[u].remove_span(job.xspans.pop(u))
+                span = job.xspans.pop(u)
+                if span is not None:
+                    self.xcheck[u].remove_span(span)
             for (a, t), (span, _) in list(job.agg.items()):
                 self.agg[a][t].remove_span(span)
             job.agg.clear()
@@ -781,7 +788,8 @@ class JobState:
         self.duration = 0
         self.reserved = False
         self.sched: dict[int, int] = {}  # vertex -> span in its own planner
-        self.xspans: dict[int, int] = {}  # vertex -> span in its exclusivity checker
+        #: vertex -> span in its exclusivity checker (None: tagged, held whole, no span needed)
+        self.xspans: dict[int, int | None] = {}
         self.agg: dict[tuple[int, str], tuple[int, int]] = {}  # (vertex, type) -> (span, amount)
         self.agg_owners: set[int] = set()
         self.used: dict[int, dict[str, int]] = {}  # vertex -> {its type: amount held}
