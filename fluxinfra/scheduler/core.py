@@ -9,10 +9,14 @@ and acts through two narrow interfaces, an :class:`~fluxinfra.scheduler.allocato
 Accounting (the cluster is the source of truth):
 
 - every bound, non-finished pod holds its request on its node, whoever placed it: pods we did
-  not place (another scheduler's, or ours from before a restart) are *adopted* as allocations;
-- a pod that finishes or is deleted releases its own share (``release``), never its group's;
-- nodes joining, changing (cordon, NotReady) and leaving update the allocator; pods adopted on a
-  node the allocator does not know yet are registered when the node arrives;
+  not bind in this run (another scheduler's, or ours from before a restart) are *resident*:
+  each node's resident pods are registered as one allocation of their summed requests
+  (re-registered at the start of the next cycle when they change; summing before rounding to
+  whole cores keeps ten 100m pods at one core);
+- a pod we bound that finishes or is deleted releases its own share (``release``), never its
+  group's;
+- nodes joining, changing (cordon, NotReady) and leaving update the allocator; resident pods
+  seen before their node are registered when it arrives;
 - jobs whose pods outlive their declared duration are extended, so the allocator never thinks
   their resources are free while the pods still run.
 
@@ -160,7 +164,12 @@ class SchedulerCore:
         self.invalid_pods: dict[str, str] = {}
         self.hold_until: dict[str, float] = {}
         self.enqueued_at: dict[str, float] = {}
-        self.orphans: dict[str, set[str]] = {}   # node -> uids adopted before the node arrived
+        # Pods we did not bind in this run (another scheduler's, or ours before a restart) are
+        # "resident": counted per node, as one allocation of their summed requests.
+        self.resident: dict[str, dict[str, Request]] = {}   # node -> uid -> request
+        self.resident_of: dict[str, str] = {}               # uid -> node
+        self.resident_job: dict[str, int] = {}              # node -> allocator job
+        self._dirty: set[str] = set()                       # nodes to re-register
         self._ends: list[tuple[int, int]] = []   # heap of (end, jobid)
         self.ready = False
         self.metrics.queue_depth.set_function(
@@ -183,6 +192,7 @@ class SchedulerCore:
             self.on_podgroup("ADDED", pg)
         for pod in pods:
             self.on_pod("ADDED", pod, now)
+        self._register_residents(now)
         self.ready = True
 
     def on_node(self, etype: str, node: dict[str, Any], now: int = 0) -> None:
@@ -191,13 +201,11 @@ class SchedulerCore:
             self.nodes.pop(name, None)
             self.allocator.remove_node(name)
             return
+        known = name in self.nodes
         self.nodes[name] = node
         self.allocator.upsert_node(node)
-        for uid in sorted(self.orphans.pop(name, ())):
-            info = self.pods.get(uid)
-            if info is not None and info.holds_resources and info.node_name == name:
-                self._forget_share(uid, info.group_key)
-                self._adopt(info, now)
+        if not known and self.resident.get(name):
+            self._dirty.add(name)  # pods seen before their node: register them now
         # More (or different) capacity: groups found unsatisfiable deserve another look.
         for group in self.groups.values():
             group.unschedulable = ""
@@ -230,12 +238,12 @@ class SchedulerCore:
         if info.holds_resources:
             self._dequeue(uid, previous or info)
             share = self._share(uid)
-            if share is None:
-                self._adopt(info, now)
-            elif share[0] != info.node_name:
+            if share is not None and share[0] != info.node_name:
                 # Our bind lost a race: the pod runs elsewhere. Account where it really is.
                 self._forget_share(uid, info.group_key)
-                self._adopt(info, now)
+                share = None
+            if share is None:
+                self._add_resident(info)
         elif info.bound or info.terminal or info.deleting:
             self._forget_share(uid, info.group_key)
             self._dequeue(uid, previous or info)
@@ -252,25 +260,57 @@ class SchedulerCore:
         job = self.jobs.get(jobid)
         return job.shares.get(uid) if job else None
 
-    def _adopt(self, info: PodInfo, now: int) -> None:
-        """Register a pod that is already running (placed by anyone) as an allocation."""
-        shape = info.request.shape()
-        duration = info.duration or self.config.default_duration
-        if info.node_name not in self.nodes:
-            self.orphans.setdefault(info.node_name, set()).add(info.uid)
-        try:
-            jobid = self.allocator.adopt(info.node_name, shape, now=now, duration=duration)
-        except MatcherError as exc:
-            # Our whole-core model can be fuller than the node really is (two 500m pods take
-            # two cores); say so, and keep the pod in the books so its end is handled.
-            log.warning("cannot register %s on %s (%s): %s", info.key, info.node_name, shape, exc)
-            self.metrics.errors.inc(source="adopt")
-            return
-        job = Job(jobid, info.group_key, now + duration, {info.uid: (info.node_name, shape)})
-        self._add_job(job)
-        self.pod_job[info.uid] = jobid
+    def _add_resident(self, info: PodInfo) -> None:
+        """A running pod we did not bind: count it on its node (registered at the next cycle)."""
+        node = info.node_name
+        pods = self.resident.setdefault(node, {})
+        if pods.get(info.uid) != info.request:
+            pods[info.uid] = info.request
+            self.resident_of[info.uid] = node
+            self._dirty.add(node)
         if info.group_kind:
             self._group_for(info).bound.add(info.uid)
+
+    def _drop_resident(self, uid: str) -> bool:
+        node = self.resident_of.pop(uid, None)
+        if node is None:
+            return False
+        pods = self.resident.get(node, {})
+        pods.pop(uid, None)
+        if not pods:
+            self.resident.pop(node, None)
+        self._dirty.add(node)
+        return True
+
+    def _register_residents(self, now: int) -> None:
+        """Re-register each changed node's resident pods as one allocation of their sum.
+
+        Summing before rounding keeps small pods honest: ten 100m pods take one core, not ten.
+        """
+        for node in sorted(self._dirty):
+            old = self.resident_job.pop(node, None)
+            if old is not None:
+                self.jobs.pop(old, None)
+                self._cancel_quietly(old)
+            pods = self.resident.get(node)
+            if not pods or node not in self.nodes:
+                continue
+            shape = resident_shape(pods.values())
+            if shape.cores == 0 and shape.memory_mib == 0 and shape.gpus == 0:
+                continue
+            duration = self.config.default_duration
+            try:
+                jobid = self.allocator.adopt(node, shape, now=now, duration=duration)
+            except MatcherError as exc:
+                # More in use than the graph has free there (whole-core rounding of our own
+                # pods, or a real over-commit): say so and count it.
+                log.warning("cannot register %d running pods on %s (%s): %s", len(pods), node,
+                            _fmt(shape), exc)
+                self.metrics.errors.inc(source="adopt")
+                continue
+            self.resident_job[node] = jobid
+            self._add_job(Job(jobid, "", now + duration, {f"resident:{node}": (node, shape)}))
+        self._dirty.clear()
 
     def _add_job(self, job: Job) -> None:
         self.jobs[job.jobid] = job
@@ -278,15 +318,17 @@ class SchedulerCore:
 
     def _forget_share(self, uid: str, group_key: str) -> None:
         """The pod no longer holds resources: release its share of its job."""
+        group = self.groups.get(group_key)
+        if group is not None and uid in group.bound:
+            group.bound.discard(uid)
+            if not group.pending and not group.bound:
+                del self.groups[group.key]
+        if self._drop_resident(uid):
+            return
         jobid = self.pod_job.pop(uid, None)
         if jobid is None:
             return
         job = self.jobs.get(jobid)
-        group = self.groups.get(group_key)
-        if group is not None:
-            group.bound.discard(uid)
-            if not group.pending and not group.bound:
-                del self.groups[group.key]
         if job is None or uid not in job.shares:
             return
         node, shape = job.shares.pop(uid)
@@ -314,8 +356,6 @@ class SchedulerCore:
         self.hold_until.pop(uid, None)
         if info is not None:
             self._dequeue(uid, info)
-            for uids in self.orphans.values():
-                uids.discard(uid)
 
     def _extend_overdue(self, now: int) -> None:
         """Jobs past their declared end still hold their nodes while their pods run."""
@@ -427,6 +467,7 @@ class SchedulerCore:
         report = CycleReport()
         if not self.ready:
             return report
+        self._register_residents(now)
         self._extend_overdue(now)
         reservations: list[int] = []
         busy: dict[tuple[int, Shape], int] = {}  # (count, shape) -> shortest busy duration
@@ -602,11 +643,15 @@ class SchedulerCore:
         return sum(len(g.pending) for g in self.groups.values())
 
     def held(self) -> dict[str, list[tuple[str, Shape]]]:
-        """node -> [(pod uid, shape)] for every share the core has registered."""
+        """node -> [(pod uid, shape)] for every pod the core counts as holding resources."""
         out: dict[str, list[tuple[str, Shape]]] = {}
         for job in self.jobs.values():
             for uid, (node, shape) in job.shares.items():
-                out.setdefault(node, []).append((uid, shape))
+                if not uid.startswith("resident:"):
+                    out.setdefault(node, []).append((uid, shape))
+        for node, pods in self.resident.items():
+            for uid, request in pods.items():
+                out.setdefault(node, []).append((uid, request.shape()))
         return out
 
 
@@ -617,3 +662,12 @@ def _fmt(shape: Shape) -> str:
     if shape.gpus:
         parts.append(f"{shape.gpus} GPUs")
     return "(" + ", ".join(parts) + ")"
+
+
+def resident_shape(requests: Iterable[Request]) -> Shape:
+    """The graph amounts of several pods on one node: summed first, then rounded."""
+    total = Request(0, 0, 0)
+    for r in requests:
+        total = Request(total.cpu_milli + r.cpu_milli, total.memory + r.memory, total.gpu + r.gpu)
+    shape = total.shape()
+    return Shape(0 if total.cpu_milli == 0 else shape.cores, shape.memory_mib, shape.gpus)

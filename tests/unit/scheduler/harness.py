@@ -6,7 +6,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from fluxinfra.scheduler.allocator import Allocator, node_specs
+from fluxinfra.matcher.k8s import node_allocatable
+from fluxinfra.scheduler.allocator import Allocator
 from fluxinfra.scheduler.binder import KubeBinder
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
 from fluxinfra.scheduler.pods import pod_info
@@ -56,8 +57,9 @@ class Harness:
 
 
 def check_invariants(h: Harness) -> None:
-    """No node over capacity; the core holds exactly one share per running pod, on its node."""
-    capacity = {s.name: s for s in node_specs(h.api.objects["nodes"].values())[0]}
+    """No node over-committed (real requests vs allocatable); the core counts exactly the running
+    pods, each on the node it runs on; the allocator's books match the core's jobs."""
+    nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     running: dict[str, str] = {}
     for pod in h.api.objects["pods"].values():
@@ -67,17 +69,17 @@ def check_invariants(h: Harness) -> None:
         if not info.holds_resources:
             continue
         running[info.uid] = info.node_name
-        if info.node_name in capacity:
-            shape = info.request.shape()
-            u = used[info.node_name]
-            u[0] += shape.cores
-            u[1] += shape.memory_mib
-            u[2] += shape.gpus
-    for node, (cores, mem, gpus) in used.items():
-        spec = capacity[node]
-        assert cores <= spec.cores, f"{node}: {cores} cores used of {spec.cores}"
-        assert mem <= spec.memory_mib, f"{node}: {mem} MiB used of {spec.memory_mib}"
-        assert gpus <= len(spec.gpus), f"{node}: {gpus} GPUs used of {len(spec.gpus)}"
+        u = used[info.node_name]
+        u[0] += info.request.cpu_milli
+        u[1] += info.request.memory
+        u[2] += info.request.gpu
+    for node, (cpu, mem, gpus) in used.items():
+        if node not in nodes:
+            continue
+        alloc = node_allocatable(nodes[node])
+        assert cpu <= alloc.get("cpu", 0), f"{node}: {cpu}m cpu requested of {alloc}"
+        assert mem <= alloc.get("memory", 0), f"{node}: {mem} bytes requested of {alloc}"
+        assert gpus <= alloc.get("nvidia.com/gpu", 0), f"{node}: {gpus} GPUs of {alloc}"
     held = {uid: node for node, shares in h.core.held().items() for uid, _ in shares}
     assert held == running, f"core holds {held}, cluster runs {running}"
     counts: dict[str, int] = defaultdict(int)
@@ -86,12 +88,13 @@ def check_invariants(h: Harness) -> None:
             counts[uid] += 1
     assert all(c == 1 for c in counts.values()), f"a pod is held twice: {dict(counts)}"
     ledger = getattr(h.core.allocator, "ledger", None)
-    if ledger is not None:  # the Fluxion allocator's fast pre-check agrees with the books
+    if ledger is not None:  # the Fluxion allocator's fast pre-check agrees with the core's jobs
         books: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for node, shares in h.core.held().items():
-            for _, shape in shares:
+        for job in h.core.jobs.values():
+            for node, shape in job.shares.values():
                 b = books[node]
                 b[0], b[1], b[2] = b[0] + shape.cores, b[1] + shape.memory_mib, b[2] + shape.gpus
-        for node, used in ledger.used.items():
-            assert used == books.get(node, [0, 0, 0]), f"ledger {node}: {used} vs {books[node]}"
+        for node, used_here in ledger.used.items():
+            assert used_here == books.get(node, [0, 0, 0]), \
+                f"ledger {node}: {used_here} vs {books[node]}"
     assert math.isfinite(h.core.metrics.match_latency.count)

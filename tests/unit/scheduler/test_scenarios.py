@@ -316,3 +316,25 @@ def test_identical_lone_pods_are_matched_together_and_released_alone(
     h.step()
     assert h.node_of("odd") == "n0", "two single cores came back on n0"
     check_invariants(h)
+
+
+def test_small_pods_of_others_are_summed_before_rounding(make: Callable[..., Harness]) -> None:
+    """Ten 100m pods (a DaemonSet's worth) take one core of the graph, not ten."""
+    h = make(nodes=1, cpu="4").start()
+    for i in range(10):
+        h.api.create("pods", make_pod(f"ds{i}", cpu="100m", memory="64Mi",
+                                      scheduler="default-scheduler", node="n0",
+                                      phase="Running"))
+    h.api.create("pods", make_pod("ours", cpu="3", memory="1Gi"))
+    h.step()
+    assert h.node_of("ours") == "n0"
+    assert h.core.metrics.errors.value(source="adopt") == 0
+    check_invariants(h)
+    h.api.create("pods", make_pod("more", cpu="1", memory="1Gi"))
+    h.step()
+    assert h.node_of("more") == "", "1 core (rounded) is in use by the small pods"
+    for i in range(10):
+        h.api.delete("pods", f"default/ds{i}")
+    h.step()
+    assert h.node_of("more") == "n0"
+    check_invariants(h)
