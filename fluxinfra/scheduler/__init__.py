@@ -1,12 +1,20 @@
 """fluxinfra's Kubernetes scheduler: Fluxion's policies for pods and pod groups.
 
-Modules, from the cluster inwards:
+Modules, from the cluster inwards (docs/scheduler.md has the user's view):
 
 - :mod:`~fluxinfra.scheduler.kube` - the one narrow interface to the API (a Protocol) and its
   error type; :mod:`~fluxinfra.scheduler.client` implements it over the ``kubernetes`` client;
 - :mod:`~fluxinfra.scheduler.informer` - list-then-watch with resync and backoff;
-- :mod:`~fluxinfra.scheduler.pods` - requests, groups, durations and priorities read from pods;
-- :mod:`~fluxinfra.scheduler.events` and :mod:`~fluxinfra.scheduler.metrics` - what users see.
+- :mod:`~fluxinfra.scheduler.leader` - leader election on a Lease;
+- :mod:`~fluxinfra.scheduler.runner` - start-up (rebuild before binding), the apply/schedule loop;
+- :mod:`~fluxinfra.scheduler.core` - cluster state, accounting, the queue, the cycle;
+- :mod:`~fluxinfra.scheduler.allocator` - the placement interface and the spread baseline;
+  :mod:`~fluxinfra.scheduler.fluxion` - placement through Fluxion's matcher (in process or gRPC);
+- :mod:`~fluxinfra.scheduler.binder` - binds, Events and conditions through the API;
+- :mod:`~fluxinfra.scheduler.pods`, :mod:`~fluxinfra.scheduler.events`,
+  :mod:`~fluxinfra.scheduler.metrics` - what is read from pods, what users see;
+- :mod:`~fluxinfra.scheduler.simulator` - the core replaying a workload in simulated time;
+- :mod:`~fluxinfra.scheduler.main` - ``fluxinfra scheduler`` / ``python -m fluxinfra.scheduler``.
 
 Importing this package has no side effects and loads no Kubernetes or gRPC code.
 """
