@@ -305,6 +305,9 @@ def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: in
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0 and host == "[::]":
+        # No IPv6 in this network namespace (common in containers): IPv4 only.
+        bound = server.add_insecure_port(f"0.0.0.0:{port}")
     if bound == 0:
         raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
     server.start()
