@@ -37,12 +37,14 @@ def test_runs_as_a_fixed_non_root_user(image: str, config: dict[str, Any]) -> No
                     entrypoint="python3").split() == ["10001", "10001"]
 
 
-def test_has_oci_labels_for_this_build(config: dict[str, Any], revision: str) -> None:
+def test_has_oci_labels_for_this_build(config: dict[str, Any], revision: str,
+                                       base_image: str) -> None:
     labels = config["Labels"]
     assert labels["org.opencontainers.image.title"] == "fluxinfra"
     assert labels["org.opencontainers.image.version"] == __version__
     assert labels["org.opencontainers.image.revision"] == revision
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.base.name"] == base_image
     assert labels["org.opencontainers.image.created"].endswith("Z"), labels
     assert "io.fluxinfra.stage" not in labels, "install-stage label leaked into the final image"
 
@@ -125,7 +127,7 @@ def service(image: str) -> Iterator[int]:
         wait_serving(name, port)
         yield port
     finally:
-        podman("stop", "--time", "2", name, check=False, timeout=60)
+        podman("rm", "--force", "--ignore", "--time", "2", name, check=False, timeout=60)
 
 
 def wait_serving(name: str, port: int, timeout: float = 60) -> None:
