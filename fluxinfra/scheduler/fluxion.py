@@ -38,15 +38,10 @@ from typing import Any, Protocol
 from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Placement, node_specs
 from fluxinfra.scheduler.pods import Shape
-from fluxinfra.service.jobspecs import amounts_pod, slots_jobspec
+from fluxinfra.service.allocations import register_amounts
+from fluxinfra.service.jobspecs import slots_jobspec
 
-__all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend",
-           "shape_pod"]
-
-
-def shape_pod(node: str, shape: Shape) -> dict[str, Any]:
-    """A minimal bound pod asking for ``shape`` on ``node`` (what ``pod_allocation_R`` reads)."""
-    return amounts_pod(node, cores=shape.cores, memory_mib=shape.memory_mib, gpus=shape.gpus)
+__all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend"]
 
 
 def graph_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,11 +116,8 @@ class InProcessBackend:
         return bool(self.matcher.partial_cancel(jobid, nodes))
 
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
-        from fluxinfra.matcher.k8s import pod_allocation_R
-
-        self.matcher.now = now
-        rset = pod_allocation_R(shape_pod(node, shape), self.matcher, duration=duration)
-        self.matcher.update_allocate(jobid, rset, at=now, duration=duration)
+        register_amounts(self.matcher, jobid, node, cores=shape.cores,
+                         memory_mib=shape.memory_mib, gpus=shape.gpus, at=now, duration=duration)
 
     def set_status(self, node: str, status: str) -> None:
         self.matcher.set_status(node, status)

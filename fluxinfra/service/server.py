@@ -42,7 +42,8 @@ from fluxinfra.matcher import (
 )
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
-from fluxinfra.service.jobspecs import amounts_pod, slots_jobspec
+from fluxinfra.service.allocations import register_amounts
+from fluxinfra.service.jobspecs import slots_jobspec
 
 __all__ = ["OPERATIONS", "SERVICE_NAME", "FluxionServicer", "serve"]
 
@@ -201,8 +202,6 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
     def Register(self, request: pb.RegisterRequest,  # noqa: N802
                  context: grpc.ServicerContext) -> pb.MatchResponse:
         def run() -> pb.MatchResponse:
-            from fluxinfra.matcher.k8s import pod_allocation_R
-
             if not request.node:
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                              "node: empty; name the node the amounts are in use on")
@@ -214,13 +213,10 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                        for v in self.matcher.graph.by_name(request.node)):
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                              f"node: {request.node!r} is not in the graph")
-            self.matcher.now = int(request.at)
-            duration = int(request.duration) or None
-            pod = amounts_pod(request.node, cores=request.cores, memory_mib=request.memory_mib,
-                              gpus=request.gpus)
-            rset = pod_allocation_R(pod, self.matcher, duration=duration)
-            result = self.matcher.update_allocate(int(request.jobID), rset, at=int(request.at),
-                                                  duration=duration)
+            result = register_amounts(self.matcher, int(request.jobID), request.node,
+                                      cores=request.cores, memory_mib=request.memory_mib,
+                                      gpus=request.gpus, at=int(request.at),
+                                      duration=int(request.duration) or None)
             return match_response(result)
         return self._run(context, run)
 
