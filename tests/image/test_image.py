@@ -3,13 +3,11 @@ and serving real gRPC Match calls to a client outside the container."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from image_podman import ULIMITS, podman
@@ -54,7 +52,7 @@ def test_exposes_grpc_and_metrics_ports(config: dict[str, Any]) -> None:
 
 
 def test_entrypoint_is_the_fluxinfra_cli(image: str, config: dict[str, Any]) -> None:
-    assert config["Entrypoint"] == ["fluxinfra"]
+    assert config["Entrypoint"] == ["/usr/bin/tini", "--", "fluxinfra"]
     out = in_image(image, "--help")
     assert out.startswith("usage: fluxinfra"), out
     assert "service" in out and "scheduler" in out, out
@@ -67,8 +65,6 @@ def test_command_starts_in_the_image(image: str, command: str) -> None:
 
 
 def test_matcher_and_service_dependencies_import(image: str) -> None:
-    if not hasattr(importlib.import_module("fluxinfra.matcher"), "Matcher"):
-        pytest.skip("fluxinfra.matcher does not export its API yet (fluxinfra/matcher/__init__.py)")
     out = in_image(image, "-c",
                    "import fluxinfra.matcher as m, grpc, kubernetes;"
                    "print(m.ResourceGraph.__name__, m.Matcher.__name__)",
@@ -82,11 +78,6 @@ def test_image_size_stays_bounded(image: str) -> None:
 
 
 # -- the real service, called from outside the container ------------------------------------------
-
-SERVICE_MISSING = next(
-    (mod for mod in ("fluxinfra.cli.service", "fluxinfra.service.client")
-     if importlib.util.find_spec(mod) is None), None)
-
 
 RECIPE = {"cluster": "image-test", "racks": 1, "nodes_per_rack": 2, "sockets": 1,
           "cores_per_socket": 4, "gpus_per_socket": 0, "memory_per_socket": [1, 4]}
@@ -111,23 +102,39 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def service(image: str) -> Iterator[int]:
+class Service(NamedTuple):
+    name: str
+    port: int
+
+
+def start_service(image: str, *extra: str) -> Service:
     """`fluxinfra service` in the image, its gRPC port published on 127.0.0.1 only, confined the
     way the Kubernetes manifests confine it (fluxinfra/k8s/manifests.py): read-only root with a
     small /tmp, every capability dropped, no privilege escalation."""
-    if SERVICE_MISSING:
-        pytest.skip(f"{SERVICE_MISSING} has not landed yet: no service to run in the image")
     port = free_loopback_port()
     name = f"fluxinfra-image-test-{port}"
-    podman("run", "--detach", "--rm", "--name", name, *ULIMITS, *RESTRICTED,
+    podman("run", "--detach", "--name", name, *ULIMITS, *RESTRICTED, *extra,
            "--publish", f"127.0.0.1:{port}:4242", image,
            "service", "--port", "4242", "--recipe", json.dumps(RECIPE))
     try:
         wait_serving(name, port)
-        yield port
+    except BaseException:
+        remove(name)
+        raise
+    return Service(name, port)
+
+
+def remove(name: str) -> None:
+    podman("rm", "--force", "--ignore", "--time", "2", name, check=False, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def service(image: str) -> Iterator[Service]:
+    svc = start_service(image)
+    try:
+        yield svc
     finally:
-        podman("rm", "--force", "--ignore", "--time", "2", name, check=False, timeout=60)
+        remove(svc.name)
 
 
 def wait_serving(name: str, port: int, timeout: float = 60) -> None:
@@ -148,12 +155,12 @@ def wait_serving(name: str, port: int, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
-def test_service_in_the_container_allocates_like_the_in_process_matcher(service: int) -> None:
+def test_service_in_the_container_allocates_like_the_in_process_matcher(service: Service) -> None:
     from fluxinfra.matcher import Jobspec, Matcher
     from fluxinfra.matcher.recipe import graph_from_recipe
     from fluxinfra.service.client import FluxionClient
 
-    with FluxionClient(f"127.0.0.1:{service}") as client:
+    with FluxionClient(f"127.0.0.1:{service.port}") as client:
         remote = client.match(cores_jobspec(2))
     local = Matcher(graph_from_recipe(RECIPE)).match(Jobspec.parse(cores_jobspec(2)))
     assert remote.status == local.status == "ALLOCATED", remote
@@ -161,10 +168,31 @@ def test_service_in_the_container_allocates_like_the_in_process_matcher(service:
     assert remote.R["execution"]["R_lite"] == local.R["execution"]["R_lite"], remote.R
 
 
-def test_service_in_the_container_reports_unsatisfiable_as_the_typed_error(service: int) -> None:
+def test_service_in_the_container_reports_unsatisfiable_as_the_typed_error(
+        service: Service) -> None:
     from fluxinfra.matcher import Unsatisfiable
     from fluxinfra.service.client import FluxionClient
 
-    with FluxionClient(f"127.0.0.1:{service}") as client, pytest.raises(Unsatisfiable):
+    with FluxionClient(f"127.0.0.1:{service.port}") as client, pytest.raises(Unsatisfiable):
         # 4 cores per node; plain allocate would say Busy, as Fluxion does
         client.match(cores_jobspec(5), op="allocate_with_satisfiability")
+
+
+def test_pid_1_is_tini_so_every_command_gets_sigterm(service: Service) -> None:
+    # A bare Python PID 1 ignores SIGTERM unless it installs a handler (the kernel drops
+    # default-action signals to a namespace's init); tini forwards it to the command.
+    comm = podman("exec", service.name, "cat", "/proc/1/comm").stdout.strip()
+    assert comm == "tini", f"{service.name}: PID 1 is {comm!r}"
+
+
+def test_service_stops_promptly_and_cleanly_on_sigterm(image: str) -> None:
+    svc = start_service(image)
+    try:
+        start = time.monotonic()
+        podman("stop", "--time", "10", svc.name, timeout=60)
+        elapsed = time.monotonic() - start
+        code = podman("inspect", "--format", "{{.State.ExitCode}}", svc.name).stdout.strip()
+    finally:
+        remove(svc.name)
+    assert code == "0", f"{svc.name} exited {code} on SIGTERM"
+    assert elapsed < 5, f"{svc.name} took {elapsed:.1f}s to stop (SIGKILL after 10 s)"
