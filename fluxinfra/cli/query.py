@@ -392,7 +392,7 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
     graph = load_graph(opts.load_file, opts.load_format, **kwargs)
     subsystems = _subsystems(opts.match_subsystems)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
-                      prune_filters=opts.prune_filters,
+                      prune_filters=opts.prune_filters, exact=True,
                       flexible=opts.traverser_policy == "flexible")
     return QuerySession(matcher, out, opts.match_format, err, stdout)
 

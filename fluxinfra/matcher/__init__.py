@@ -26,6 +26,7 @@ Matching
     (``ALLOCATED``/``RESERVED``/``MATCHED``/``SATISFIABLE``), ``at``, ``overhead`` (seconds),
     ``R`` (RFC 20 Rv1: ``execution`` + ``scheduling`` JGF), ``nodes`` (node names),
     ``slots`` (one dict per slot instance: node name -> {type: amount}), ``jgf``.
+    ``m.slot_R(jobid, i)`` is the R of slot instance *i* alone (for ``partial_cancel``).
 
     ``m.cancel(jobid)`` (raises :class:`UnknownJob`), ``m.partial_cancel(jobid, names_or_R) ->
     bool`` (True once nothing is left), ``m.update_allocate(jobid, R, at=0, duration=None)``
@@ -57,14 +58,15 @@ Policies (one table; "score" is what is compared when choosing among candidates)
                     stop_on_1_matches=true|false`` (Fluxion's option string)
     ==============  =====================================================================
 
-    Graphs of up to 50,000 vertices are matched *exactly* as Fluxion does (every candidate
-    scored; ties broken in libstdc++'s ``std::sort`` order, so ``fluxinfra query`` output is
-    byte-identical). Larger graphs (or ``exact=False``) are matched *fast*: children are
-    explored in the policy's order and a level stops once it has what it needs, subtrees that
-    cannot supply one instance are skipped by their aggregate free counts, so the cost grows
-    with the request, not the graph. Fast matching picks the same vertices except where
-    Fluxion's scoring ranks whole subtrees by a sum (e.g. ``low`` may prefer an untouched
-    socket to the rest of a partly used one).
+    ``Matcher(..., exact=True)`` (what ``fluxinfra query`` uses) scores every candidate as
+    Fluxion does and breaks ties in libstdc++'s ``std::sort`` order, so the choices (and the
+    query output) are byte-identical to Fluxion's; its cost grows with the graph. The default
+    is *fast*: children are explored in the policy's order, a level stops once it has what it
+    needs, and subtrees that cannot supply one instance are skipped by their aggregate free
+    counts, so the cost grows with the request, not the graph. Fast picks the same vertices
+    except where Fluxion ranks whole subtrees by a sum of scores (``low``/``high`` may then
+    finish a partly used socket or node first where Fluxion would open a fresh one: first-fit
+    packing). ``first``/``firstnodex`` stop early in both modes.
 
 Pod groups (the Kubernetes scheduler's case)
     A group of N pods is ONE jobspec ``slot[N] -> {core[c], memory[m], gpu[g]}``: each slot
@@ -89,16 +91,19 @@ Pod groups (the Kubernetes scheduler's case)
     ...          "with": [{"type": "core", "count": 1}, {"type": "memory", "count": 4}]}],
     ...          "attributes": {"system": {"duration": 3600}}}
     >>> r = m.match(group)
-    >>> r.nodes                      # two pods share node0, the third lands on node1
-    ['node0', 'node1']
-    >>> r.slots[0], r.slots[2]
-    ({'node0': {'core': 1, 'memory': 4}}, {'node1': {'core': 1, 'memory': 4}})
+    >>> r.nodes, r.slots[2]           # the three pods share node0
+    (['node0'], {'node0': {'core': 1, 'memory': 4}})
+    >>> other = m.match(group)        # and node0 is shared with the next group
+    >>> sorted(node for slot in other.slots for node in slot)
+    ['node0', 'node1', 'node1']
     >>> again = Matcher(g, policy="low", exact_pools=True)
     >>> again.update_allocate(r.jobid, r.R).nodes     # a restarted scheduler re-learns it
-    ['node0', 'node1']
-    >>> m.partial_cancel(r.jobid, "node1")          # the pod on node1 finished
+    ['node0']
+    >>> m.partial_cancel(r.jobid, m.slot_R(r.jobid, 1))   # pod 1 finished: its slot is freed
     False
-    >>> m.partial_cancel(r.jobid, "node0")          # and then the two on node0
+    >>> m.info(r.jobid).slots         # pods 0 and 2 still hold theirs
+    [{'node0': {'core': 1, 'memory': 4}}, {'node0': {'core': 1, 'memory': 4}}]
+    >>> m.partial_cancel(r.jobid, "node0")          # the rest by node name
     True
 """
 

@@ -41,8 +41,8 @@ from fluxinfra.matcher.writers import write_jgf, write_rv1
 
 __all__ = ["Matcher", "MatchResult", "OPS"]
 
-#: graphs up to this many vertices are matched exactly (every candidate scored) by default
-EXACT_LIMIT = 50_000
+#: above this many vertices the cyclic GC is told to leave the (long-lived) graph alone
+LARGE_GRAPH = 50_000
 
 OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
        "without_allocating")
@@ -84,11 +84,11 @@ class Matcher:
 
     def __init__(self, graph: ResourceGraph, policy: str = "first", *,
                  subsystem: str = CONTAINMENT, prune_filters: str | None = None,
-                 now: int = 0, exact_pools: bool = False, exact: bool | None = None,
+                 now: int = 0, exact_pools: bool = False, exact: bool = False,
                  flexible: bool = False) -> None:
         if not graph.finalized:
             graph.finalize()
-        if len(graph) > EXACT_LIMIT:
+        if len(graph) > LARGE_GRAPH:
             # a million-vertex graph is long-lived: keep the cyclic GC from re-scanning it
             # (gen-2 collections otherwise add 100 ms pauses to random matches)
             gc.freeze()
@@ -102,7 +102,7 @@ class Matcher:
         self.trav = cls(graph, self.policy, subsystem, prune_types, exact_pools)
         #: exact: score every candidate like Fluxion; otherwise explore children in policy
         #: order and stop once each level is satisfied (cost grows with the request)
-        self.exact = len(graph) <= EXACT_LIMIT if exact is None else exact
+        self.exact = bool(exact)
         self.trav.fast = not self.exact
         self.jobs: dict[int, JobState] = {}
         self.results: dict[int, MatchResult] = {}
@@ -247,6 +247,7 @@ class Matcher:
             self.trav.reweigh(job.reweigh, now)
         status = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"}[
             meta.alloc_type]
+        self._record_slots(job)
         result = self._result(job, status)
         if meta.alloc_type != AT_NO_ALLOC:
             self.jobs[jobid] = job
@@ -260,30 +261,56 @@ class Matcher:
         return MatchResult(job.jobid, status, job.at, 0.0, nodes, slots, job.vertices,
                            job.duration, g)
 
-    def _slots(self, job: JobState) -> list[dict[str, dict[str, int]]]:
-        """Per slot instance: node name -> {type: amount} (from the last selection's marks)."""
+    def _record_slots(self, job: JobState) -> None:
+        """Keep, per slot instance of the selection just committed, its vertices and amounts
+        (the slot's own members at their share, everything held below them whole)."""
         g = self.graph
-        parent = g.parent[self.trav.sub]
         held = {v: amount for _, v, amount, excl, _ in job.vertices if excl}
-        slots = []
+        job.slots = []
         for edges in self.trav.chosen_slots:
-            inst: dict[str, dict[str, int]] = {}
+            if not all(c in held for c, _ in edges):
+                continue  # a slot of a subtree the selection did not keep
+            members: dict[int, int] = {}
             for c, amount in edges:
-                if c not in held:
-                    break
-                host = c
-                while host != -1 and g.type[host] != "node":
-                    host = parent[host]
-                key = g.name[host] if host != -1 else g.name[c]
-                per = inst.setdefault(key, {})
-                per[g.type[c]] = per.get(g.type[c], 0) + amount
+                members[c] = members.get(c, 0) + amount
                 for v in g.preorder(c, self.trav.sub)[1:]:
                     if v in held:
-                        per[g.type[v]] = per.get(g.type[v], 0) + held[v]
-            else:
-                if inst:
-                    slots.append(inst)
-        return slots
+                        members[v] = held[v]
+            job.slots.append(members)
+
+    def _slots(self, job: JobState) -> list[dict[str, dict[str, int]]]:
+        """Per live slot instance: node name -> {type: amount}."""
+        g = self.graph
+        parent = g.parent[self.trav.sub]
+        out = []
+        for members in job.slots:
+            if members is None:
+                continue
+            inst: dict[str, dict[str, int]] = {}
+            for v, amount in members.items():
+                host = v
+                while host != -1 and g.type[host] != "node":
+                    host = parent[host]
+                per = inst.setdefault(g.name[host] if host != -1 else g.name[v], {})
+                per[g.type[v]] = per.get(g.type[v], 0) + amount
+            out.append(inst)
+        return out
+
+    def slot_R(self, jobid: int, index: int) -> dict:  # noqa: N802 - RFC 20 calls it R
+        """An R holding just slot ``index`` of a job (one pod of a group), for
+        :meth:`partial_cancel`."""
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise UnknownJob(f"unknown job id {jobid}")
+        if not 0 <= index < len(job.slots) or job.slots[index] is None:
+            raise MatcherError(f"job {jobid} has no live slot {index} "
+                               f"(it has {len(job.slots)} slots)")
+        members = job.slots[index]
+        emitted = [(lvl, v, members[v], True, False) for lvl, v, _, _, _ in job.vertices
+                   if v in members]
+        r = write_rv1(self.graph, emitted, job.at, job.at + job.duration)
+        r["attributes"] = {"user": {"fluxinfra.slot": index}}
+        return r
 
     # -- other operations -------------------------------------------------------------------
     def cancel(self, jobid: int) -> None:
@@ -310,11 +337,21 @@ class Matcher:
         job = self.jobs.get(jobid)
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
-        release = self._release_set(job, what)
-        if not release:
+        shrink: dict[int, int] = {}
+        release = self._release_set(job, what, shrink)
+        if not release and not shrink:
             raise MatcherError(f"job {jobid} holds none of the resources given; nothing released")
-        done = self.trav.release(job, release)
-        job.vertices = [e for e in job.vertices if e[1] not in release]
+        for v, amount in shrink.items():
+            self.trav.shrink(job, v, amount)
+        if isinstance(what, dict):
+            index = ((what.get("attributes") or {}).get("user") or {}).get("fluxinfra.slot")
+            if isinstance(index, int) and 0 <= index < len(job.slots):
+                job.slots[index] = None
+        done = self.trav.release(job, release) if release else not job.sched
+        job.vertices = [(lvl, v, job.used.get(v, {}).get(self.graph.type[v], amount), x, xp)
+                        for lvl, v, amount, x, xp in job.vertices if v not in release]
+        job.slots = [None if m is None or any(v in release for v in m) else m
+                     for m in job.slots]
         if done:
             del self.jobs[jobid]
             self.results.pop(jobid, None)
@@ -322,7 +359,9 @@ class Matcher:
             self.results[jobid] = self._result(job, self.results[jobid].status)
         return done
 
-    def _release_set(self, job: JobState, what: Any) -> set[int]:
+    def _release_set(self, job: JobState, what: Any,
+                     shrink: dict[int, int] | None = None) -> set[int]:
+        """Vertices to release; amounts smaller than what the job holds go to ``shrink``."""
         g = self.graph
         held = set(job.sched) | set(job.xspans)
         sub = self.trav.sub
@@ -343,8 +382,15 @@ class Matcher:
                 v = self._by_path(path) if path else g.by_uniq_id(int(n["id"]))
                 if v is None:
                     raise MatcherError(f"partial cancel: vertex {n.get('id')} is not in the graph")
-                if v in held:
-                    leaves.add(v)
+                if v not in held:
+                    continue
+                have = job.used.get(v, {}).get(g.type[v])
+                size = md.get("size", 1)
+                if shrink is not None and have is not None and isinstance(size, int) \
+                        and 0 < size < have:
+                    shrink[v] = size  # part of a pool (one pod's memory)
+                elif not g.children[sub][v] or have is not None:
+                    leaves.add(v)  # held whole (shared ancestors go once nothing is left)
         else:
             # like Fluxion, an R_lite releases whole ranks the job holds there
             from fluxinfra.matcher.rv1exec import rlite_entries

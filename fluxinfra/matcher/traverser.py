@@ -755,6 +755,33 @@ class Traverser:
             job.agg.clear()
         return not remaining
 
+    def shrink(self, job: JobState, u: int, amount: int) -> None:
+        """Give back ``amount`` of what ``job`` holds of pool vertex ``u`` (and of the
+        aggregate spans of its ancestors)."""
+        rtype = self.g.type[u]
+        have = job.used.get(u, {}).get(rtype, 0)
+        amount = min(amount, have)
+        if amount <= 0:
+            return
+        span = job.sched.get(u)
+        if span is not None:
+            new = _resize(self.sched[u], span, have - amount)
+            job.sched[u] = new
+            for table in (self.allocs, self.resvs):
+                spans = table.get(u)
+                if spans is not None and job.jobid in spans:
+                    spans[job.jobid] = new
+        job.used[u][rtype] = have - amount
+        parent = self.g.parent[self.sub]
+        a = parent[u]
+        while a != -1:
+            entry = job.agg.get((a, rtype))
+            if entry is not None:
+                span, total = entry
+                job.agg[(a, rtype)] = (_resize(self.agg[a][rtype], span, total - amount),
+                                       total - amount)
+            a = parent[a]
+
     def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
         """Re-rank children for ``first``: Fluxion orders a vertex's children by the free amount
         (at ``now``) of the last pruning type below each child, most free first; children no
@@ -779,7 +806,8 @@ class JobState:
     """What a committed match holds, so cancel can undo it exactly."""
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
-                 "resv_vertices", "reweigh", "now", "vertices", "at", "duration", "reserved")
+                 "resv_vertices", "reweigh", "now", "vertices", "at", "duration", "reserved",
+                 "slots")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -796,8 +824,17 @@ class JobState:
         self.alloc_vertices: list[int] = []
         self.resv_vertices: list[int] = []
         self.reweigh: list[tuple[int, int]] = []
+        #: per slot instance: {vertex: amount} (None once released)
+        self.slots: list[dict[int, int] | None] = []
         #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order
         self.vertices: list[tuple[int, int, int, bool, bool]] = []
+
+
+def _resize(planner: Planner, span: int, amount: int) -> int:
+    """Replace ``span`` by one of ``amount`` over the same window; returns the new span id."""
+    at, end, _ = planner.spans[span]
+    planner.remove_span(span)
+    return planner.add_span(at, end - at, amount)
 
 
 def _perf_class(props: dict | None) -> int:

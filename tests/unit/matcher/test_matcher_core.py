@@ -141,3 +141,24 @@ def test_info_returns_the_match(cluster):
     m = Matcher(cluster)
     r = m.match(slot_spec())
     assert m.info(r.jobid).R["execution"]["nodelist"] == r.R["execution"]["nodelist"]
+
+
+def test_slot_R_releases_one_pod_of_a_group_sharing_a_pool():
+    g = build_cluster(nodes=1, sockets=1, cores=4, gpus=0, mem_per_socket=16)
+    m = Matcher(g, policy="low", exact_pools=True)
+    r = m.match(slot_spec(nslots=3, cores=1, mem=4))
+    assert len(r.slots) == 3
+    assert m.partial_cancel(r.jobid, m.slot_R(r.jobid, 0)) is False
+    assert len(m.info(r.jobid).slots) == 2
+    # the pod's core and its 4 units of memory are free again: 2 cores + 8 memory remain
+    m.match(slot_spec(nslots=1, cores=2, mem=8))
+    with pytest.raises(Busy):
+        m.match(slot_spec(nslots=1, cores=1, mem=1))
+    check_invariants(m)
+
+
+def test_slots_belong_to_their_own_job_not_the_last_match(cluster):
+    m = Matcher(cluster, policy="low")
+    first = m.match(slot_spec(nslots=2, cores=1))
+    m.match(slot_spec(nslots=1, cores=3))
+    assert len(m.info(first.jobid).slots) == 2
