@@ -148,6 +148,8 @@ class Traverser:
         self._order_cache: dict[int, list[int]] = {}
         self._policy_cache: dict[int, list[int]] = {}
         self._kid_types: dict[int, frozenset[str]] = {}
+        #: id(resources list) -> (the list, leaf plan); lists live as long as their jobspec
+        self._leaf_plans: dict[int, tuple[list[Resource], dict[str, Resource] | None]] = {}
         #: explore children in policy order and stop once a level is satisfied (see Matcher)
         self.fast = False
         self.marks: dict[int, tuple[int, bool, int]] = {}
@@ -180,6 +182,7 @@ class Traverser:
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         _EXACT_SORT[0] = not self.fast
+        self._leaf_plans = {}
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -387,15 +390,59 @@ class Traverser:
         found = False
         gtype = self.g.type
         visited = self.visited
+        leaves = self._leaf_plan(resources)
+        kids = self.g.children[self.sub]
         for c in self._children(u):
             if visited is not None and c in visited:
                 continue
-            ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
-            if ok:
-                cnt = dfu.avail
-                dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
-                found = True
+            if leaves is not None and not kids[c] and gtype[c] in leaves:
+                hit = self._leaf(meta, c, leaves[gtype[c]], excl)
+                if hit is None:
+                    continue
+                score, cnt, x = hit
+            else:
+                ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
+                if not ok:
+                    continue
+                score, cnt = dfu.overall, dfu.avail
+            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
+            found = True
         return found
+
+    def _leaf_plan(self, resources: list[Resource]) -> dict[str, Resource] | None:
+        """type -> request, when every request at this level is a plain leaf request (no
+        slot, no children, no repeated type, no score factor): leaves then take a short path
+        with the same outcome as the full visit."""
+        key = id(resources)
+        hit = self._leaf_plans.get(key)
+        if hit is None:
+            plan: dict[str, Resource] | None = {}
+            factors = self.policy.factors
+            for r in resources:
+                if r.type == "slot" or r.with_ or r.type in plan or r.type in factors:
+                    plan = None
+                    break
+                plan[r.type] = r
+            hit = self._leaf_plans[key] = (resources, plan)
+        return hit[1]
+
+    def _leaf(self, meta: Meta, c: int, r: Resource, excl: bool):
+        """Visit leaf ``c`` for request ``r``: (score, amount free, exclusive) or None."""
+        g = self.g
+        self.preorder += 1
+        x_in = excl or bool(r.exclusive)
+        if meta.alloc_type != AT_SAT and not g.status[c]:
+            return None
+        p = self.sched.get(c)
+        avail = g.size[c] if p is None else p.avail_during(meta.at, meta.duration)
+        if avail == 0 or self._by_excl(meta, c, x_in, r):
+            return None
+        if self.visited is not None:
+            self.visited.add(c)
+        self.postorder += 1
+        if self.policy.kind == "variation":
+            return MATCH_MET + _perf_class(g.properties[c]), avail, x_in
+        return MATCH_MET + self._ml + g.id[c] + 1, avail, x_in
 
     def _ordered_children(self, u: int) -> list[int]:
         """Children for ``first``: untouched ones first, then most free; higher uniq_id first."""
@@ -434,6 +481,8 @@ class Traverser:
         visited = self.visited
         fast = self.fast
         sched = self.sched
+        leaves = self._leaf_plan(resources)
+        kids = self.g.children[self.sub]
         for c in children:
             if gtype[c] in sat or (visited is not None and c in visited):
                 continue
@@ -443,11 +492,17 @@ class Traverser:
                     continue
                 if self.g.subtree_totals(c) and self._cannot_supply(meta, c, resources):
                     continue
-            ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
-            if not ok:
-                continue
-            cnt = dfu.avail
-            dfu.evals(gtype[c]).add([dfu.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
+            if leaves is not None and not kids[c] and gtype[c] in leaves:
+                hit = self._leaf(meta, c, leaves[gtype[c]], excl)
+                if hit is None:
+                    continue
+                score, cnt, x = hit
+            else:
+                ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
+                if not ok:
+                    continue
+                score, cnt = dfu.overall, dfu.avail
+            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
             found = True
             enough = True
             for t, tally in tallies.items():
