@@ -3,11 +3,11 @@
 This module is the one place where the scheduler meets the matcher's API, so every gap between
 what the scheduler needs and what the matcher offers is bridged (and documented) here:
 
-- **Per-pod release.** A group is matched once, as one job; pods finish one by one. The matcher's
-  ``partial_cancel`` releases a job's whole share of a *node*, so when a finishing pod has
-  siblings of the same job on the same node, the allocator partially cancels the node and
-  re-registers the siblings' combined amounts there as a new matcher job (one
-  ``update_allocate``). Each allocator job is therefore a list of *pieces* (matcher jobs).
+- **Per-pod release.** A group is matched once, as one job; pods finish one by one. In process,
+  a finished pod's slot is released exactly (``partial_cancel(jobid, slot_R(jobid, i))``). Where
+  that is not available (the gRPC backend), ``partial_cancel`` by node frees the job's whole
+  share of the node, so the siblings of the same job on that node are re-registered as a new
+  matcher job (one ``update_allocate``). Each allocator job is therefore a list of *pieces*.
 - **Registering running pods.** ``adopt`` uses :func:`fluxinfra.matcher.k8s.pod_allocation_R`
   (lowest free vertices of the pod's node) and ``update_allocate``.
 - **Nodes joining and leaving.** Without ``add_subgraph`` / ``remove_subgraph`` in the matcher,
@@ -68,6 +68,9 @@ class MatcherBackend(Protocol):
               now: int) -> tuple[str, int, list[str]]: ...
     def cancel(self, jobid: int) -> None: ...
     def partial_cancel(self, jobid: int, nodes: list[str]) -> bool: ...
+    def release_slot(self, jobid: int, index: int) -> bool | None:
+        """Free one slot of a matched job; True when the job is empty, None if unsupported."""
+        ...
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None: ...
     def set_status(self, node: str, status: str) -> None: ...
 
@@ -115,6 +118,12 @@ class InProcessBackend:
     def partial_cancel(self, jobid: int, nodes: list[str]) -> bool:
         return bool(self.matcher.partial_cancel(jobid, nodes))
 
+    def release_slot(self, jobid: int, index: int) -> bool | None:
+        slot_r = getattr(self.matcher, "slot_R", None)
+        if slot_r is None:
+            return None
+        return bool(self.matcher.partial_cancel(jobid, slot_r(jobid, index)))
+
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
         register_amounts(self.matcher, jobid, node, cores=shape.cores,
                          memory_mib=shape.memory_mib, gpus=shape.gpus, at=now, duration=duration)
@@ -151,6 +160,9 @@ class RemoteBackend:
     def partial_cancel(self, jobid: int, nodes: list[str]) -> bool:
         return self.client.partial_cancel(jobid, nodes)
 
+    def release_slot(self, jobid: int, index: int) -> bool | None:
+        return None  # not in the RPC set yet: the allocator releases by node
+
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
         self.client.register(jobid, node, cores=shape.cores, memory_mib=shape.memory_mib,
                              gpus=shape.gpus, at=now, duration=duration)
@@ -167,6 +179,8 @@ class Piece:
     end: int
     shares: list[tuple[str, Shape]] = field(default_factory=list)
     reserved: bool = False
+    #: the matcher's slot index of each share (a matched group), or None (registered amounts)
+    slots: list[int] | None = None
 
 
 class Ledger:
@@ -326,7 +340,8 @@ class FluxionAllocator:
             raise
         self._satisfiable.add(key)
         reserved = status != "ALLOCATED"
-        self.jobs[jobid] = [Piece(jobid, at + duration, [(n, shape) for n in nodes], reserved)]
+        self.jobs[jobid] = [Piece(jobid, at + duration, [(n, shape) for n in nodes], reserved,
+                                  list(range(len(nodes))))]
         if not reserved:
             for node in nodes:
                 self.ledger.use(node, shape)
@@ -351,9 +366,24 @@ class FluxionAllocator:
                 break
         else:
             return not pieces  # the share went with its node
-        piece.shares.remove((node, shape))
+        k = piece.shares.index((node, shape))
+        del piece.shares[k]
         if not piece.reserved:
             self.ledger.use(node, shape, -1)
+        if piece.slots is not None:
+            slot = piece.slots.pop(k)
+            done = self.backend.release_slot(piece.mjobid, slot) \
+                if self.backend.has_node(node) else None
+            if done is not None:  # exactly this pod's slot came back
+                if done or not piece.shares:
+                    if not done:
+                        self._cancel_piece(piece)
+                    pieces.remove(piece)
+                if not pieces:
+                    del self.jobs[jobid]
+                    return True
+                return False
+            piece.slots = None  # this backend cannot release one slot: by node from now on
         siblings = [s for n, s in piece.shares if n == node]
         gone = True
         if self.backend.has_node(node):

@@ -42,6 +42,8 @@ def test_releasing_one_of_several_pods_on_a_node_frees_exactly_its_share() -> No
     a.set_nodes(nodes(1))
     p = a.place(4, Shape(1, 1024, 0), duration=60, now=0, reserve=False)
     assert not a.release(p.jobid, "n0", Shape(1, 1024, 0))
+    [piece] = a.jobs[p.jobid]
+    assert piece.mjobid == p.jobid and piece.slots == [1, 2, 3], "slot 0 released alone"
     a.place(1, Shape(1, 1024, 0), duration=60, now=1, reserve=False)  # exactly one came back
     with pytest.raises(Busy):
         a.place(1, Shape(1, 0, 0), duration=60, now=1, reserve=False)
