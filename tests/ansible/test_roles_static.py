@@ -262,7 +262,7 @@ def test_system_config_renders_to_the_flux_schema():
         flux_broker_resource_norestrict=False,
         flux_broker_resource_exclude="n0",
         flux_broker_resource_verify={"default": "allow-extra"},
-        flux_broker_resource_config=[{"hosts": "n[0-2]", "cores": "0-3"}],
+        _flux_broker_resource_config=[{"hosts": "n[0-2]", "cores": "0-3"}],
         flux_broker_extra_config={"sched-fluxion-resource": {"match-policy": "lonodex"}},
     )
     config = tomllib.loads(text)
