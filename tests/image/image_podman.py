@@ -60,6 +60,9 @@ def build_wheels(dest: Path) -> None:
     before, so its staging directories are cleared first: a removed module must not live on in
     the wheel."""
     for stale in (REPO / "build" / "lib", *REPO.glob("build/bdist.*"), *dest.glob("fluxinfra-*")):
-        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
          "--wheel-dir", str(dest), ".[scheduler]"], timeout=600)
