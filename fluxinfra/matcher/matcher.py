@@ -57,11 +57,18 @@ class MatchResult:
     at: int
     overhead: float
     nodes: list[str]
-    slots: list[dict[str, dict[str, int]]]
+    _slots: Any = field(default=None, repr=False)  # list, or a callable building it
     emitted: list = field(default_factory=list, repr=False)
     duration: int = 0
     _graph: ResourceGraph | None = field(default=None, repr=False)
     _r: dict | None = field(default=None, repr=False)
+
+    @property
+    def slots(self) -> list[dict[str, dict[str, int]]]:
+        """Per slot instance (one pod of a group): node name -> {type: amount}."""
+        if callable(self._slots):
+            self._slots = self._slots()
+        return self._slots or []
 
     @property
     def R(self) -> dict:  # noqa: N802 - RFC 20 calls it R
@@ -257,17 +264,24 @@ class Matcher:
     def _result(self, job: JobState, status: str) -> MatchResult:
         g = self.graph
         nodes = [g.name[v] for _, v, _, _, _ in job.vertices if g.type[v] == "node"]
-        slots = self._slots(job)
-        return MatchResult(job.jobid, status, job.at, 0.0, nodes, slots, job.vertices,
+        return MatchResult(job.jobid, status, job.at, 0.0, nodes,
+                           lambda: self._slots(job), job.vertices,
                            job.duration, g)
 
     def _record_slots(self, job: JobState) -> None:
-        """Keep, per slot instance of the selection just committed, its vertices and amounts
-        (the slot's own members at their share, everything held below them whole)."""
+        """Remember the slot instances of the selection just committed (resolved lazily)."""
+        job.slot_edges = self.trav.chosen_slots
+        job.slots = None
+
+    def _resolve_slots(self, job: JobState) -> list:
+        """Per slot instance: its vertices and amounts (the slot's own members at their share,
+        everything held below them whole)."""
+        if job.slots is not None:
+            return job.slots
         g = self.graph
         held = {v: amount for _, v, amount, excl, _ in job.vertices if excl}
         job.slots = []
-        for edges in self.trav.chosen_slots:
+        for edges in job.slot_edges:
             if not all(c in held for c, _ in edges):
                 continue  # a slot of a subtree the selection did not keep
             members: dict[int, int] = {}
@@ -277,13 +291,14 @@ class Matcher:
                     if v in held:
                         members[v] = held[v]
             job.slots.append(members)
+        return job.slots
 
     def _slots(self, job: JobState) -> list[dict[str, dict[str, int]]]:
         """Per live slot instance: node name -> {type: amount}."""
         g = self.graph
         parent = g.parent[self.trav.sub]
         out = []
-        for members in job.slots:
+        for members in self._resolve_slots(job):
             if members is None:
                 continue
             inst: dict[str, dict[str, int]] = {}
@@ -302,7 +317,7 @@ class Matcher:
         job = self.jobs.get(jobid)
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}")
-        if not 0 <= index < len(job.slots) or job.slots[index] is None:
+        if not 0 <= index < len(self._resolve_slots(job)) or job.slots[index] is None:
             raise MatcherError(f"job {jobid} has no live slot {index} "
                                f"(it has {len(job.slots)} slots)")
         members = job.slots[index]
@@ -338,6 +353,7 @@ class Matcher:
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
         shrink: dict[int, int] = {}
+        self._resolve_slots(job)
         release = self._release_set(job, what, shrink)
         if not release and not shrink:
             raise MatcherError(f"job {jobid} holds none of the resources given; nothing released")

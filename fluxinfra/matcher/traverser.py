@@ -26,6 +26,7 @@ MATCH_UNMET, MATCH_MET = 0, 1
 X_NJOBS = 0x40000000
 AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+_EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
 
 
@@ -668,6 +669,7 @@ class Traverser:
         below: dict[str, int] = {}
         marks = self.marks
         first = self.policy.stop_on_k > 0
+        kids = g.children[self.sub]
         seen = self._upd_seen
         if seen is not None:
             seen.add(u)
@@ -683,6 +685,25 @@ class Traverser:
                 x, cneeds = True, g.size[c]
             else:
                 cneeds, x = mark[0], mark[1]
+            if x and not kids[c] and meta.alloc_type != AT_NO_ALLOC \
+                    and g.type[c] not in self.excl_types:
+                # a leaf held exclusively: the same bookkeeping as the full visit, inline
+                self._add_sched(c, cneeds, meta, job)
+                if cneeds >= g.size[c]:
+                    job.xspans[c] = None
+                else:
+                    self._add_meta(c, cneeds, True, meta, job, _EMPTY, below)
+                    emit(self._level + 1, c, cneeds, True, excl)
+                    n_plans += 1
+                    continue
+                ctype = g.type[c]
+                below[ctype] = below.get(ctype, 0) + cneeds
+                job.used[c] = {ctype: cneeds}
+                emit(self._level + 1, c, cneeds, True, excl)
+                n_plans += 1
+                if first:
+                    job.reweigh.append((u, c))
+                continue
             n = self._upd_dfv(c, cneeds, x, meta, job, emit, below, mod, excl)
             if n > 0:
                 n_plans += n
@@ -862,7 +883,7 @@ class JobState:
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
                  "resv_vertices", "reweigh", "now", "vertices", "at", "duration", "reserved",
-                 "slots")
+                 "slots", "slot_edges")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -879,8 +900,10 @@ class JobState:
         self.alloc_vertices: list[int] = []
         self.resv_vertices: list[int] = []
         self.reweigh: list[tuple[int, int]] = []
-        #: per slot instance: {vertex: amount} (None once released)
-        self.slots: list[dict[int, int] | None] = []
+        #: per slot instance: {vertex: amount} (None once released); resolved lazily from
+        #: slot_edges, the (vertex, amount) members the selection chose
+        self.slots: list[dict[int, int] | None] | None = []
+        self.slot_edges: list = []
         #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order
         self.vertices: list[tuple[int, int, int, bool, bool]] = []
 
