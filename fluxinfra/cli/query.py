@@ -96,7 +96,18 @@ class QuerySession:
         g = self.m.graph
         if self.fmt == "pretty_simple":
             return write_pretty_simple(g, result.emitted)
-        return write_simple(g, result.emitted)
+        if self.fmt == "simple":
+            return write_simple(g, result.emitted)
+        import json
+        if self.fmt == "jgf":
+            doc = result.jgf
+        elif self.fmt == "rlite":
+            doc = result.R["execution"]["R_lite"]
+        elif self.fmt == "rv1_nosched":
+            doc = {k: v for k, v in result.R.items() if k != "scheduling"}
+        else:
+            doc = result.R
+        return json.dumps(doc, separators=(",", ":")) + "\n"
 
     # -- commands ---------------------------------------------------------------------------
     def cmd_match(self, args) -> None:
