@@ -10,9 +10,11 @@ what the scheduler needs and what the matcher offers is bridged (and documented)
   matcher job (one ``update_allocate``). Each allocator job is therefore a list of *pieces*.
 - **Registering running pods.** ``adopt`` uses :func:`fluxinfra.matcher.k8s.pod_allocation_R`
   (lowest free vertices of the pod's node) and ``update_allocate``.
-- **Nodes joining and leaving.** Without ``add_subgraph`` / ``remove_subgraph`` in the matcher,
-  the graph is rebuilt from the node objects and every piece re-registered; cordon, uncordon
-  and NotReady only flip vertex status (``set_status``).
+- **Nodes joining and leaving.** In process, a new node is attached with the matcher's
+  ``add_subgraph`` (from :func:`fluxinfra.matcher.k8s.node_insertion`) and a deleted one removed
+  with ``remove_subgraph``; a node whose capacity or labels change, and every change over gRPC,
+  rebuilds the graph and re-registers every piece. Cordon, uncordon and NotReady only flip
+  vertex status (``set_status``).
 - **Clock.** The matcher's ``now`` is set from the scheduler's clock before every call.
 
 Two backends speak to a matcher: :class:`InProcessBackend` (default) and
@@ -73,6 +75,12 @@ class MatcherBackend(Protocol):
         ...
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None: ...
     def set_status(self, node: str, status: str) -> None: ...
+    def add_node(self, node: dict[str, Any]) -> bool:
+        """Attach one node to the live graph; False when the backend cannot (rebuild)."""
+        ...
+    def remove_node(self, name: str) -> bool:
+        """Remove one node from the live graph; False when the backend cannot (rebuild)."""
+        ...
 
 
 def _slot_nodes(slots: list[dict[str, Any]], count: int) -> list[str]:
@@ -131,6 +139,54 @@ class InProcessBackend:
     def set_status(self, node: str, status: str) -> None:
         self.matcher.set_status(node, status)
 
+    def add_node(self, node: dict[str, Any]) -> bool:
+        from fluxinfra.matcher.k8s import node_insertion
+
+        if not hasattr(self.matcher, "add_subgraph"):
+            return False
+        specs, _ = node_specs(graph_nodes([node]))
+        if not specs:
+            return True  # stays out of the graph
+        graph = self.matcher.graph
+        plan = node_insertion(graph, specs[0])
+        self.matcher.add_subgraph(insertion_jgf(graph, plan))
+        self.names.add(specs[0].name)
+        return True
+
+    def remove_node(self, name: str) -> bool:
+        if not hasattr(self.matcher, "remove_subgraph"):
+            return False
+        if name in self.names:
+            self.matcher.remove_subgraph(name)
+            self.names.discard(name)
+        return True
+
+
+def insertion_jgf(graph: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """JGF for ``Matcher.add_subgraph`` from :func:`fluxinfra.matcher.k8s.node_insertion`'s plan:
+    the existing parent (matched by its path, so reused) and the new vertices under it."""
+    parent = graph.resolve(plan["parent"])
+    next_uniq = max(graph.uniq_id) + 1
+    nodes = [{"id": "parent", "metadata": {"type": graph.type[parent],
+                                           "uniq_id": graph.uniq_id[parent],
+                                           "paths": {"containment": plan["parent"]}}}]
+    paths: dict[int, str] = {}
+    parent_of = {child: pos for pos, child in plan["edges"]}
+    edges = []
+    for i, v in enumerate(plan["vertices"]):
+        above = paths[parent_of[i]] if i in parent_of else plan["parent"]
+        paths[i] = f"{above}/{v['name']}"
+        md = {k: v[k] for k in ("type", "basename", "name", "id", "rank", "size", "unit")}
+        md.update(uniq_id=next_uniq + i, status=0 if v["status"] == "up" else 1,
+                  paths={"containment": paths[i]})
+        if v.get("properties"):
+            md["properties"] = dict(v["properties"])
+        nodes.append({"id": f"new{i}", "metadata": md})
+        source = f"new{parent_of[i]}" if i in parent_of else "parent"
+        edges.append({"source": source, "target": f"new{i}",
+                      "metadata": {"subsystem": "containment"}})
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
 
 class RemoteBackend:
     """The gRPC Fluxion service (``fluxinfra service``); the scheduler owns its graph."""
@@ -170,6 +226,12 @@ class RemoteBackend:
     def set_status(self, node: str, status: str) -> None:
         self.client.set_status(node, status)
 
+    def add_node(self, node: dict[str, Any]) -> bool:
+        return False  # the scheduler reloads the service's graph instead
+
+    def remove_node(self, name: str) -> bool:
+        return False
+
 
 @dataclass
 class Piece:
@@ -194,13 +256,18 @@ class Ledger:
         self.up: dict[str, bool] = {}
         self.free = [0, 0, 0]
 
-    def reset(self, nodes: list[dict[str, Any]]) -> None:
+    def reset(self, nodes: list[dict[str, Any]], keep: Ledger | None = None) -> None:
+        """Capacity from the node objects; usage zero, or carried over from ``keep`` (node by
+        node, for nodes still present) when a node joins or leaves without a rebuild."""
         specs, _ = node_specs(graph_nodes(nodes))
+        old_used = dict(keep.used) if keep is not None else {}
+        old_up = dict(keep.up) if keep is not None else {}
         self.capacity = {s.name: (s.cores, s.memory_mib // s.memory_chunk_mib
                                   * s.memory_chunk_mib, len(s.gpus)) for s in specs}
-        self.used = {name: [0, 0, 0] for name in self.capacity}
-        self.up = {name: True for name in self.capacity}
-        self.free = [sum(c[i] for c in self.capacity.values()) for i in range(3)]
+        self.used = {name: list(old_used.get(name, [0, 0, 0])) for name in self.capacity}
+        self.up = {name: old_up.get(name, True) for name in self.capacity}
+        self.free = [sum(c[i] - self.used[n][i] for n, c in self.capacity.items() if self.up[n])
+                     for i in range(3)]
 
     def use(self, node: str, shape: Shape, sign: int = 1) -> None:
         used = self.used.get(node)
@@ -278,14 +345,29 @@ class FluxionAllocator:
             return
         if not in_graph and not node_specs(graph_nodes([node]))[0]:
             return  # a node that stays out of the graph (control plane, tainted)
+        if old is None and self.backend.add_node(node):
+            self.ledger.reset(list(self.nodes.values()), keep=self.ledger)
+            if self.backend.has_node(name):
+                self.status[name] = "up"
+                self._set_status(name, desired_status(node))
+            return
         self._rebuild()
 
     def remove_node(self, name: str) -> None:
-        if self.nodes.pop(name, None) is not None:
-            for pieces in self.jobs.values():
-                for piece in pieces:
-                    piece.shares = [(n, s) for n, s in piece.shares if n != name]
-            self._rebuild()
+        if self.nodes.pop(name, None) is None:
+            return
+        for pieces in self.jobs.values():
+            for piece in pieces:
+                if piece.slots is not None and any(n == name for n, _ in piece.shares):
+                    piece.slots = None  # shares and slots no longer line up: by node
+                piece.shares = [(n, s) for n, s in piece.shares if n != name]
+            pieces[:] = [p for p in pieces if p.shares]
+        if self.backend.remove_node(name):
+            self.status.pop(name, None)
+            self.ledger.reset(list(self.nodes.values()), keep=self.ledger)
+            self._satisfiable.clear()  # less capacity: what fitted once may never fit again
+            return
+        self._rebuild()
 
     def _rebuild(self) -> None:
         """New graph from the node objects; every piece registered again, node by node."""

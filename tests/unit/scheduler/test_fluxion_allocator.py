@@ -52,14 +52,33 @@ def test_releasing_one_of_several_pods_on_a_node_frees_exactly_its_share() -> No
     assert done and p.jobid not in a.jobs
 
 
-def test_allocations_survive_a_node_joining() -> None:
+def test_nodes_join_and_leave_the_live_graph_without_a_rebuild() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(1))
-    a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    first = a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
     a.upsert_node(make_node("n1", cpu="4", memory="4Gi"))
+    assert a.rebuilds == 0 and a.ledger.free[0] == 4
+    p = a.place(1, Shape(4, 0, 0), duration=60, now=1, reserve=False)
+    assert p.nodes == ["n1"], "n0 is still full"
+    a.upsert_node(make_node("n2", cpu="2", memory="4Gi", labels={"topology.kubernetes.io/zone":
+                                                                  "z1"}))
+    assert a.place(1, Shape(2, 0, 0), duration=60, now=1, reserve=False).nodes == ["n2"]
+    a.remove_node("n0")
+    assert a.rebuilds == 0
+    assert a.release(first.jobid, "n0", Shape(4, 0, 0)), "its share went with the node"
+    with pytest.raises(Busy):  # n1 and n2 are left, both full
+        a.place(1, Shape(1, 0, 0), duration=60, now=2, reserve=False)
+    assert sorted(a.ledger.capacity) == ["n1", "n2"] and a.ledger.free == [0, 8192, 0]
+
+
+def test_a_resized_node_rebuilds_and_keeps_allocations() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(2))
+    a.place(2, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    a.upsert_node(make_node("n0", cpu="8", memory="4Gi"))
     assert a.rebuilds == 1
     p = a.place(1, Shape(4, 0, 0), duration=60, now=1, reserve=False)
-    assert p.nodes == ["n1"], "n0 is still full after the rebuild"
+    assert p.nodes == ["n0"], "n0 grew by 4 free cores; n1 is still full"
 
 
 def test_heartbeat_and_cordon_do_not_rebuild() -> None:
