@@ -49,6 +49,16 @@ class Planner:
     def add_span(self, at: int, duration: int, amount: int) -> int:
         """Use ``amount`` units during [at, at+duration); returns the span id."""
         end = min(at + duration, HORIZON)
+        if not self.spans and at < end:
+            # first span on an idle planner (the common case on big graphs): build directly
+            if at > 0:
+                self.times, self.usage = [0, at, end], [0, amount, 0]
+            else:
+                self.times, self.usage = [at, end], [amount, 0]
+            span_id = self._next_id
+            self._next_id += 1
+            self.spans[span_id] = (at, end, amount)
+            return span_id
         i = self._split(at)
         j = self._split(end)
         usage = self.usage
