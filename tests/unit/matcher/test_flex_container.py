@@ -128,13 +128,6 @@ def test_one_job_over_two_containers_sharing_nodes_does_not_double_count():
         m.match(container_job(2, 2, 3))
 
 
-@pytest.mark.xfail(
-    raises=Busy, strict=True,
-    reason="core: within one match, containers that share nodes both score the same free node "
-           "(node0, 3 of 4 cores) and the second selection then fails; it should fall back to "
-           "node1 for the second container (the selection does not see the first container's "
-           "picks while evaluating the second)",
-)
 def test_one_job_over_two_containers_sharing_nodes_takes_disjoint_nodes():
     g = flex_graph(nodes=2, cores=4, containers=[[0, 1], [0, 1]])
     m = Matcher(g, policy="low", subsystem=FLEX)
