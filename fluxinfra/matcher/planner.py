@@ -71,9 +71,11 @@ class Planner:
 
     def remove_span(self, span_id: int) -> None:
         at, end, amount = self.spans.pop(span_id)
+        # the span's boundary points may have been merged away while other spans changed the
+        # usage around them: restore them before subtracting
+        i = self._split(at)
+        j = self._split(end)
         times, usage = self.times, self.usage
-        i = bisect_left(times, at)
-        j = bisect_left(times, end)
         for k in range(i, j):
             usage[k] -= amount
         # drop points that no longer change the usage (keeps searches short)
