@@ -4,8 +4,9 @@ This module is the one place where the scheduler meets the matcher's API, so eve
 what the scheduler needs and what the matcher offers is bridged (and documented) here:
 
 - **Per-pod release.** A group is matched once, as one job; pods finish one by one. In process,
-  a finished pod's slot is released exactly (``partial_cancel(jobid, slot_R(jobid, i))``). Where
-  that is not available (the gRPC backend), ``partial_cancel`` by node frees the job's whole
+  and over gRPC (``PartialCancel{slots}``), a finished pod's slot is released exactly
+  (``partial_cancel(jobid, slot_R(jobid, i))``). For amounts registered without slots (running
+  pods re-learnt after a restart or a rebuild), ``partial_cancel`` by node frees the job's whole
   share of the node, so the siblings of the same job on that node are re-registered as a new
   matcher job (one ``update_allocate``). Each allocator job is therefore a list of *pieces*.
 - **Registering running pods.** ``adopt`` uses :func:`fluxinfra.matcher.k8s.pod_allocation_R`
@@ -217,7 +218,7 @@ class RemoteBackend:
         return self.client.partial_cancel(jobid, nodes)
 
     def release_slot(self, jobid: int, index: int) -> bool | None:
-        return None  # not in the RPC set yet: the allocator releases by node
+        return self.client.partial_cancel(jobid, slots=[index])
 
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
         self.client.register(jobid, node, cores=shape.cores, memory_mib=shape.memory_mib,

@@ -139,11 +139,15 @@ class FluxionClient:
     def cancel(self, jobid: int) -> None:
         self._call("Cancel", pb.CancelRequest(jobID=jobid))
 
-    def partial_cancel(self, jobid: int, what: dict[str, Any] | list[str]) -> bool:
-        if isinstance(what, dict):
+    def partial_cancel(self, jobid: int, what: dict[str, Any] | list[str] | None = None, *,
+                       slots: list[int] | None = None) -> bool:
+        """Release named nodes, an R (dict), or slot instances; True once the job is empty."""
+        if slots:
+            req = pb.PartialCancelRequest(jobID=jobid, slots=list(slots))
+        elif isinstance(what, dict):
             req = pb.PartialCancelRequest(jobID=jobid, R=json.dumps(what))
         else:
-            req = pb.PartialCancelRequest(jobID=jobid, nodes=list(what))
+            req = pb.PartialCancelRequest(jobID=jobid, nodes=list(what or []))
         return bool(self._call("PartialCancel", req).fully_released)
 
     def info(self, jobid: int) -> RemoteResult:

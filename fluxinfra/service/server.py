@@ -173,14 +173,21 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
     def PartialCancel(self, request: pb.PartialCancelRequest,  # noqa: N802
                       context: grpc.ServicerContext) -> pb.PartialCancelResponse:
         def run() -> pb.PartialCancelResponse:
+            jobid = int(request.jobID)
+            if request.slots:
+                done = False
+                for index in request.slots:
+                    done = self.matcher.partial_cancel(jobid, self.matcher.slot_R(jobid, index))
+                return pb.PartialCancelResponse(jobID=request.jobID, fully_released=bool(done))
             if request.R:
                 what: Any = _json_field(request.R, "R")
             elif request.nodes:
                 what = list(request.nodes)
             else:
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
-                             "nodes/R: both empty; name the nodes to release or send an R")
-            done = self.matcher.partial_cancel(int(request.jobID), what)
+                             "nodes/slots/R: all empty; name the nodes or slots to release, "
+                             "or send an R")
+            done = self.matcher.partial_cancel(jobid, what)
             return pb.PartialCancelResponse(jobID=request.jobID, fully_released=bool(done))
         return self._run(context, run)
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rfluxcli.proto\x12\x07\x66luxcli\"s\n\x07PodSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t\x12\x0b\n\x03\x63pu\x18\x03 \x01(\x05\x12\x0e\n\x06memory\x18\x04 \x01(\x03\x12\x0b\n\x03gpu\x18\x05 \x01(\x03\x12\x0f\n\x07storage\x18\x06 \x01(\x03\x12\x0e\n\x06labels\x18\x07 \x03(\t\"\xad\x01\n\x0cMatchRequest\x12\x1c\n\x02ps\x18\x01 \x01(\x0b\x32\x10.fluxcli.PodSpec\x12\x0f\n\x07request\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12\x13\n\x0breservation\x18\x04 \x01(\x08\x12\r\n\x05jobid\x18\x05 \x01(\x03\x12\x0f\n\x07jobspec\x18\x06 \x01(\t\x12\x10\n\x08\x64uration\x18\x07 \x01(\x03\x12\x10\n\x03now\x18\x08 \x01(\x03H\x00\x88\x01\x01\x42\x06\n\x04_now\"*\n\tNodeAlloc\x12\x0e\n\x06nodeID\x18\x01 \x01(\t\x12\r\n\x05tasks\x18\x02 \x01(\x05\"\xb0\x01\n\rMatchResponse\x12\r\n\x05podID\x18\x01 \x01(\t\x12$\n\x08nodelist\x18\x02 \x03(\x0b\x32\x12.fluxcli.NodeAlloc\x12\r\n\x05jobID\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x08\x12\n\n\x02\x61t\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\t\x12\x10\n\x08overhead\x18\x07 \x01(\x01\x12\t\n\x01R\x18\x08 \x01(\t\x12\x10\n\x08\x64uration\x18\t \x01(\x03\"\x1e\n\rCancelRequest\x12\r\n\x05jobID\x18\x02 \x01(\x03\".\n\x0e\x43\x61ncelResponse\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\x05\"?\n\x14PartialCancelRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\r\n\x05nodes\x18\x02 \x03(\t\x12\t\n\x01R\x18\x03 \x01(\t\">\n\x15PartialCancelResponse\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x16\n\x0e\x66ully_released\x18\x02 \x01(\x08\"\x1c\n\x0bInfoRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\"O\n\x15UpdateAllocateRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\t\n\x01R\x18\x02 \x01(\t\x12\n\n\x02\x61t\x18\x03 \x01(\x03\x12\x10\n\x08\x64uration\x18\x04 \x01(\x03\"}\n\x0fRegisterRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05\x63ores\x18\x03 \x01(\x05\x12\x12\n\nmemory_mib\x18\x04 \x01(\x03\x12\x0c\n\x04gpus\x18\x05 \x01(\x05\x12\n\n\x02\x61t\x18\x06 \x01(\x03\x12\x10\n\x08\x64uration\x18\x07 \x01(\x03\"\xba\x03\n\x12GraphUpdateRequest\x12;\n\nset_status\x18\x01 \x01(\x0b\x32%.fluxcli.GraphUpdateRequest.SetStatusH\x00\x12?\n\x0c\x61\x64\x64_subgraph\x18\x02 \x01(\x0b\x32\'.fluxcli.GraphUpdateRequest.AddSubgraphH\x00\x12\x45\n\x0fremove_subgraph\x18\x03 \x01(\x0b\x32*.fluxcli.GraphUpdateRequest.RemoveSubgraphH\x00\x12;\n\nload_nodes\x18\x04 \x01(\x0b\x32%.fluxcli.GraphUpdateRequest.LoadNodesH\x00\x1a+\n\tSetStatus\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x1a*\n\x0b\x41\x64\x64Subgraph\x12\x0b\n\x03jgf\x18\x01 \x01(\t\x12\x0e\n\x06parent\x18\x02 \x01(\t\x1a\x1e\n\x0eRemoveSubgraph\x12\x0c\n\x04path\x18\x01 \x01(\t\x1a\x1f\n\tLoadNodes\x12\x12\n\nnodes_json\x18\x01 \x01(\tB\x08\n\x06\x63hange\"#\n\x13GraphUpdateResponse\x12\x0c\n\x04stat\x18\x01 \x01(\t\"$\n\x0b\x44umpRequest\x12\x15\n\rinclude_graph\x18\x01 \x01(\x08\"V\n\x08JobState\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\n\n\x02\x61t\x18\x03 \x01(\x03\x12\x10\n\x08\x64uration\x18\x04 \x01(\x03\x12\r\n\x05nodes\x18\x05 \x03(\t\"W\n\x0c\x44umpResponse\x12\x0c\n\x04stat\x18\x01 \x01(\t\x12\x1f\n\x04jobs\x18\x02 \x03(\x0b\x32\x11.fluxcli.JobState\x12\x0b\n\x03jgf\x18\x03 \x01(\t\x12\x0b\n\x03now\x18\x04 \x01(\x03\x32\xa0\x04\n\x0e\x46luxcliService\x12\x38\n\x05Match\x12\x15.fluxcli.MatchRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12;\n\x06\x43\x61ncel\x12\x16.fluxcli.CancelRequest\x1a\x17.fluxcli.CancelResponse\"\x00\x12P\n\rPartialCancel\x12\x1d.fluxcli.PartialCancelRequest\x1a\x1e.fluxcli.PartialCancelResponse\"\x00\x12\x36\n\x04Info\x12\x14.fluxcli.InfoRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12J\n\x0eUpdateAllocate\x12\x1e.fluxcli.UpdateAllocateRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12>\n\x08Register\x12\x18.fluxcli.RegisterRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12J\n\x0bUpdateGraph\x12\x1b.fluxcli.GraphUpdateRequest\x1a\x1c.fluxcli.GraphUpdateResponse\"\x00\x12\x35\n\x04\x44ump\x12\x14.fluxcli.DumpRequest\x1a\x15.fluxcli.DumpResponse\"\x00\x42\x0eZ\x0cgrpc/fluxclib\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rfluxcli.proto\x12\x07\x66luxcli\"s\n\x07PodSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcontainer\x18\x02 \x01(\t\x12\x0b\n\x03\x63pu\x18\x03 \x01(\x05\x12\x0e\n\x06memory\x18\x04 \x01(\x03\x12\x0b\n\x03gpu\x18\x05 \x01(\x03\x12\x0f\n\x07storage\x18\x06 \x01(\x03\x12\x0e\n\x06labels\x18\x07 \x03(\t\"\xad\x01\n\x0cMatchRequest\x12\x1c\n\x02ps\x18\x01 \x01(\x0b\x32\x10.fluxcli.PodSpec\x12\x0f\n\x07request\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12\x13\n\x0breservation\x18\x04 \x01(\x08\x12\r\n\x05jobid\x18\x05 \x01(\x03\x12\x0f\n\x07jobspec\x18\x06 \x01(\t\x12\x10\n\x08\x64uration\x18\x07 \x01(\x03\x12\x10\n\x03now\x18\x08 \x01(\x03H\x00\x88\x01\x01\x42\x06\n\x04_now\"*\n\tNodeAlloc\x12\x0e\n\x06nodeID\x18\x01 \x01(\t\x12\r\n\x05tasks\x18\x02 \x01(\x05\"\xb0\x01\n\rMatchResponse\x12\r\n\x05podID\x18\x01 \x01(\t\x12$\n\x08nodelist\x18\x02 \x03(\x0b\x32\x12.fluxcli.NodeAlloc\x12\r\n\x05jobID\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x08\x12\n\n\x02\x61t\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\t\x12\x10\n\x08overhead\x18\x07 \x01(\x01\x12\t\n\x01R\x18\x08 \x01(\t\x12\x10\n\x08\x64uration\x18\t \x01(\x03\"\x1e\n\rCancelRequest\x12\r\n\x05jobID\x18\x02 \x01(\x03\".\n\x0e\x43\x61ncelResponse\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\x05\"N\n\x14PartialCancelRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\r\n\x05nodes\x18\x02 \x03(\t\x12\t\n\x01R\x18\x03 \x01(\t\x12\r\n\x05slots\x18\x04 \x03(\x05\">\n\x15PartialCancelResponse\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x16\n\x0e\x66ully_released\x18\x02 \x01(\x08\"\x1c\n\x0bInfoRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\"O\n\x15UpdateAllocateRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\t\n\x01R\x18\x02 \x01(\t\x12\n\n\x02\x61t\x18\x03 \x01(\x03\x12\x10\n\x08\x64uration\x18\x04 \x01(\x03\"}\n\x0fRegisterRequest\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05\x63ores\x18\x03 \x01(\x05\x12\x12\n\nmemory_mib\x18\x04 \x01(\x03\x12\x0c\n\x04gpus\x18\x05 \x01(\x05\x12\n\n\x02\x61t\x18\x06 \x01(\x03\x12\x10\n\x08\x64uration\x18\x07 \x01(\x03\"\xba\x03\n\x12GraphUpdateRequest\x12;\n\nset_status\x18\x01 \x01(\x0b\x32%.fluxcli.GraphUpdateRequest.SetStatusH\x00\x12?\n\x0c\x61\x64\x64_subgraph\x18\x02 \x01(\x0b\x32\'.fluxcli.GraphUpdateRequest.AddSubgraphH\x00\x12\x45\n\x0fremove_subgraph\x18\x03 \x01(\x0b\x32*.fluxcli.GraphUpdateRequest.RemoveSubgraphH\x00\x12;\n\nload_nodes\x18\x04 \x01(\x0b\x32%.fluxcli.GraphUpdateRequest.LoadNodesH\x00\x1a+\n\tSetStatus\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x1a*\n\x0b\x41\x64\x64Subgraph\x12\x0b\n\x03jgf\x18\x01 \x01(\t\x12\x0e\n\x06parent\x18\x02 \x01(\t\x1a\x1e\n\x0eRemoveSubgraph\x12\x0c\n\x04path\x18\x01 \x01(\t\x1a\x1f\n\tLoadNodes\x12\x12\n\nnodes_json\x18\x01 \x01(\tB\x08\n\x06\x63hange\"#\n\x13GraphUpdateResponse\x12\x0c\n\x04stat\x18\x01 \x01(\t\"$\n\x0b\x44umpRequest\x12\x15\n\rinclude_graph\x18\x01 \x01(\x08\"V\n\x08JobState\x12\r\n\x05jobID\x18\x01 \x01(\x03\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\n\n\x02\x61t\x18\x03 \x01(\x03\x12\x10\n\x08\x64uration\x18\x04 \x01(\x03\x12\r\n\x05nodes\x18\x05 \x03(\t\"W\n\x0c\x44umpResponse\x12\x0c\n\x04stat\x18\x01 \x01(\t\x12\x1f\n\x04jobs\x18\x02 \x03(\x0b\x32\x11.fluxcli.JobState\x12\x0b\n\x03jgf\x18\x03 \x01(\t\x12\x0b\n\x03now\x18\x04 \x01(\x03\x32\xa0\x04\n\x0e\x46luxcliService\x12\x38\n\x05Match\x12\x15.fluxcli.MatchRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12;\n\x06\x43\x61ncel\x12\x16.fluxcli.CancelRequest\x1a\x17.fluxcli.CancelResponse\"\x00\x12P\n\rPartialCancel\x12\x1d.fluxcli.PartialCancelRequest\x1a\x1e.fluxcli.PartialCancelResponse\"\x00\x12\x36\n\x04Info\x12\x14.fluxcli.InfoRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12J\n\x0eUpdateAllocate\x12\x1e.fluxcli.UpdateAllocateRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12>\n\x08Register\x12\x18.fluxcli.RegisterRequest\x1a\x16.fluxcli.MatchResponse\"\x00\x12J\n\x0bUpdateGraph\x12\x1b.fluxcli.GraphUpdateRequest\x1a\x1c.fluxcli.GraphUpdateResponse\"\x00\x12\x35\n\x04\x44ump\x12\x14.fluxcli.DumpRequest\x1a\x15.fluxcli.DumpResponse\"\x00\x42\x0eZ\x0cgrpc/fluxclib\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,33 +45,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CANCELRESPONSE']._serialized_start=574
   _globals['_CANCELRESPONSE']._serialized_end=620
   _globals['_PARTIALCANCELREQUEST']._serialized_start=622
-  _globals['_PARTIALCANCELREQUEST']._serialized_end=685
-  _globals['_PARTIALCANCELRESPONSE']._serialized_start=687
-  _globals['_PARTIALCANCELRESPONSE']._serialized_end=749
-  _globals['_INFOREQUEST']._serialized_start=751
-  _globals['_INFOREQUEST']._serialized_end=779
-  _globals['_UPDATEALLOCATEREQUEST']._serialized_start=781
-  _globals['_UPDATEALLOCATEREQUEST']._serialized_end=860
-  _globals['_REGISTERREQUEST']._serialized_start=862
-  _globals['_REGISTERREQUEST']._serialized_end=987
-  _globals['_GRAPHUPDATEREQUEST']._serialized_start=990
-  _globals['_GRAPHUPDATEREQUEST']._serialized_end=1432
-  _globals['_GRAPHUPDATEREQUEST_SETSTATUS']._serialized_start=1270
-  _globals['_GRAPHUPDATEREQUEST_SETSTATUS']._serialized_end=1313
-  _globals['_GRAPHUPDATEREQUEST_ADDSUBGRAPH']._serialized_start=1315
-  _globals['_GRAPHUPDATEREQUEST_ADDSUBGRAPH']._serialized_end=1357
-  _globals['_GRAPHUPDATEREQUEST_REMOVESUBGRAPH']._serialized_start=1359
-  _globals['_GRAPHUPDATEREQUEST_REMOVESUBGRAPH']._serialized_end=1389
-  _globals['_GRAPHUPDATEREQUEST_LOADNODES']._serialized_start=1391
-  _globals['_GRAPHUPDATEREQUEST_LOADNODES']._serialized_end=1422
-  _globals['_GRAPHUPDATERESPONSE']._serialized_start=1434
-  _globals['_GRAPHUPDATERESPONSE']._serialized_end=1469
-  _globals['_DUMPREQUEST']._serialized_start=1471
-  _globals['_DUMPREQUEST']._serialized_end=1507
-  _globals['_JOBSTATE']._serialized_start=1509
-  _globals['_JOBSTATE']._serialized_end=1595
-  _globals['_DUMPRESPONSE']._serialized_start=1597
-  _globals['_DUMPRESPONSE']._serialized_end=1684
-  _globals['_FLUXCLISERVICE']._serialized_start=1687
-  _globals['_FLUXCLISERVICE']._serialized_end=2231
+  _globals['_PARTIALCANCELREQUEST']._serialized_end=700
+  _globals['_PARTIALCANCELRESPONSE']._serialized_start=702
+  _globals['_PARTIALCANCELRESPONSE']._serialized_end=764
+  _globals['_INFOREQUEST']._serialized_start=766
+  _globals['_INFOREQUEST']._serialized_end=794
+  _globals['_UPDATEALLOCATEREQUEST']._serialized_start=796
+  _globals['_UPDATEALLOCATEREQUEST']._serialized_end=875
+  _globals['_REGISTERREQUEST']._serialized_start=877
+  _globals['_REGISTERREQUEST']._serialized_end=1002
+  _globals['_GRAPHUPDATEREQUEST']._serialized_start=1005
+  _globals['_GRAPHUPDATEREQUEST']._serialized_end=1447
+  _globals['_GRAPHUPDATEREQUEST_SETSTATUS']._serialized_start=1285
+  _globals['_GRAPHUPDATEREQUEST_SETSTATUS']._serialized_end=1328
+  _globals['_GRAPHUPDATEREQUEST_ADDSUBGRAPH']._serialized_start=1330
+  _globals['_GRAPHUPDATEREQUEST_ADDSUBGRAPH']._serialized_end=1372
+  _globals['_GRAPHUPDATEREQUEST_REMOVESUBGRAPH']._serialized_start=1374
+  _globals['_GRAPHUPDATEREQUEST_REMOVESUBGRAPH']._serialized_end=1404
+  _globals['_GRAPHUPDATEREQUEST_LOADNODES']._serialized_start=1406
+  _globals['_GRAPHUPDATEREQUEST_LOADNODES']._serialized_end=1437
+  _globals['_GRAPHUPDATERESPONSE']._serialized_start=1449
+  _globals['_GRAPHUPDATERESPONSE']._serialized_end=1484
+  _globals['_DUMPREQUEST']._serialized_start=1486
+  _globals['_DUMPREQUEST']._serialized_end=1522
+  _globals['_JOBSTATE']._serialized_start=1524
+  _globals['_JOBSTATE']._serialized_end=1610
+  _globals['_DUMPRESPONSE']._serialized_start=1612
+  _globals['_DUMPRESPONSE']._serialized_end=1699
+  _globals['_FLUXCLISERVICE']._serialized_start=1702
+  _globals['_FLUXCLISERVICE']._serialized_end=2246
 # @@protoc_insertion_point(module_scope)

@@ -89,14 +89,16 @@ class CancelResponse(_message.Message):
     def __init__(self, jobID: _Optional[int] = ..., error: _Optional[int] = ...) -> None: ...
 
 class PartialCancelRequest(_message.Message):
-    __slots__ = ("jobID", "nodes", "R")
+    __slots__ = ("jobID", "nodes", "R", "slots")
     JOBID_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     R_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     jobID: int
     nodes: _containers.RepeatedScalarFieldContainer[str]
     R: str
-    def __init__(self, jobID: _Optional[int] = ..., nodes: _Optional[_Iterable[str]] = ..., R: _Optional[str] = ...) -> None: ...
+    slots: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, jobID: _Optional[int] = ..., nodes: _Optional[_Iterable[str]] = ..., R: _Optional[str] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PartialCancelResponse(_message.Message):
     __slots__ = ("jobID", "fully_released")

@@ -95,7 +95,8 @@ class FluxcliServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PartialCancel(self, request, context):
-        """Release part of a job (named nodes, or an R); says whether the job is now fully released.
+        """Release part of a job (named nodes, slot instances, or an R); says whether the job is now
+        fully released.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

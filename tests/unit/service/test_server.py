@@ -148,3 +148,19 @@ def test_register_on_an_unknown_node_is_invalid_argument(stub) -> None:
         stub.Register(pb.RegisterRequest(jobID=3, node="ghost", cores=1), timeout=5)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "node" in info.value.details()
+
+
+def test_partial_cancel_by_slot_frees_exactly_one_pod(client: FluxionClient) -> None:
+    group = client.match(slots_jobspec(4, cores=1, memory_mib=1024, duration=60))
+    assert client.partial_cancel(group.jobid, slots=[2]) is False
+    assert sum(client.info(group.jobid).tasks.values()) == 3
+    assert client.partial_cancel(group.jobid, slots=[0, 1, 3]) is True
+    with pytest.raises(UnknownJob):
+        client.info(group.jobid)
+
+
+def test_partial_cancel_needs_something_to_release(stub) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.PartialCancel(pb.PartialCancelRequest(jobID=1), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details().startswith("nodes/slots/R")
