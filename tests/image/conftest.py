@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from image_podman import (
     BASE_IMAGE,
-    HERE,
     INSTALL_STAGE_LABEL,
     REPO,
     TEST_IMAGE,
@@ -22,19 +20,9 @@ from image_podman import (
     build_wheels,
     podman,
     run,
-    why_not_runnable,
 )
 
 from fluxinfra import __version__
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = why_not_runnable()
-    for item in items:
-        if Path(str(item.fspath)).parent == HERE:
-            item.add_marker(pytest.mark.image)
-            if reason:
-                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

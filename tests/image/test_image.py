@@ -10,9 +10,13 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
-from image_podman import ULIMITS, podman
+from image_podman import ULIMITS, podman, why_not_runnable
 
 from fluxinfra import __version__
+
+_SKIP_REASON = why_not_runnable()
+pytestmark = [pytest.mark.image,
+              pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")]
 
 #: Image size regression guard (measured 252 MB: Debian minbase + python3 134 MB, the rest mostly
 #: the kubernetes client and grpcio).
