@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
-from image_podman import ULIMITS, podman, why_not_runnable
+from image_podman import REPO, ULIMITS, podman, why_not_runnable
 
 from fluxinfra import __version__
 
@@ -111,7 +111,7 @@ class Service(NamedTuple):
     port: int
 
 
-def start_service(image: str, *extra: str) -> Service:
+def start_service(image: str, *extra: str, graph: tuple[str, ...] | None = None) -> Service:
     """`fluxinfra service` in the image, its gRPC port published on 127.0.0.1 only, confined the
     way the Kubernetes manifests confine it (fluxinfra/k8s/manifests.py): read-only root with a
     small /tmp, every capability dropped, no privilege escalation."""
@@ -119,7 +119,7 @@ def start_service(image: str, *extra: str) -> Service:
     name = f"fluxinfra-image-test-{port}"
     podman("run", "--detach", "--name", name, *ULIMITS, *RESTRICTED, *extra,
            "--publish", f"127.0.0.1:{port}:4242", image,
-           "service", "--port", "4242", "--recipe", json.dumps(RECIPE))
+           "service", "--port", "4242", *(graph or ("--recipe", json.dumps(RECIPE))))
     try:
         wait_serving(name, port)
     except BaseException:
@@ -180,6 +180,27 @@ def test_service_in_the_container_reports_unsatisfiable_as_the_typed_error(
     with FluxionClient(f"127.0.0.1:{service.port}") as client, pytest.raises(Unsatisfiable):
         # 4 cores per node; plain allocate would say Busy, as Fluxion does
         client.match(cores_jobspec(5), op="allocate_with_satisfiability")
+
+
+def test_service_loads_a_mounted_jgf_like_the_in_process_matcher(image: str) -> None:
+    from fluxinfra.matcher import Jobspec, Matcher, load_graph
+    from fluxinfra.service.client import FluxionClient
+
+    data = REPO.parent / "shared" / "fluxion-testdata" / "data" / "resource"
+    if not data.is_dir():
+        pytest.skip(f"{data} is absent: Fluxion's test data sits beside the repository in CI")
+    graph, jobspec = data / "jgfs" / "tiny.json", data / "jobspecs" / "basics" / "test001.yaml"
+    svc = start_service(image, "--volume", f"{graph}:/srv/graph.json:ro",
+                        graph=("--graph", "/srv/graph.json", "--format", "jgf"))
+    try:
+        with FluxionClient(f"127.0.0.1:{svc.port}") as client:
+            remote = client.match(jobspec.read_text())
+    finally:
+        remove(svc.name)
+    local = Matcher(load_graph(graph.read_text(), fmt="jgf")).match(
+        Jobspec.parse(jobspec.read_text()))
+    assert remote.status == local.status == "ALLOCATED", remote
+    assert remote.R["execution"]["R_lite"] == local.R["execution"]["R_lite"], remote.R
 
 
 def test_pid_1_is_tini_so_every_command_gets_sigterm(service: Service) -> None:
