@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-RESULTS: dict[str, str] = {}  # case id -> identical | normalised | differs
+from replay import RESULTS
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
+#: case id -> identical | normalised | differs (filled by the pytest replay, summed at the end)
+RESULTS: dict[str, str] = {}
 FORCE_FAST = bool(os.environ.get("FLUXINFRA_FORCE_FAST"))
 _STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT|"
                     r"(PARTIAL )?CANCEL (PRE|POST)ORDER COUNT)=")

@@ -9,8 +9,7 @@ list to be updated, so the list always tells the truth.
 from __future__ import annotations
 
 import pytest
-from conftest import RESULTS
-from replay import TESTDATA, compare, load_cases, load_known
+from replay import RESULTS, TESTDATA, compare, load_cases, load_known
 
 if not (TESTDATA / "manifest.tsv").exists():
     pytest.skip(f"Fluxion test data not found at {TESTDATA}", allow_module_level=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TESTDATA
+from matcher_testlib import TESTDATA
 
 from fluxinfra.cli import main
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import build_cluster, check_invariants, counts_met
+from matcher_testlib import build_cluster, check_invariants, counts_met
 
 from fluxinfra.matcher import (
     Busy,

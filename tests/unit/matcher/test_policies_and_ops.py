@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import build_cluster, check_invariants
+from matcher_testlib import build_cluster, check_invariants
 
 from fluxinfra.matcher import Busy, Matcher, MatcherError, Unsatisfiable
 from fluxinfra.matcher.policies import parse_policy

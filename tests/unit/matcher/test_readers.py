@@ -6,7 +6,7 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import TESTDATA
+from matcher_testlib import TESTDATA
 
 from fluxinfra.matcher import GraphError, ResourceGraph, load_graph
 
