@@ -117,10 +117,10 @@ def start_service(image: str, *extra: str, graph: tuple[str, ...] | None = None)
     small /tmp, every capability dropped, no privilege escalation."""
     port = free_loopback_port()
     name = f"fluxinfra-image-test-{port}"
-    podman("run", "--detach", "--name", name, *ULIMITS, *RESTRICTED, *extra,
-           "--publish", f"127.0.0.1:{port}:4242", image,
-           "service", "--port", "4242", *(graph or ("--recipe", json.dumps(RECIPE))))
     try:
+        podman("run", "--detach", "--name", name, *ULIMITS, *RESTRICTED, *extra,
+               "--publish", f"127.0.0.1:{port}:4242", image,
+               "service", "--port", "4242", *(graph or ("--recipe", json.dumps(RECIPE))))
         wait_serving(name, port)
     except BaseException:
         remove(name)
