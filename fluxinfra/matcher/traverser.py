@@ -664,6 +664,9 @@ class Traverser:
         g = self.g
         mod = emit_shadow or g.type[u] in self.excl_types
         excl = excl or mod
+        if (mod and not emit_shadow and self.fast and meta.alloc_type != AT_NO_ALLOC
+                and g.subtree_totals(u)):
+            return self._hold_whole(u, needs, meta, job, emit, to_parent, excl_parent)
         self._level += 1
         n_plans = 0
         below: dict[str, int] = {}
@@ -723,6 +726,34 @@ class Traverser:
             emit(self._level, u, needs, excl, excl_parent)
         self._level -= 1
         return n_plans
+
+    def _hold_whole(self, u: int, needs: int, meta: Meta, job: JobState, emit,
+                    to_parent: dict[str, int], excl_parent: bool) -> int:
+        """Fast mode: hold ``u``'s whole subtree with one span on ``u``. Every descendant is
+        reached only through ``u``, whose planner now reads 0 free for the window, so spans
+        on the descendants would change no decision; they are still emitted (R, slots)."""
+        g = self.g
+        kids = g.children[self.sub]
+        base = self._level + 1
+        count = 0
+        # post-order below u with depths (children in graph order)
+        stack = [(c, base + 1, False) for c in reversed(kids[u])]
+        while stack:
+            v, lvl, expanded = stack.pop()
+            ch = kids[v]
+            if expanded or not ch:
+                emit(lvl, v, g.size[v], True, True)
+                count += 1
+                continue
+            stack.append((v, lvl, True))
+            stack.extend((c, lvl + 1, False) for c in reversed(ch))
+        self._add_sched(u, needs, meta, job)
+        below = dict(g.subtree_totals(u))
+        self._add_meta(u, needs, True, meta, job, below, to_parent)
+        job.used[u] = dict(below)
+        job.used[u][g.type[u]] = job.used[u].get(g.type[u], 0) + needs
+        emit(base, u, needs, True, excl_parent)
+        return count + 1
 
     def _add_sched(self, u: int, needs: int, meta: Meta, job: JobState) -> None:
         p = self.sched.get(u)
