@@ -20,13 +20,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fluxinfra.errors import FluxinfraError
 from fluxinfra.scheduler.core import CycleReport, SchedulerCore
 from fluxinfra.scheduler.informer import Informer
 from fluxinfra.scheduler.kube import KINDS, ApiError, Kind, KubeApi
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "StartupError"]
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(FluxinfraError):
+    """The initial LIST failed for a reason retrying will not fix (names the kind and the fix)."""
 
 
 class Runner:
@@ -74,7 +79,9 @@ class Runner:
                 except ApiError as exc:
                     self._api_error(kind, exc)  # type: ignore[arg-type]
                     if not exc.transient:
-                        raise
+                        raise StartupError(
+                            f"listing {kind} failed: {exc}; check the scheduler's ClusterRole "
+                            f"(it needs get/list/watch on {kind})") from None
                     delay = informer.backoff.next()
                     log.warning("initial list of %s failed (%s); retrying in %.1fs",
                                 kind, exc, delay)

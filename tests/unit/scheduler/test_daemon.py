@@ -64,3 +64,15 @@ def test_daemon_binds_watched_pods_and_serves_health_and_metrics() -> None:
         server.shutdown()
         binder.close()
     assert not thread.is_alive()
+
+
+def test_forbidden_initial_list_is_a_clear_error() -> None:
+    import pytest
+
+    from fluxinfra.scheduler.runner import StartupError
+
+    api = KubeApiDouble()
+    api.fail_next("list_pods", 403)
+    runner = Runner(api, SchedulerCore(FluxionAllocator(), KubeBinder(api)))
+    with pytest.raises(StartupError, match="listing pods failed: 403.*ClusterRole"):
+        runner.start()
