@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: setup render test bench lint clean
+.PHONY: setup render test bench lint image clean
 setup:
 	@bash scripts/setup
 
@@ -16,6 +16,18 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# The scheduler/service image (root, podman): local Debian base, host-built wheels, offline build.
+# Tagged as the dev stack expects (fluxinfra:<version>); see docs/image.md.
+IMAGE_ENV := CONTAINERS_CONF=$(CURDIR)/tests/image/containers.conf
+image: setup
+	$(IMAGE_ENV) scripts/base-image
+	rm -rf build/lib build/wheels
+	$(BIN)/pip wheel -q -w build/wheels '.[scheduler]'
+	$(IMAGE_ENV) podman build --network=none --ulimit nofile=16384:16384 --ulimit nproc=8192:8192 \
+	  --build-arg VERSION=$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') \
+	  --build-arg REVISION=$$(git rev-parse HEAD) --build-arg CREATED=$$(date -u +%FT%TZ) \
+	  -t localhost/fluxinfra:$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') .
 
 lint: setup
 	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py
