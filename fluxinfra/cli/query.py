@@ -57,6 +57,9 @@ class QuerySession:
         self.stdout = stdout if stdout is not None else sys.stdout
         self.fmt = match_format
         self.jobid_counter = 1
+        #: commands that failed on bad input (the session goes on, like resource-query, and
+        #: ``fluxinfra query`` exits 2 at the end if any did)
+        self.errors = 0
         self.jobs: dict[int, tuple[str, int, str]] = {}  # jobid -> (state, at, jobspec file)
 
     # -- dispatch ---------------------------------------------------------------------------
@@ -90,6 +93,7 @@ class QuerySession:
                 "quit": self.cmd_quit, "q": self.cmd_quit}
 
     def error(self, text: str) -> None:
+        self.errors += 1
         self.err.write(f"ERROR: {text}\n")
 
     def emit(self, result) -> str:
@@ -141,6 +145,7 @@ class QuerySession:
         try:
             result = self.m.match(text, op=op, jobid=jobid)
         except JobspecError as exc:
+            self.errors += 1
             self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
             self._no_match(jobid, sat=True)
             return False
@@ -194,7 +199,7 @@ class QuerySession:
             self.m.cancel(jobid)
             self.jobs.pop(jobid, None)
         except (ValueError, UnknownJob) as exc:
-            self.err.write(f"cancel: {exc}\n")
+            self.error(f"cancel: {exc}")
             return
         if len(args) == 3 and args[2] == "stats":
             pre, post = self.m.last_cancel_counts
@@ -228,7 +233,7 @@ class QuerySession:
         except ValueError:
             jobid = 0
         if jobid not in self.jobs:
-            self.err.write(f"info: ERROR: jobid {jobid} not found\n")
+            self.error(f"info: jobid {jobid} not found")
             return
         state, at, path = self.jobs[jobid]
         r = self.m.results.get(jobid)
@@ -426,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
-    return 0
+    return 2 if session.errors else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -74,3 +74,11 @@ def test_match_bad_jobspec_is_exit_2(tmp_path, capsys):
                     "      - type: core\n        count: 1\n")
     assert main(["match", TINY, str(spec)]) == 2
     assert "resources[0].label: missing" in capsys.readouterr().err
+
+
+def test_query_unknown_job_is_one_line_and_exit_2_after_the_session(tmp_path, capsys):
+    rc, out = run_query(tmp_path, f"cancel 7\nmatch allocate {JOB}\nquit\n")
+    assert rc == 2
+    assert "INFO: JOBID=1" in out  # the session went on, like resource-query
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown job id 7" in err
