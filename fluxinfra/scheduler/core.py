@@ -201,10 +201,12 @@ class SchedulerCore:
             self.nodes.pop(name, None)
             self.allocator.remove_node(name)
             return
-        known = name in self.nodes
+        old = self.nodes.get(name)
         self.nodes[name] = node
+        if old is not None and node_signature(old) == node_signature(node):
+            return  # a heartbeat: nothing the graph or the queue cares about
         self.allocator.upsert_node(node)
-        if not known and self.resident.get(name):
+        if old is None and self.resident.get(name):
             self._dirty.add(name)  # pods seen before their node: register them now
         # More (or different) capacity: groups found unsatisfiable deserve another look.
         for group in self.groups.values():
@@ -671,3 +673,14 @@ def resident_shape(requests: Iterable[Request]) -> Shape:
         total = Request(total.cpu_milli + r.cpu_milli, total.memory + r.memory, total.gpu + r.gpu)
     shape = total.shape()
     return Shape(0 if total.cpu_milli == 0 else shape.cores, shape.memory_mib, shape.gpus)
+
+
+def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:
+    """What about a node matters to placement: amounts, labels, cordon, taints, readiness.
+    Status heartbeats (conditions' times, images, addresses) leave it unchanged."""
+    meta, spec, status = (node.get(k) or {} for k in ("metadata", "spec", "status"))
+    ready = next((c.get("status") for c in status.get("conditions") or []
+                  if c.get("type") == "Ready"), None)
+    return (sorted((status.get("allocatable") or status.get("capacity") or {}).items()),
+            sorted((meta.get("labels") or {}).items()), bool(spec.get("unschedulable")),
+            repr(spec.get("taints")), ready)

@@ -338,3 +338,21 @@ def test_small_pods_of_others_are_summed_before_rounding(make: Callable[..., Har
     h.step()
     assert h.node_of("more") == "n0"
     check_invariants(h)
+
+
+def test_node_heartbeats_do_not_wake_unschedulable_groups(make: Callable[..., Harness]) -> None:
+    h = make(nodes=1, cpu="4").start()
+    h.api.create("pods", make_pod("huge", cpu="8"))
+    h.step()
+    tries = h.core.metrics.match_latency.count
+    beat = h.api.get("nodes", "/n0")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:10Z"
+    h.api.update("nodes", beat)
+    h.step(10)
+    assert h.core.metrics.match_latency.count == tries, "a heartbeat changes nothing"
+    grown = h.api.get("nodes", "/n0")
+    grown["status"]["allocatable"]["cpu"] = "8"
+    h.api.update("nodes", grown)
+    h.step(10)
+    assert h.node_of("huge") == "n0", "more capacity: tried again, and it fits"
+    check_invariants(h)
