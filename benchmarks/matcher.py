@@ -414,6 +414,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rq-sizes", help="sizes to run resource-query on (default 256,4096)")
     parser.add_argument("--rq-cap", type=int,
                         help="fill matches per stream for resource-query (100 / 10 above 1,024)")
+    parser.add_argument("--results-from", metavar="JSON",
+                        help="print the tables of an earlier --json output instead of running")
+    parser.add_argument("--rq-from", metavar="JSON",
+                        help="reuse the resource-query figures of an earlier --json output")
     parser.add_argument("--rq-format", default="simple",
                         help="resource-query -F match format (default simple)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
@@ -449,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{','.join(streams)}, cap {cap}, steady {steady}, budget {args.budget:.0f} s/phase, "
           f"{os.cpu_count()} CPUs", flush=True)
     results = []
+    if args.results_from:
+        results = json.loads(Path(args.results_from).read_text())["results"]
+        sizes = []
     for size in sizes:
         started = time.perf_counter()
         result = run_worker({**config, "size": size})
@@ -461,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
         print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s", flush=True)
     rq_results: dict[int, dict] = {}
-    if args.resource_query:
+    if args.rq_from:
+        saved = json.loads(Path(args.rq_from).read_text()).get("resource_query", {})
+        rq_results = {int(size): data for size, data in saved.items()}
+    elif args.resource_query:
         rq_sizes = _csv(args.rq_sizes, [256, 4096], int)
         with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
             for size in sizes:
