@@ -485,25 +485,26 @@ class Traverser:
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
         for c in children:
-            if gtype[c] in sat or (visited is not None and c in visited):
+            ctype = gtype[c]
+            if ctype in sat or (visited is not None and c in visited):
                 continue
-            if fast:
-                p = sched.get(c)
-                if p is not None and p.avail_during(meta.at, meta.duration) == 0:
-                    continue
-                if self.g.subtree_totals(c) and self._cannot_supply(meta, c, resources):
-                    continue
-            if leaves is not None and not kids[c] and gtype[c] in leaves:
-                hit = self._leaf(meta, c, leaves[gtype[c]], excl)
+            if leaves is not None and not kids[c] and ctype in leaves:
+                hit = self._leaf(meta, c, leaves[ctype], excl)  # checks its own availability
                 if hit is None:
                     continue
                 score, cnt, x = hit
             else:
+                if fast:
+                    p = sched.get(c)
+                    if p is not None and p.avail_during(meta.at, meta.duration) == 0:
+                        continue
+                    if kids[c] and self._cannot_supply(meta, c, resources):
+                        continue
                 ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
-            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
+            dfu.evals(ctype).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
             found = True
             enough = True
             for t, tally in tallies.items():
