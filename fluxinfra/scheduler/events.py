@@ -15,7 +15,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["WARNING_REASONS", "pod_event", "podgroup_event", "scheduled_condition_patch"]
+__all__ = ["WARNING_REASONS", "micro_time", "parse_time", "pod_event", "podgroup_event",
+           "scheduled_condition_patch"]
 
 #: Reasons that are warnings (everything else is Normal).
 WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", "FailedBinding",
@@ -24,8 +25,19 @@ WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", 
 _seq = itertools.count(1)
 
 
-def _micro_time(now: float) -> str:
+def micro_time(now: float) -> str:
+    """A Kubernetes MicroTime (``2026-01-01T00:00:00.000000Z``)."""
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: Any) -> float:
+    """Epoch seconds of a Kubernetes Time or MicroTime; 0.0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _time(now: float) -> str:
@@ -42,7 +54,7 @@ def _event(namespace: str, regarding: dict[str, Any], reason: str, note: str, co
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
-        "eventTime": _micro_time(now),
+        "eventTime": micro_time(now),
         "reportingController": controller,
         "reportingInstance": instance,
         "action": action,

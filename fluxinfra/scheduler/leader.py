@@ -18,27 +18,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
+from fluxinfra.scheduler.events import micro_time, parse_time
 from fluxinfra.scheduler.kube import ApiError, KubeApi
 
 __all__ = ["LeaderElector", "lease_body"]
 
 log = logging.getLogger(__name__)
-
-
-def _micro(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(text: Any) -> float:
-    if not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def lease_body(namespace: str, name: str, holder: str, *, now: float, acquired: float,
@@ -48,7 +35,7 @@ def lease_body(namespace: str, name: str, holder: str, *, now: float, acquired: 
         meta["resourceVersion"] = resource_version
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
-                     "acquireTime": _micro(acquired), "renewTime": _micro(now),
+                     "acquireTime": micro_time(acquired), "renewTime": micro_time(now),
                      "leaseTransitions": transitions}}
 
 
@@ -76,13 +63,13 @@ class LeaderElector:
             else:
                 spec = lease.get("spec") or {}
                 holder = spec.get("holderIdentity") or ""
-                expires = _parse(spec.get("renewTime")) + float(
+                expires = parse_time(spec.get("renewTime")) + float(
                     spec.get("leaseDurationSeconds") or self.lease_seconds)
                 if holder and holder != self.identity and expires > now:
                     return self._lost()
                 mine = holder == self.identity
                 transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
-                acquired = _parse(spec.get("acquireTime")) if mine else now
+                acquired = parse_time(spec.get("acquireTime")) if mine else now
                 rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
                 self.api.replace_lease(self.namespace, self.name, lease_body(
                     self.namespace, self.name, self.identity, now=now, acquired=acquired,

@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MIB, pod_requests
+from fluxinfra.scheduler.events import parse_time
 
 __all__ = [
     "ANNOT_DURATION",
@@ -146,15 +146,6 @@ def pod_request(pod: dict[str, Any]) -> Request:
     return Request(amounts.get("cpu", 0), amounts.get("memory", 0), gpu)
 
 
-def _timestamp(value: Any) -> float:
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
 def pod_info(pod: dict[str, Any]) -> PodInfo:
     """Parse one pod; raises :class:`PodSpecError` naming the offending field."""
     meta = pod.get("metadata") or {}
@@ -170,7 +161,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         phase=(pod.get("status") or {}).get("phase") or "Pending",
         request=Request(),
         priority=int(spec.get("priority") or 0),
-        created=_timestamp(meta.get("creationTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
         annotations=dict(annotations),
     )
