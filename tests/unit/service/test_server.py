@@ -164,3 +164,24 @@ def test_partial_cancel_needs_something_to_release(stub) -> None:
         stub.PartialCancel(pb.PartialCancelRequest(jobID=1), timeout=5)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details().startswith("nodes/slots/R")
+
+
+def test_concurrent_matches_never_oversubscribe(server: str) -> None:
+    """Eight clients race for 8 cores (2 nodes x 4): exactly 8 one-core matches succeed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def grab(_: int) -> int:
+        won = 0
+        with FluxionClient(server, timeout=10) as c:
+            for _ in range(4):
+                try:
+                    c.match(slots_jobspec(1, cores=1, duration=60))
+                    won += 1
+                except Busy:
+                    pass
+        return won
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(grab, range(8))) == 8
+    with FluxionClient(server, timeout=10) as c:
+        assert len(c.dump()["jobs"]) == 8
