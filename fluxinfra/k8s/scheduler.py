@@ -1,11 +1,17 @@
 """``FluxScheduler``: Fluxion as a second Kubernetes scheduler (``fluxinfra scheduler``).
 
 Pods opt in with ``spec.schedulerName: <schedulerName>``. The Deployment runs ``fluxinfra
-scheduler --scheduler-name N --policy P --port HTTP`` (``/healthz``, ``/metrics``) with exactly the
-RBAC a binder needs: pods get/list/watch/patch, ``pods/binding`` create, ``pods/status`` patch,
-nodes get/list/watch, events create (core and events.k8s.io), PodGroups and their status
-(scheduling.x-k8s.io), and a namespaced Role on leases for leader election. Optionally installs the
-PodGroup CRD (the scheduler-plugins shape: minMember, minResources, scheduleTimeoutSeconds).
+scheduler --scheduler-name N --policy P --port HTTP --leader-elect --lease-namespace NS
+--lease-name N-scheduler`` (``/healthz``, ``/metrics``) with exactly the RBAC a binder needs: pods
+get/list/watch/patch, ``pods/binding`` create, ``pods/status`` patch, nodes get/list/watch, events
+create (core and events.k8s.io), PodGroups and their status (scheduling.x-k8s.io), and a namespaced
+Role on the one Lease the replicas elect their leader with. Optionally installs the PodGroup CRD
+(the scheduler-plugins shape: minMember, minResources, scheduleTimeoutSeconds).
+
+High availability: only the Lease holder schedules; the other replicas stand by, healthy, and
+take over within the lease duration (``fluxinfra.scheduler.leader``). So rollouts surge (one new
+pod stands by until the old one releases the Lease on SIGTERM), and with more than one replica the
+pods spread over nodes and a PodDisruptionBudget keeps one through drains.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from fluxinfra.k8s.config import (
 from fluxinfra.k8s.resources import declare_all
 
 __all__ = ["FluxSchedulerArgs", "FluxScheduler", "scheduler_manifests", "podgroup_crd",
-           "scheduler_rules"]
+           "scheduler_rules", "lease_name", "lease_rules"]
 
 COMPONENT = "fluxion-scheduler"
 PODGROUP_GROUP = "scheduling.x-k8s.io"
+#: More standbys than this buy nothing but Lease polling (each retries every 2 s).
+MAX_REPLICAS = 5
 
 
 def _service(value: str) -> str | None:
@@ -48,9 +56,9 @@ class FluxSchedulerArgs:
     """Fluxion match policy (KNOWN_POLICIES or a custom 'policy=... key=value' string)."""
     port: int = option(10259, "HTTP port for /healthz and /metrics", check=at_least(1024, 65535))
     """HTTP port for /healthz and /metrics."""
-    replicas: int = option(1, "replicas: 1 (the scheduler does not elect a leader yet, and two "
-                           "would bind the same pods twice)", check=at_least(1, 1))
-    """Replicas; 1 until the scheduler elects a leader (the leases Role is already granted)."""
+    replicas: int = option(1, "replicas: the Lease holder schedules, the others stand by "
+                           "(2 for HA; more only adds standbys)", check=at_least(1, MAX_REPLICAS))
+    """Replicas; one leads (holds the Lease ``<schedulerName>-scheduler``), the rest stand by."""
     fluxion_service: str = option("", "'' = match in process; 'stack' = this stack's "
                                   "FluxionService; or HOST:PORT of another", check=_service)
     """Where matching happens: in process, or a Fluxion gRPC service ('stack' is resolved by
@@ -81,6 +89,23 @@ def scheduler_rules() -> list[dict[str, Any]]:
         {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups/status"],
          "verbs": ["get", "update", "patch"]},
     ]
+
+
+def lease_name(args: FluxSchedulerArgs) -> str:
+    """The Lease the replicas elect their leader with (the scheduler's own default name)."""
+    return f"{args.scheduler_name}-scheduler"
+
+
+def lease_rules(lease: str) -> list[dict[str, Any]]:
+    """What ``fluxinfra.scheduler.leader`` does to its Lease: read it (get), create it when
+    absent, and take/renew/release it with a full replace (update, resourceVersion-guarded).
+    No patch, list or watch. ``create`` cannot be limited by ``resourceNames`` (the name is not
+    known to RBAC before the object exists), so that rule grants creating any Lease in the
+    namespace; get and update are limited to the one Lease."""
+    group = ["coordination.k8s.io"]
+    return [{"apiGroups": group, "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": group, "resources": ["leases"], "resourceNames": [lease],
+             "verbs": ["get", "update"]}]
 
 
 def podgroup_crd() -> dict[str, Any]:
@@ -133,14 +158,14 @@ def podgroup_crd() -> dict[str, Any]:
 def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, Any]]:
     lbls = m.labels(COMPONENT, name)
     namespace = args.namespace
-    lease_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                    "verbs": ["get", "create", "update"]}]
+    lease = lease_name(args)
     health = {"httpGet": {"path": "/healthz", "port": "http"}}
     container = {
         "name": "scheduler",
         "image": args.image,
         "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
-                 "--port", str(args.port)]
+                 "--port", str(args.port), "--leader-elect", "--lease-namespace", namespace,
+                 "--lease-name", lease]
         + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
@@ -154,16 +179,20 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
     deployment = m.restricted_deployment(
         name, namespace, COMPONENT, args.replicas, container,
         annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(args.port)})
-    # Never two schedulers at once, not even during a rollout: the old one stops first.
-    deployment["spec"]["strategy"] = {"type": "Recreate"}
+    # Only the Lease holder schedules, so a surge pod is a harmless standby: it is Ready (standbys
+    # are healthy) before the old pod stops, and takes the Lease the old one releases on SIGTERM.
+    deployment["spec"]["strategy"] = {"type": "RollingUpdate",
+                                      "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     out = [
         m.service_account(name, namespace, lbls),
         m.cluster_role(name, scheduler_rules(), lbls),
         m.cluster_role_binding(name, name, namespace, lbls),
-        m.role(f"{name}-leader-election", namespace, lease_rules, lbls),
+        m.role(f"{name}-leader-election", namespace, lease_rules(lease), lbls),
         m.role_binding(f"{name}-leader-election", namespace, name, lbls),
         deployment,
     ]
+    if args.replicas > 1:
+        out.append(m.disruption_budget(name, namespace, COMPONENT))
     if args.install_pod_group_crd:
         out.insert(0, podgroup_crd())
     return out

@@ -151,11 +151,23 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
         assert granted == expected, f"{urns['sc-clusterrole']}: {granted ^ expected}"
         lease = manifest(recorded, "sc-role")
         assert lease["metadata"]["namespace"] == "sys", urns["sc-role"]
-        assert lease["rules"][0]["resources"] == ["leases"], urns["sc-role"]
+        granted = {(g, r, v, tuple(rule.get("resourceNames", ()))) for rule in lease["rules"]
+                   for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        one = ("fluxion-a-scheduler",)
+        assert granted == {("coordination.k8s.io", "leases", "create", ()),
+                           ("coordination.k8s.io", "leases", "get", one),
+                           ("coordination.k8s.io", "leases", "update", one)}, urns["sc-role"]
         container = pod_spec(manifest(recorded, "sc-deployment"))["containers"][0]
         urn = urns["sc-deployment"]
         strategy = manifest(recorded, "sc-deployment")["spec"]["strategy"]
-        assert strategy == {"type": "Recreate"}, f"{urn}: never two schedulers at once"
+        assert strategy == {"type": "RollingUpdate", "rollingUpdate": {
+            "maxSurge": 1, "maxUnavailable": 0}}, f"{urn}: a surge pod stands by, none goes first"
+        args = container["args"]
+        assert args[args.index("--lease-name") + 1] == "fluxion-a-scheduler", urn
+        assert args[args.index("--lease-namespace") + 1] == "sys", urn
+        assert "--leader-elect" in args, urn
+        env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+        assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}, urn
         assert "--fluxion-service" not in container["args"], urn
         assert container["args"][:5] == ["scheduler", "--scheduler-name", "fluxion-a",
                                          "--policy", "hinodex"], urn
@@ -231,6 +243,25 @@ def test_replicated_deployments_spread_and_keep_one_through_drains(recorded):
         assert spread[0]["topologyKey"] == "kubernetes.io/hostname", urns["hs-deployment"]
 
     return when_registered(svc, check)
+
+
+@pulumi.runtime.test
+def test_ha_scheduler_spreads_keeps_one_through_drains_and_surges(recorded):
+    sched = FluxScheduler("ha", FluxSchedulerArgs(replicas=2, namespace="sys"))
+
+    def check(urns):
+        dep = manifest(recorded, "ha-deployment")
+        urn = urns["ha-deployment"]
+        assert dep["spec"]["replicas"] == 2, urn
+        assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+        spread = pod_spec(dep)["topologySpreadConstraints"]
+        assert spread[0]["topologyKey"] == "kubernetes.io/hostname", urn
+        assert spread[0]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+        pdb = manifest(recorded, "ha-poddisruptionbudget")
+        assert pdb["spec"]["minAvailable"] == 1, urns["ha-poddisruptionbudget"]
+        assert pdb["spec"]["selector"] == dep["spec"]["selector"], urns["ha-poddisruptionbudget"]
+
+    return when_registered(sched, check)
 
 
 @pulumi.runtime.test

@@ -44,6 +44,13 @@ def test_scheduler_can_match_through_the_stacks_service():
         == "svc.other:4242"
 
 
+def test_scheduler_replicas_elect_a_leader_while_the_service_stays_single():
+    # Scheduler replicas share one Lease (only the holder schedules), so several are fine even
+    # through the stack's service; service replicas each hold their own graph (see the errors).
+    s = settings(scheduler={"replicas": "2", "fluxionService": "stack"})
+    assert s.scheduler.replicas == 2 and s.fluxion_service.replicas == 1
+
+
 def test_enabled_false_leaves_a_component_out():
     s = settings(installer={"enabled": False}, fluxionService={"enabled": "false"})
     assert s.installer is None and s.fluxion_service is None and s.scheduler is not None
@@ -102,8 +109,10 @@ def test_custom_policy_and_known_policies_are_accepted():
      "like '1.29'"),
     ({"cluster": {"nodeImage": "kindest/node:latest"}}, "fluxinfra:cluster.nodeImage",
      "'kindest/node:latest'", "pinned image"),
-    ({"scheduler": {"replicas": 2}}, "fluxinfra:scheduler.replicas", "2",
-     "an integer from 1 to 1"),
+    ({"scheduler": {"replicas": 6}}, "fluxinfra:scheduler.replicas", "6",
+     "an integer from 1 to 5"),
+    ({"scheduler": {"replicas": 0}}, "fluxinfra:scheduler.replicas", "0",
+     "an integer from 1 to 5"),
     ({"scheduler": {"fluxionService": "nowhere"}}, "fluxinfra:scheduler.fluxionService",
      "'nowhere'", "HOST:PORT"),
     ({"scheduler": {"fluxionService": "stack"}, "fluxionService": {"enabled": False}},
