@@ -20,10 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")]
                 for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
-
-@pytest.fixture(scope="module")
-def rendered():
-    return {stack: render(stack, root=ROOT) for stack in STACKS}
+# ``rendered`` (stack -> Rendered, once per session) comes from conftest.py.
 
 
 def containers(mf):
