@@ -43,6 +43,15 @@ def assert_refused(run, *phrases: str) -> None:
     assert run.changed_hosts() == {}, f"a refused run changed hosts: {run.recap}"
 
 
+def test_check_mode_on_fresh_hosts_reports_changes_and_makes_none(site, lab):
+    # Runs first in this module, while the lab hosts are still untouched.
+    run = site(args=("--check",))
+    assert run.rc == 0, run.output[-4000:]
+    assert all(run.recap[h]["changed"] > 0 for h in INSTANCE), run.recap
+    assert lab.exec("lab1", "test -e /etc/flux/system").returncode == 1
+    assert lab.exec("lab1", "getent passwd flux").returncode == 2
+
+
 def test_empty_group_is_refused(site):
     assert_refused(site(hosts=[]), "Inventory group 'flux' is empty or missing")
 
