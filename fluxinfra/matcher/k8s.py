@@ -632,6 +632,15 @@ def pod_allocation_R(  # noqa: N802 - RFC 20 calls it R
         "gpu": sum(requests.get(resource, 0) for resource in gpu_resources),
     }
     now = matcher.now
+    ancestors, a = [], graph.parent[CONTAINMENT][node]
+    while a != -1:
+        ancestors.append(a)
+        a = graph.parent[CONTAINMENT][a]
+    # A node-exclusive policy holds a whole node with one span on the node vertex.
+    held = [v for v in (node, *ancestors) if matcher.trav.avail(v, now, 1) < graph.size[v]]
+    if held:
+        raise Busy(f"pod {name}: {graph.name[held[0]]} is held whole by another job (a "
+                   "node-exclusive policy allows one job per node); the pod over-commits it")
     picked: list[int] = []
     for kind, count in wanted.items():
         if not count:
@@ -649,10 +658,6 @@ def pod_allocation_R(  # noqa: N802 - RFC 20 calls it R
             )
         picked += free
     # Post-order emission, as the matcher's writers expect: leaves, node, then its ancestors.
-    ancestors, a = [], graph.parent[CONTAINMENT][node]
-    while a != -1:
-        ancestors.append(a)
-        a = graph.parent[CONTAINMENT][a]
     depth = len(ancestors)
     emitted = [(depth + 1, v, graph.size[v], True, False) for v in picked]
     emitted.append((depth, node, 1, False, False))

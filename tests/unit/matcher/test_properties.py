@@ -315,3 +315,81 @@ def test_state_snapshot_sees_allocations_and_reservations():
     assert state(m) == held
     m.cancel(now.jobid)
     assert state(m) == empty
+
+
+# ---------------------------------------------------------------------------------- k8s graphs
+
+k8s_nodes = st.lists(
+    st.fixed_dictionaries({
+        "cpu": st.sampled_from(["1", "2", "3900m", "4"]),
+        "memory": st.sampled_from(["1Gi", "2Gi", "3584Mi"]),
+        "gpu": st.integers(0, 2),
+        "zone": st.sampled_from([None, "a", "b"]),
+        "ready": st.sampled_from(["True", "True", "False"]),
+    }),
+    min_size=1, max_size=4,
+)
+pod_requests_st = st.fixed_dictionaries({
+    "cpu": st.sampled_from(["100m", "500m", "1", "1500m", "2"]),
+    "memory": st.sampled_from(["64Mi", "512Mi", "1Gi", "1500Mi"]),
+    "gpu": st.integers(0, 1),
+})
+
+
+def _node(i: int, spec: dict) -> dict:
+    labels = {"topology.kubernetes.io/zone": spec["zone"]} if spec["zone"] else {}
+    allocatable = {"cpu": spec["cpu"], "memory": spec["memory"]}
+    if spec["gpu"]:
+        allocatable["nvidia.com/gpu"] = str(spec["gpu"])
+    return {"metadata": {"name": f"w{i}", "labels": labels},
+            "status": {"allocatable": allocatable,
+                       "conditions": [{"type": "Ready", "status": spec["ready"]}]}}
+
+
+def _pod(name: str, node: str | None, req: dict) -> dict:
+    requests = {"cpu": req["cpu"], "memory": req["memory"]}
+    if req["gpu"]:
+        requests["nvidia.com/gpu"] = str(req["gpu"])
+    spec = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "p"}, "spec": spec,
+            "status": {"phase": "Running" if node else "Pending"}}
+
+
+@PROPS
+@given(nodes=k8s_nodes, running=st.lists(st.tuples(st.integers(0, 3), pod_requests_st),
+                                         max_size=6),
+       pending=st.lists(pod_requests_st, max_size=6), policy=st.sampled_from(POLICIES))
+def test_k8s_pods_registered_and_matched_keep_invariants(nodes, running, pending, policy):
+    from fluxinfra.matcher.k8s import graph_from_k8s, pod_allocation_R, pod_jobspec
+
+    node_objs = [_node(i, spec) for i, spec in enumerate(nodes)]
+    bound = [_pod(f"r{j}", f"w{i % len(nodes)}", req) for j, (i, req) in enumerate(running)]
+    m = Matcher(graph_from_k8s(node_objs, bound, subtract_pods=False), policy=policy)
+    empty = state(m)
+    for pod in bound:  # the scheduler's restart path: running pods become allocations
+        try:
+            R = pod_allocation_R(pod, m)
+        except Busy:
+            event("running pod over-commits its node")
+            continue
+        m.update_allocate(m.now + 1000 + len(m.jobs), R)
+        check_invariants(m)
+        check_r_invariants(m)
+    for j, req in enumerate(pending):
+        try:
+            result = m.match(pod_jobspec(_pod(f"q{j}", None, req)))
+        except (Busy, Unsatisfiable) as exc:
+            event(type(exc).__name__)
+            continue
+        event("pending pod placed")
+        assert len(result.nodes) == 1, "a pod must land on exactly one node"
+        down = {n["metadata"]["name"] for n in node_objs
+                if n["status"]["conditions"][0]["status"] != "True"}
+        assert not set(result.nodes) & down, "placed on a NotReady node"
+        check_invariants(m)
+        check_r_invariants(m)
+    for jobid in sorted(m.jobs):
+        m.cancel(jobid)
+    assert state(m) == empty
