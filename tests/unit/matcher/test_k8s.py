@@ -485,3 +485,20 @@ def test_a_pod_is_never_split_across_nodes():
         m.match(pod_jobspec(make_pod("p", containers=[container({"cpu": "3"})])))
     result = m.match(pod_jobspec(make_pod("q", containers=[container({"cpu": "2"})])))
     assert len(result.nodes) == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: Matcher.update_allocate adds the spans of an R without checking they fit, so "
+           "registering the same R twice books core0 twice (planner usage 2 of size 1); "
+           "Fluxion's update fails when planner_add_span exceeds the vertex size",
+)
+def test_update_allocate_refuses_an_R_whose_vertices_are_already_held():
+    from fluxinfra.matcher.errors import MatcherError
+    from fluxinfra.matcher.matcher import Matcher
+
+    m = Matcher(graph_from_k8s([make_node("w", "1")]), policy="low")
+    R = pod_allocation_R(make_pod("r", "w", [container({"cpu": "100m"})]), m)
+    m.update_allocate(1, R)
+    with pytest.raises(MatcherError):
+        m.update_allocate(2, R)
