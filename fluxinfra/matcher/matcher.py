@@ -36,6 +36,7 @@ from fluxinfra.matcher.traverser import (
     Meta,
     Traverser,
     _prime_flexible,
+    expand_slots,
 )
 from fluxinfra.matcher.writers import write_jgf, write_rv1
 
@@ -58,7 +59,7 @@ class MatchResult:
     overhead: float
     nodes: list[str]
     _slots: Any = field(default=None, repr=False)  # list, or a callable building it
-    emitted: list = field(default_factory=list, repr=False)
+    _emitted: Any = field(default_factory=list, repr=False)  # list, or a callable
     duration: int = 0
     _graph: ResourceGraph | None = field(default=None, repr=False)
     _r: dict | None = field(default=None, repr=False)
@@ -69,6 +70,14 @@ class MatchResult:
         if callable(self._slots):
             self._slots = self._slots()
         return self._slots or []
+
+    @property
+    def emitted(self) -> list:
+        """The vertices held: (level, vertex, amount, exclusive, exclusive parent),
+        post-order (what the writers print)."""
+        if callable(self._emitted):
+            self._emitted = self._emitted()
+        return self._emitted
 
     @property
     def R(self) -> dict:  # noqa: N802 - RFC 20 calls it R
@@ -115,8 +124,7 @@ class Matcher:
         self.results: dict[int, MatchResult] = {}
         self.now = now
         self._next_jobid = 1
-        #: (preorder, postorder) vertex visits of the last cancel, as Fluxion counts them
-        self.last_cancel_counts = (0, 0)
+        self._cancelled: set[int] = set()
         self._up_count: int | None = None
         self._node_cache = None
         self.stats = {"match_count": 0, "match_succeeded": 0, "match_failed": 0,
@@ -249,7 +257,7 @@ class Matcher:
         job = JobState(jobid, now)
         job.at, job.duration = meta.at, meta.duration
         job.reserved = meta.alloc_type == AT_RESERVE
-        self.trav.update(meta, job, lambda *e: job.vertices.append(e))
+        self.trav.update(meta, job)
         if job.reweigh:
             self.trav.reweigh(job.reweigh, now)
         status = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"}[
@@ -263,9 +271,9 @@ class Matcher:
 
     def _result(self, job: JobState, status: str) -> MatchResult:
         g = self.graph
-        nodes = [g.name[v] for _, v, _, _, _ in job.vertices if g.type[v] == "node"]
+        nodes = [g.name[v] for v in job.node_vertices(g)]
         return MatchResult(job.jobid, status, job.at, 0.0, nodes,
-                           lambda: self._slots(job), job.vertices,
+                           lambda: self._slots(job), lambda: job.vertices,
                            job.duration, g)
 
     def _record_slots(self, job: JobState) -> None:
@@ -281,7 +289,7 @@ class Matcher:
         g = self.graph
         held = {v: amount for _, v, amount, excl, _ in job.vertices if excl}
         job.slots = []
-        for edges in job.slot_edges:
+        for edges in expand_slots(job.slot_edges):
             if not all(c in held for c, _ in edges):
                 continue  # a slot of a subtree the selection did not keep
             members: dict[int, int] = {}
@@ -336,12 +344,18 @@ class Matcher:
         self.results.pop(jobid, None)
         # Fluxion's cancel walk: every vertex the job tagged, plus each untagged child it
         # looks at before stopping (reported by resource-query's ``cancel ID stats``)
-        tagged = job.xspans
+        self._cancelled = set(job.xspans)  # counted on demand (last_cancel_counts)
+        self.trav.release(job)
+
+    @property
+    def last_cancel_counts(self) -> tuple[int, int]:
+        """(preorder, postorder) vertex visits of the last cancel, as Fluxion counts them:
+        every vertex the job tagged, plus each untagged child it looks at before stopping
+        (resource-query's ``cancel ID stats``)."""
+        tagged = self._cancelled
         kids = self.graph.children[self.trav.sub]
         post = len(tagged)
-        pre = post + sum(1 for u in tagged for c in kids[u] if c not in tagged)
-        self.last_cancel_counts = (pre, post)
-        self.trav.release(job)
+        return post + sum(1 for u in tagged for c in kids[u] if c not in tagged), post
 
     def partial_cancel(self, jobid: int, what: Any) -> bool:
         """Release part of a job: node names (str/list), or an R (dict: ``scheduling`` JGF,
@@ -364,9 +378,16 @@ class Matcher:
             if isinstance(index, int) and 0 <= index < len(job.slots):
                 job.slots[index] = None
         done = self.trav.release(job, release) if release else not job.sched
+        # a released vertex takes everything below it (a subtree held whole has spans on
+        # its root only, yet lists all its vertices)
+        gone = set(release)
+        kids = self.graph.children[self.trav.sub]
+        for u in release:
+            if kids[u]:
+                gone.update(self.graph.preorder(u, self.trav.sub))
         job.vertices = [(lvl, v, job.used.get(v, {}).get(self.graph.type[v], amount), x, xp)
-                        for lvl, v, amount, x, xp in job.vertices if v not in release]
-        job.slots = [None if m is None or any(v in release for v in m) else m
+                        for lvl, v, amount, x, xp in job.vertices if v not in gone]
+        job.slots = [None if m is None or any(v in gone for v in m) else m
                      for m in job.slots]
         if done:
             del self.jobs[jobid]
@@ -566,6 +587,7 @@ class Matcher:
         flag = 1 if status == "up" else 0
         for u in self.graph.preorder(v, self.trav.sub):
             self.graph.status[u] = flag
+        self.trav.invalidate_status()
         self._up_count = None
 
     def stat(self) -> dict:

@@ -14,6 +14,9 @@ O(request) rather than O(graph) once a cluster is busy.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from itertools import repeat
+
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import Planner
@@ -160,12 +163,31 @@ class Traverser:
         self.postorder = 0
         self._ml = 0
         self._last_factor: dict[str, int] = {}
+        #: fast mode, whole subtrees held exclusively: vertex -> (shape signature, its
+        #: vertices in policy preorder); signature key -> recorded selection (see _template)
+        self._shapes: dict[int, int] = {}
+        self._shape_ids: dict[tuple, int] = {}
+        self._templates: dict[tuple, tuple | None] = {}
+        #: bulk emission target of the commit in progress (job.vertices), or None
+        self._bulk: list | None = None
+        self._post_cache: dict[int, list[tuple[int, int]]] = {}
+        self._kid_pos: dict[int, dict[int, int]] = {}
+        self._marked_kids: dict[int, list[int]] | None = None
 
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
         self._order_cache.clear()
         self._policy_cache.clear()
         self._kid_types.clear()
+        self.invalidate_status()
+        self._post_cache.clear()
+        self._kid_pos.clear()
+
+    def invalidate_status(self) -> None:
+        """Forget subtree shapes (after a vertex status changed)."""
+        self._shapes.clear()
+        self._shape_ids.clear()
+        self._templates.clear()
 
     # -- availability -----------------------------------------------------------------------
     def avail(self, v: int, at: int, duration: int) -> int:
@@ -184,6 +206,7 @@ class Traverser:
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         _EXACT_SORT[0] = not self.fast
         self._leaf_plans = {}
+        self._request_keys: dict[int, tuple] = {}  # id(list) -> key; lists outlive select()
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -328,6 +351,14 @@ class Traverser:
         if self.visited is not None:
             self.visited.add(u)
         self._discover(u)
+        key = None
+        if (kind == _RESOURCE and self.fast and g.type[u] in self.excl_types
+                and meta.alloc_type != AT_NO_ALLOC and self.visited is None
+                and self._untouched(u)):
+            key = self._template_key(u, nxt, x_in, check_pres, meta)
+            if key is not None and key in self._templates:
+                return self._replay(u, resources, key, to_parent), x_in
+            first_slot, pre0, post0 = len(self.chosen_slots), self.preorder, self.postorder
         dfu = _Dfu()
         if kind == _SLOT:
             self._dom_slot(meta, u, nxt, nslots, check_pres, dfu)
@@ -337,12 +368,119 @@ class Traverser:
         if avail == 0:
             return False, x_in
         if not self._finish_vtx(u, resources, dfu):
+            if key is not None:
+                self._templates[key] = None
             return False, x_in
         self._resolve(u, dfu, to_parent)
+        if key is not None and dfu.hier:
+            self._record(u, key, first_slot, self.preorder - pre0, self.postorder - post0)
         to_parent.avail = avail
         to_parent.overall = dfu.overall
         self.postorder += 1
         return True, x_in
+
+    # -- whole free subtrees (fast mode) -----------------------------------------------------
+    # A vertex the commit will hold whole (its type is exclusive; fast mode) whose subtree
+    # carries no span at all (no job ever holds anything below it now or later) is explored
+    # exactly like any other such subtree of the same *shape*: the same types, sizes, ids,
+    # statuses and perf classes, with children in the same policy order. Nothing else is read
+    # below it (no planner has a span, the commit ignores the marks below a held vertex), so
+    # the selection is recorded once per shape and replayed by position: only the slot
+    # instances are kept, mapped onto the vertex's own subtree.
+
+    def _untouched(self, u: int) -> bool:
+        """No span on ``u`` nor anywhere below it (every span below shows in u's aggregates)."""
+        p = self.sched.get(u)
+        if p is not None and p.spans:
+            return False
+        p = self.xcheck.get(u)
+        if p is not None and p.spans:
+            return False
+        planners = self.agg.get(u)
+        if planners is not None:
+            for p in planners.values():
+                if p.spans:
+                    return False
+        return True
+
+    def _template_key(self, u: int, resources: list[Resource], x_in: bool, pristine: bool,
+                      meta: Meta) -> tuple | None:
+        g = self.g
+        factors = self.policy.factors
+        if factors and any(t in factors for t in g.subtree_totals(u)):
+            return None  # a score factor below u would rank its subtree by absolute ids
+        shape = self._shapes.get(u)
+        if shape is None:
+            shape = self._shape(u)
+        weights = None
+        if self.policy.stop_on_k and self.weights:
+            # ``first`` orders children by how free they were when last committed
+            _, post, inner = self._post_cache[u]
+            found = list(map(self.weights.get, inner))
+            if any(found):
+                where = {v: i for i, v in enumerate(post)}
+                weights = tuple(tuple(sorted((where[c], a) for c, a in w.items())) if w
+                                else () for w in found)
+        rkey = self._request_keys.get(id(resources))
+        if rkey is None:
+            rkey = self._request_keys[id(resources)] = _request_key(resources)
+        return (shape, weights, rkey, x_in, pristine, meta.alloc_type == AT_SAT)
+
+    def _shape(self, u: int) -> int:
+        """A small int naming everything the selection below ``u`` reads of its subtree:
+        the tree (post-order depths, graph order), types, sizes, ids, statuses, the uniq_id
+        order of siblings (``first``) and perf classes (``variation``); u's own id only
+        shifts its score, so subtrees built alike share one shape."""
+        g = self.g
+        depths, post, inner = self._post_below(u)
+        uid_order = None
+        if self.policy.stop_on_k:
+            kids, uid = g.children[self.sub], g.uniq_id
+            uid_order = []
+            for v in inner:
+                us = list(map(uid.__getitem__, kids[v]))
+                ranked = sorted(range(len(us)), key=us.__getitem__)
+                uid_order.append(None if ranked == list(range(len(us))) else tuple(ranked))
+            uid_order = tuple(uid_order)
+        key = (g.type[u], g.size[u], g.status[u], depths,
+               tuple(map(g.type.__getitem__, post)), tuple(map(g.size.__getitem__, post)),
+               tuple(map(g.id.__getitem__, post)), tuple(map(g.status.__getitem__, post)),
+               uid_order, tuple(map(_perf_class, map(g.properties.__getitem__, post)))
+               if self.policy.kind == "variation" else None)
+        shape = self._shape_ids.get(key)
+        if shape is None:
+            shape = self._shape_ids[key] = len(self._shape_ids)
+        self._shapes[u] = shape
+        return shape
+
+    def _record(self, u: int, key: tuple, first_slot: int, pre: int, post: int) -> None:
+        where = {v: i for i, v in enumerate(self._post_cache[u][1])}
+        chosen = expand_slots(self.chosen_slots[first_slot:])
+        if any(c not in where for edges in chosen for c, _ in edges):
+            return  # a slot of u itself: not replayable by position below u
+        slots = tuple(tuple((where[c], amount) for c, amount in edges) for edges in chosen)
+        self._templates[key] = (slots, pre, post)
+
+    def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: _Dfu) -> bool:
+        g = self.g
+        factors = self.policy.factors
+        if factors and g.type[u] in factors:
+            self._ml -= self._last_factor.get(g.type[u], 0)
+        tpl = self._templates[key]
+        if tpl is None:
+            return False
+        slots, pre, post = tpl
+        seq = self._post_cache[u][1]
+        if slots:
+            self.chosen_slots.append(_Replayed((seq, slots)))  # expanded when asked for
+        self.preorder += pre
+        self.postorder += post + 1
+        to_parent.avail = g.size[u]
+        if self.policy.kind == "variation":
+            to_parent.overall = MATCH_MET + _perf_class(g.properties[u])
+        else:
+            to_parent.overall = MATCH_MET + self._ml + g.id[u] + 1
+        return True
 
     def _finish_vtx(self, u: int, resources: list[Resource], dfu: _Dfu) -> bool:
         g = self.g
@@ -651,14 +789,40 @@ class Traverser:
                             marks[tgt] = (size[tgt], False, pv)
 
     # -- commit -----------------------------------------------------------------------------
-    def update(self, meta: Meta, job: JobState, emit) -> int:
-        """Commit the last selection: add spans, emit vertices (post-order), fill ``job``."""
+    def update(self, meta: Meta, job: JobState, emit=None) -> int:
+        """Commit the last selection: add spans, emit vertices (post-order) to ``emit(level,
+        vertex, needs, exclusive, exclusive_parent)`` or, by default, to ``job.vertices``;
+        fill ``job``."""
         self._level = 0
         self._upd_seen: set[int] | None = set() if self.g.multi_parent else None
         root = self.g.roots[self.sub]
         needs, excl = self.root_mark
         to_parent: dict[str, int] = {}
-        return self._upd_dfv(root, needs, excl, meta, job, emit, to_parent, False, False)
+        self._marked_kids = self._children_marked() if self._upd_seen is None else None
+        if emit is None:  # into job.vertices (held subtrees are emitted in bulk)
+            self._bulk = job.raw_vertices
+            emit = _appender(job.raw_vertices)
+        try:
+            return self._upd_dfv(root, needs, excl, meta, job, emit, to_parent, False, False)
+        finally:
+            self._bulk = None
+
+    def _children_marked(self) -> dict[int, list[int]]:
+        """Parent -> its marked children in graph order (so the commit walk looks at the
+        chosen vertices only, not at every child of each vertex on the path)."""
+        parent = self.g.parent[self.sub]
+        out: dict[int, list[int]] = {}
+        for c in self.marks:
+            p = parent[c]
+            if p != -1:
+                out.setdefault(p, []).append(c)
+        for p, cs in out.items():
+            if len(cs) > 1:
+                pos = self._kid_pos.get(p)
+                if pos is None:
+                    pos = self._kid_pos[p] = {c: i for i, c in enumerate(self._children(p))}
+                cs.sort(key=pos.__getitem__)
+        return out
 
     def _upd_dfv(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState, emit,
                  to_parent: dict[str, int], emit_shadow: bool, excl_parent: bool) -> int:
@@ -677,7 +841,8 @@ class Traverser:
         seen = self._upd_seen
         if seen is not None:
             seen.add(u)
-        for c in self._children(u):
+        marked = self._marked_kids
+        for c in (self._children(u) if mod or marked is None else marked.get(u, ())):
             if seen is not None and c in seen:
                 continue
             mark = marks.get(c)
@@ -734,20 +899,15 @@ class Traverser:
         reached only through ``u``, whose planner now reads 0 free for the window, so spans
         on the descendants would change no decision; they are still emitted (R, slots)."""
         g = self.g
-        kids = g.children[self.sub]
         base = self._level + 1
-        count = 0
-        # post-order below u with depths (children in graph order)
-        stack = [(c, base + 1, False) for c in reversed(kids[u])]
-        while stack:
-            v, lvl, expanded = stack.pop()
-            ch = kids[v]
-            if expanded or not ch:
-                emit(lvl, v, g.size[v], True, True)
-                count += 1
-                continue
-            stack.append((v, lvl, True))
-            stack.extend((c, lvl + 1, False) for c in reversed(ch))
+        depths, below_u, _ = self._post_below(u)
+        count = len(below_u)
+        if self._bulk is not None:
+            # listed when first asked for (R, slots): a 64-node job holds ~5,000 vertices
+            self._bulk.append(_Held((base + 1, depths, below_u, g.size, u)))
+        else:
+            for d, v in zip(depths, below_u, strict=True):
+                emit(base + 1 + d, v, g.size[v], True, True)
         self._add_sched(u, needs, meta, job)
         below = dict(g.subtree_totals(u))
         self._add_meta(u, needs, True, meta, job, below, to_parent)
@@ -755,6 +915,35 @@ class Traverser:
         job.used[u][g.type[u]] = job.used[u].get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
         return count + 1
+
+    def _post_below(self, u: int) -> tuple[bytes | list[int], list[int], list[int]]:
+        """The vertices below ``u`` in post-order (children in graph order), their depths
+        relative to u's children, and the non-leaf vertices from ``u`` down (cached: the
+        commit of a held subtree emits them all; shapes and templates index them)."""
+        hit = self._post_cache.get(u)
+        if hit is not None:
+            return hit
+        kids = self.g.children[self.sub]
+        depths: list[int] = []
+        out: list[int] = []
+
+        def walk(v: int, d: int) -> None:
+            ch = kids[v]
+            if any(map(kids.__getitem__, ch)):
+                for c in ch:
+                    if kids[c]:
+                        walk(c, d + 1)
+                    depths.append(d)
+                    out.append(c)
+            else:  # leaves only
+                depths.extend(repeat(d, len(ch)))
+                out.extend(ch)
+
+        walk(u, 0)
+        inner = [u] + [v for v in out if kids[v]]
+        hit = (bytes(depths) if not depths or max(depths) < 256 else tuple(depths), out, inner)
+        self._post_cache[u] = hit
+        return hit
 
     def _add_sched(self, u: int, needs: int, meta: Meta, job: JobState) -> None:
         p = self.sched.get(u)
@@ -906,16 +1095,37 @@ class Traverser:
             avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
             if avail == 0 and not any(p.spans for p in self.agg.get(c, {}).values()):
                 continue
-            self.weights.setdefault(u, {})[c] = avail
+            w = self.weights.setdefault(u, {})
+            old = w.get(c, _UNTOUCHED)
+            if old != avail:
+                self._move_child(u, w, c, old, avail)
+
+    def _move_child(self, u: int, w: dict[int, int], c: int, old: int, avail: int) -> None:
+        """Set c's weight, moving it within u's cached order (most free first, then higher
+        uniq_id) instead of sorting every child again: wide roots have thousands."""
+        order = self._order_cache.get(u)
+        if order is not None:
+            uid = self.g.uniq_id
+
+            def key(x: int) -> tuple[int, int]:
+                return -w.get(x, _UNTOUCHED), -uid[x]
+
+            i = bisect_left(order, (-old, -uid[c]), key=key)
+            if i < len(order) and order[i] == c:
+                del order[i]
+                w[c] = avail
+                insort(order, c, key=key)
+                return
             self._order_cache.pop(u, None)
+        w[c] = avail
 
 
 class JobState:
     """What a committed match holds, so cancel can undo it exactly."""
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
-                 "resv_vertices", "reweigh", "now", "vertices", "at", "duration", "reserved",
-                 "slots", "slot_edges")
+                 "resv_vertices", "reweigh", "now", "raw_vertices", "at", "duration",
+                 "reserved", "slots", "slot_edges")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -936,8 +1146,85 @@ class JobState:
         #: slot_edges, the (vertex, amount) members the selection chose
         self.slots: list[dict[int, int] | None] | None = []
         self.slot_edges: list = []
-        #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order
-        self.vertices: list[tuple[int, int, int, bool, bool]] = []
+        #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order; held
+        #: subtrees stay one _Held entry until ``vertices`` is read
+        self.raw_vertices: list = []
+
+    @property
+    def vertices(self) -> list[tuple[int, int, int, bool, bool]]:
+        raw = self.raw_vertices
+        if any(type(e) is _Held for e in raw):
+            out: list = []
+            for e in raw:
+                if type(e) is _Held:
+                    out.extend(e.entries())
+                else:
+                    out.append(e)
+            self.raw_vertices = raw = out
+        return raw
+
+    @vertices.setter
+    def vertices(self, value: list) -> None:
+        self.raw_vertices = value
+
+    def node_vertices(self, graph: ResourceGraph) -> list[int]:
+        """The ``node`` vertices held, in emission order (without listing held subtrees)."""
+        gtype = graph.type
+        out = []
+        for e in self.raw_vertices:
+            if type(e) is _Held:
+                post, u = e[2], e[4]
+                if graph.subtree_totals(u).get("node", 0) > (gtype[u] == "node"):
+                    out += [v for v in post if gtype[v] == "node"]
+            elif gtype[e[1]] == "node":
+                out.append(e[1])
+        return out
+
+
+def _appender(out: list):
+    def emit(*entry) -> None:
+        out.append(entry)
+    return emit
+
+
+class _Held(tuple):
+    """The vertices below a subtree held whole, emitted lazily: (level of its children,
+    relative depths, vertices in post-order, the graph's size list, the subtree root)."""
+
+    __slots__ = ()
+
+    def entries(self):
+        level, depths, post, size, _ = self
+        return zip(map(level.__add__, depths), post, map(size.__getitem__, post),
+                   repeat(True), repeat(True))
+
+
+class _Replayed(tuple):
+    """Slot instances of a replayed subtree: (vertices in shape order, slots by position)."""
+
+    __slots__ = ()
+
+    def expand(self) -> list[list[tuple[int, int]]]:
+        seq, slots = self
+        return [[(seq[i], amount) for i, amount in edges] for edges in slots]
+
+
+def expand_slots(items: list) -> list[list[tuple[int, int]]]:
+    """``chosen_slots`` with replayed subtrees expanded: one (vertex, amount) list per slot."""
+    out: list[list[tuple[int, int]]] = []
+    for item in items:
+        if isinstance(item, _Replayed):
+            out += item.expand()
+        else:
+            out.append(item)
+    return out
+
+
+def _request_key(resources: list[Resource]) -> tuple:
+    """What the traversal reads of a request list, as a hashable value."""
+    return tuple((r.type, r.count_min, r.count_max, r.oper, r.operand, r.exclusive,
+                  tuple(sorted(r.user_data.items())), _request_key(r.with_))
+                 for r in resources)
 
 
 def _resize(planner: Planner, span: int, amount: int) -> int:
