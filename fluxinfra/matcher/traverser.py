@@ -172,6 +172,9 @@ class Traverser:
         self._bulk: list | None = None
         self._post_cache: dict[int, list[tuple[int, int]]] = {}
         self._kid_pos: dict[int, dict[int, int]] = {}
+        #: parent -> its children held whole by an allocation (fast mode skips them in a
+        #: set lookup instead of a planner query: busy clusters have thousands)
+        self._held_kids: dict[int, _HeldKids] = {}
         self._marked_kids: dict[int, list[int]] | None = None
 
     def invalidate(self) -> None:
@@ -182,6 +185,9 @@ class Traverser:
         self.invalidate_status()
         self._post_cache.clear()
         self._kid_pos.clear()
+        self._held_kids = {
+            p: hk for p, hk in self._held_kids.items()
+            if all(not self.g.removed[c] for c in hk.kids)} if self._held_kids else {}
 
     def invalidate_status(self) -> None:
         """Forget subtree shapes (after a vertex status changed)."""
@@ -439,14 +445,19 @@ class Traverser:
             uid_order = []
             for v in inner:
                 us = list(map(uid.__getitem__, kids[v]))
-                ranked = sorted(range(len(us)), key=us.__getitem__)
-                uid_order.append(None if ranked == list(range(len(us))) else tuple(ranked))
+                if us == sorted(us):
+                    uid_order.append(None)  # ascending in graph order (the usual case)
+                else:
+                    uid_order.append(tuple(sorted(range(len(us)), key=us.__getitem__)))
             uid_order = tuple(uid_order)
+        perf = None
+        if self.policy.kind == "variation":
+            props = g.properties
+            perf = tuple((i, _perf_class(props[v])) for i, v in enumerate(post) if props[v])
         key = (g.type[u], g.size[u], g.status[u], depths,
                tuple(map(g.type.__getitem__, post)), tuple(map(g.size.__getitem__, post)),
                tuple(map(g.id.__getitem__, post)), tuple(map(g.status.__getitem__, post)),
-               uid_order, tuple(map(_perf_class, map(g.properties.__getitem__, post)))
-               if self.policy.kind == "variation" else None)
+               uid_order, perf)
         shape = self._shape_ids.get(key)
         if shape is None:
             shape = self._shape_ids[key] = len(self._shape_ids)
@@ -622,7 +633,12 @@ class Traverser:
         sched = self.sched
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
+        held = self._held_kids.get(u) if fast else None
+        if held is not None and not held.covers(meta.at):
+            held = None
         for c in children:
+            if held is not None and c in held.kids:
+                continue  # held whole by an allocation over meta.at: nothing free now
             ctype = gtype[c]
             if ctype in sat or (visited is not None and c in visited):
                 continue
@@ -909,6 +925,13 @@ class Traverser:
             for d, v in zip(depths, below_u, strict=True):
                 emit(base + 1 + d, v, g.size[v], True, True)
         self._add_sched(u, needs, meta, job)
+        if meta.alloc_type == AT_ALLOC and needs >= g.size[u]:
+            p = g.parent[self.sub][u]
+            if p != -1:
+                hk = self._held_kids.get(p)
+                if hk is None:
+                    hk = self._held_kids[p] = _HeldKids()
+                hk.add(u, meta.at, meta.at + meta.duration, job.jobid)
         below = dict(g.subtree_totals(u))
         self._add_meta(u, needs, True, meta, job, below, to_parent)
         job.used[u] = dict(below)
@@ -1003,6 +1026,9 @@ class Traverser:
             span = job.sched.pop(u, None)
             if span is not None:
                 self.sched[u].remove_span(span)
+                hk = self._held_kids.get(parent[u])
+                if hk is not None:
+                    hk.discard(u, job.jobid)
                 for table in (self.allocs, self.resvs):
                     spans = table.get(u)
                     if spans is not None and spans.pop(job.jobid, None) is not None and not spans:
@@ -1010,7 +1036,8 @@ class Traverser:
             span = job.xspans.pop(u, None)
             if span is not None:
                 self.xcheck[u].remove_span(span)
-            for key in [k for k in job.agg if k[0] == u] if u in job.agg_owners else ():
+            for key in ([(u, t) for t in self.agg[u] if (u, t) in job.agg]
+                        if u in job.agg_owners else ()):
                 span, _ = job.agg.pop(key)
                 self.agg[u][key[1]].remove_span(span)
         # shrink the aggregate spans of ancestors that stay in the job
@@ -1185,6 +1212,48 @@ def _appender(out: list):
     def emit(*entry) -> None:
         out.append(entry)
     return emit
+
+
+class _HeldKids:
+    """Children of one vertex held whole by allocations: child -> (start, end, jobid).
+    Valid for a match at ``at`` only when every hold covers ``at`` (starts and ends are
+    counted by value, so the bounds stay O(distinct values) to maintain)."""
+
+    __slots__ = ("kids", "starts", "ends", "max_start", "min_end")
+
+    def __init__(self) -> None:
+        self.kids: dict[int, tuple[int, int, int]] = {}
+        self.starts: dict[int, int] = {}
+        self.ends: dict[int, int] = {}
+        self.max_start = -1
+        self.min_end = 1 << 63
+
+    def add(self, c: int, start: int, end: int, jobid: int) -> None:
+        if c in self.kids:
+            self.discard(c, self.kids[c][2])
+        self.kids[c] = (start, end, jobid)
+        self.starts[start] = self.starts.get(start, 0) + 1
+        self.ends[end] = self.ends.get(end, 0) + 1
+        self.max_start = max(self.max_start, start)
+        self.min_end = min(self.min_end, end)
+
+    def discard(self, c: int, jobid: int) -> None:
+        entry = self.kids.get(c)
+        if entry is None or entry[2] != jobid:
+            return
+        del self.kids[c]
+        start, end, _ = entry
+        self.starts[start] -= 1
+        if not self.starts[start]:
+            del self.starts[start]
+            self.max_start = max(self.starts, default=-1)
+        self.ends[end] -= 1
+        if not self.ends[end]:
+            del self.ends[end]
+            self.min_end = min(self.ends, default=1 << 63)
+
+    def covers(self, at: int) -> bool:
+        return self.max_start <= at < self.min_end
 
 
 class _Held(tuple):

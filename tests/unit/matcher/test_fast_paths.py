@@ -1,0 +1,155 @@
+"""Fast mode's shortcuts choose exactly what the plain fast traversal chooses.
+
+* whole free subtrees replayed by shape (``Traverser._template_key`` / ``_replay``);
+* children held whole skipped by a set lookup (``_HeldKids``);
+* held subtrees listed lazily (``JobState.vertices``), ``first``'s order kept incrementally,
+  the commit walk over marked children only.
+
+Each test runs the same operations on two matchers, one with the shortcuts disabled, and
+compares every result (vertices, amounts, slots, nodes) and the planners' state.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matcher_testlib import check_invariants
+
+from fluxinfra.matcher import Busy, Matcher
+from fluxinfra.matcher.recipe import graph_from_recipe
+
+POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
+            "variation"]
+
+RECIPE = {"cluster": "c", "racks": 2, "nodes_per_rack": 4, "sockets": 2, "cores_per_socket": 4,
+          "gpus_per_socket": 1, "memory_per_socket": [2, 8]}
+
+
+def nodes_job(count: int, slots: int, duration: int = 100) -> dict:
+    return {"version": 1, "resources": [{"type": "node", "count": count, "exclusive": True,
+            "with": [{"type": "slot", "count": slots, "label": "t",
+                      "with": [{"type": "core", "count": 1}]}]}],
+            "attributes": {"system": {"duration": duration}},
+            "tasks": [{"command": ["a"], "slot": "t", "count": {"per_slot": 1}}]}
+
+
+def core_job(cores: int = 1, duration: int = 100) -> dict:
+    return {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "t",
+            "with": [{"type": "core", "count": cores}]}],
+            "attributes": {"system": {"duration": duration}},
+            "tasks": [{"command": ["a"], "slot": "t", "count": {"per_slot": 1}}]}
+
+
+def plain(m: Matcher) -> Matcher:
+    """Disable the replay and the held-children skip on ``m``."""
+    m.trav._untouched = lambda u: False
+    m.trav._held_kids = _Never()
+    return m
+
+
+class _Never(dict):
+    def __setitem__(self, key, value) -> None:  # never remember a held child
+        pass
+
+
+def outcome(m: Matcher, op):
+    try:
+        r = op(m)
+    except Busy:
+        return "busy"
+    if r is None or isinstance(r, bool):
+        return r
+    return (r.status, r.at, r.nodes, r.slots, sorted(r.emitted), r.R["execution"])
+
+
+def planner_state(m: Matcher) -> dict:
+    t = m.trav
+    out = {}
+    for kind, table in (("s", t.sched), ("x", t.xcheck)):
+        for v, p in table.items():
+            if p.spans:
+                out[(kind, v)] = (list(p.times), list(p.usage))
+    for v, per in t.agg.items():
+        for rtype, p in per.items():
+            if p.spans:
+                out[("a", v, rtype)] = (list(p.times), list(p.usage))
+    return out
+
+
+def run_both(policy: str, ops) -> None:
+    fast = Matcher(graph_from_recipe(RECIPE), policy=policy)
+    ref = plain(Matcher(graph_from_recipe(RECIPE), policy=policy))
+    for op in ops:
+        assert outcome(fast, op) == outcome(ref, op), op
+        assert planner_state(fast) == planner_state(ref)
+        check_invariants(fast)
+    return fast
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_node_exclusive_jobs_replayed_as_traversed(policy: str) -> None:
+    ops = [lambda m: m.match(core_job(2)),
+           lambda m: m.match(nodes_job(2, 8)),
+           lambda m: m.match(nodes_job(1, 3)),
+           lambda m: m.match(nodes_job(3, 8), op="allocate_orelse_reserve"),
+           lambda m: m.cancel(2),
+           lambda m: m.match(nodes_job(2, 8)),
+           lambda m: m.partial_cancel(5, m.info(5).nodes[:1]),
+           lambda m: m.match(nodes_job(1, 8)),
+           lambda m: m.cancel(1),
+           lambda m: m.match(nodes_job(4, 8), op="allocate_orelse_reserve")]
+    fast = run_both(policy, ops)
+    assert fast.trav._templates, "no subtree was recorded for replay"
+
+
+@pytest.mark.parametrize("policy", ["low", "first", "hinodex"])
+def test_holds_that_ended_free_their_nodes(policy: str) -> None:
+    """Children held until t=10 are candidates again once the clock passes 10."""
+    def advance(m: Matcher) -> None:
+        m.now = 20
+
+    ops = [lambda m: m.match(nodes_job(4, 8, duration=10)),
+           lambda m: m.match(nodes_job(4, 8, duration=10)),
+           lambda m: m.match(nodes_job(1, 8)),
+           advance,
+           lambda m: m.match(nodes_job(4, 8)),
+           lambda m: m.match(nodes_job(3, 8))]
+    run_both(policy, ops)
+
+
+@pytest.mark.parametrize("policy", ["low", "first"])
+def test_a_down_core_changes_the_shape(policy: str) -> None:
+    def down(m: Matcher) -> None:
+        m.set_status(m.graph.path(next(v for v in range(len(m.graph))
+                                       if m.graph.type[v] == "core")), "down")
+
+    ops = [lambda m: m.match(nodes_job(1, 8)), down,
+           lambda m: m.cancel(1),
+           lambda m: m.match(nodes_job(8, 8)),
+           lambda m: m.match(nodes_job(7, 8))]
+    run_both(policy, ops)
+
+
+def test_partial_cancel_of_a_held_node_drops_its_vertices_from_R() -> None:
+    m = Matcher(graph_from_recipe(RECIPE), policy="lonodex")
+    r = m.match(nodes_job(2, 8))
+    first, second = r.nodes
+    assert m.partial_cancel(r.jobid, [first]) is False
+    names = {n["metadata"]["name"] for n in m.info(r.jobid).R["scheduling"]["graph"]["nodes"]}
+    paths = [m.graph.path(v) for _, v, _, _, _ in m.info(r.jobid).emitted]
+    assert first not in names and second in names
+    assert not [p for p in paths if f"/{first}/" in p]
+    assert m.info(r.jobid).slots and all(list(s) == [second] for s in m.info(r.jobid).slots)
+
+
+def test_first_order_kept_incrementally_matches_a_fresh_sort() -> None:
+    m = Matcher(graph_from_recipe(RECIPE), policy="first")
+    for _ in range(12):
+        m.match(core_job(1))
+    m.cancel(3)
+    m.match(nodes_job(1, 8))
+    trav = m.trav
+    for u, order in trav._order_cache.items():
+        w = trav.weights.get(u, {})
+        uid = m.graph.uniq_id
+        assert order == sorted(trav._children(u), key=lambda c: (w.get(c, 1 << 64), uid[c]),
+                               reverse=True)
