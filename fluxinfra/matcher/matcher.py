@@ -474,7 +474,6 @@ class Matcher:
         """Re-register an allocation that already exists (e.g. after a scheduler restart)."""
         if jobid in self.jobs:
             raise MatcherError(f"job id {jobid} is already in use; cancel it first")
-        g, trav = self.graph, self.trav
         marks: dict[int, tuple[int, bool, int]] = {}
         sched = R.get("scheduling") if isinstance(R, dict) else None
         nodes = ((sched or {}).get("graph") or {}).get("nodes")
@@ -483,24 +482,109 @@ class Matcher:
                                "(R['scheduling']['graph']['nodes']); pass the R the matcher wrote")
         for n in nodes:
             md = n.get("metadata", {})
-            path = (md.get("paths") or {}).get(trav.sub)
-            v = g.resolve(path) if path else g.by_uniq_id(int(n["id"]))
-            if v is None:
-                raise GraphError(f"update_allocate: vertex {n.get('id')} of R is not in the graph")
+            v = self._vertex_of(n, md, "update_allocate")
             marks[v] = (int(md.get("size", 1)), bool(md.get("exclusive", False)), -1)
         execution = R.get("execution", {})
         if duration is None:
             start, end = execution.get("starttime", at), execution.get("expiration", 0)
             duration = int(end - start) if end and end > start else HORIZON - at
+        return self._commit_marks(jobid, marks, at, duration, "update_allocate: R")
+
+    def _vertex_of(self, n: dict, md: dict, what: str) -> int:
+        """The graph vertex of an R's JGF node: by ``uniq_id`` (the JGF id; an index
+        lookup), checked against its containment path when the R has one; by path (the
+        name index) when the uniq_id is absent or names another vertex."""
+        g = self.graph
+        path = (md.get("paths") or {}).get(self.trav.sub)
+        v = None
+        uniq = md.get("uniq_id", n.get("id"))
+        try:
+            v = g.by_uniq_id(int(uniq)) if uniq is not None else None
+        except (TypeError, ValueError):
+            v = None
+        if v is not None and path and g.path(v, self.trav.sub) != path:
+            v = None
+        if v is None and path:
+            v = self._by_path(path)
+        if v is None:
+            raise GraphError(f"{what}: vertex {n.get('id')} (path {path!r}) of R is not in "
+                             "the graph")
+        return v
+
+    def _commit_marks(self, jobid: int, marks: dict[int, tuple[int, bool, int]], at: int,
+                      duration: int, what: str) -> MatchResult:
+        g, trav = self.graph, self.trav
         root = g.roots[trav.sub]
         if root not in marks:
-            raise GraphError("update_allocate: R does not include the graph root")
+            raise GraphError(f"{what} does not include the graph root")
         trav.marks = marks
         trav.root_mark = marks[root][:2]
         meta = Meta(at, duration, AT_ALLOC, jobid, self.now)
         self._next_jobid = max(self._next_jobid, jobid + 1)
         trav.chosen_slots = []
         return self._commit(meta, jobid, self.now)
+
+    def register_amounts(self, jobid: int, node: str, amounts: dict[str, int], *,
+                         at: int | None = None, duration: int | None = None) -> MatchResult:
+        """Record that job ``jobid`` uses ``amounts`` (type -> units) on vertex ``node`` (a
+        name or containment path) from ``at`` (default: ``now``) for ``duration`` seconds
+        (default: until the end of time), e.g. a running pod re-learnt after a restart::
+
+            m.register_amounts(7, "node3", {"core": 3, "memory": 5120, "gpu": 1})
+
+        For each type, the lowest free vertices below ``node`` (graph order) are taken
+        whole until their sizes cover the amount (a 4,096 MiB memory vertex serves any
+        request up to 4,096). Raises :class:`Busy` when the node lacks them and
+        :class:`GraphError` when ``node`` or a type is not in the graph; nothing is held then.
+        """
+        if jobid in self.jobs:
+            raise MatcherError(f"job id {jobid} is already in use; cancel it first")
+        g, trav = self.graph, self.trav
+        at = self.now if at is None else int(at)
+        if duration is None or duration <= 0:
+            duration = HORIZON - at
+        found = [v for v in g.by_name(node) if not g.removed[v]] \
+            if not node.startswith("/") else [g.resolve(node)]
+        if len(found) != 1:
+            what = "no vertex" if not found else f"{len(found)} vertices"
+            raise GraphError(f"register_amounts: node: {what} named {node!r}; give the "
+                             "name of one vertex (or its containment path)")
+        top = found[0]
+        below = g.preorder(top, trav.sub)
+        totals = g.subtree_totals(top)
+        marks: dict[int, tuple[int, bool, int]] = {}
+        kids = g.children[trav.sub]
+        for rtype, amount in amounts.items():
+            if not isinstance(amount, int) or amount < 0:
+                raise MatcherError(f"register_amounts: amounts[{rtype!r}]: {amount!r}; "
+                                   "give a whole number >= 0")
+            if not amount:
+                continue
+            if rtype not in totals:
+                raise GraphError(f"register_amounts: amounts: {node} has no {rtype!r} "
+                                 f"below it (it has {', '.join(sorted(totals)) or 'nothing'})")
+            got = 0
+            for v in below:
+                if g.type[v] != rtype or kids[v] or not g.status[v] or v in marks:
+                    continue
+                if trav.avail(v, at, duration) < g.size[v] or trav.xcheck_busy(v, at, duration):
+                    continue
+                marks[v] = (g.size[v], True, -1)
+                got += g.size[v]
+                if got >= amount:
+                    break
+            if got < amount:
+                raise Busy(f"register_amounts: {node} has {got} {rtype} free from {at}, "
+                           f"job {jobid} needs {amount}")
+        parent = g.parent[trav.sub]
+        for v in list(marks):
+            a = parent[v]
+            while a != -1 and a not in marks:
+                marks[a] = (g.size[a], False, -1)
+                a = parent[a]
+        if not marks:
+            marks[g.roots[trav.sub]] = (1, False, -1)
+        return self._commit_marks(jobid, marks, at, duration, "register_amounts")
 
     def find(self, criteria: str) -> dict:
         """Vertices matching ``criteria`` (and their ancestors) as an R (``scheduling`` JGF).

@@ -200,6 +200,11 @@ class Traverser:
         p = self.sched.get(v)
         return self.g.size[v] if p is None else p.avail_during(at, duration)
 
+    def xcheck_busy(self, v: int, at: int, duration: int) -> bool:
+        """Some job holds ``v`` (shared) during the window."""
+        p = self.xcheck.get(v)
+        return p is not None and p.used_during(at, duration) > 0
+
     def sub_avail(self, v: int, rtype: str, at: int, duration: int) -> int:
         total = self.g.subtree_totals(v).get(rtype, 0)
         planners = self.agg.get(v)

@@ -9,8 +9,9 @@ what the scheduler needs and what the matcher offers is bridged (and documented)
   pods re-learnt after a restart or a rebuild), ``partial_cancel`` by node frees the job's whole
   share of the node, so the siblings of the same job on that node are re-registered as a new
   matcher job (one ``update_allocate``). Each allocator job is therefore a list of *pieces*.
-- **Registering running pods.** ``adopt`` uses :func:`fluxinfra.matcher.k8s.pod_allocation_R`
-  (lowest free vertices of the pod's node) and ``update_allocate``.
+- **Registering running pods.** ``adopt`` uses the matcher's public
+  :meth:`~fluxinfra.matcher.Matcher.register_amounts` (lowest free vertices of the pod's node;
+  the service's ``Register`` RPC does the same remotely).
 - **Nodes joining and leaving.** In process, a new node is attached with the matcher's
   ``add_subgraph`` (from :func:`fluxinfra.matcher.k8s.node_insertion`) and a deleted one removed
   with ``remove_subgraph``; a node whose capacity or labels change, and every change over gRPC,
@@ -41,7 +42,6 @@ from typing import Any, Protocol
 from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Placement, node_specs
 from fluxinfra.scheduler.pods import Shape
-from fluxinfra.service.allocations import register_amounts
 from fluxinfra.service.jobspecs import slots_jobspec
 
 __all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend"]
@@ -134,8 +134,9 @@ class InProcessBackend:
         return bool(self.matcher.partial_cancel(jobid, slot_r(jobid, index)))
 
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
-        register_amounts(self.matcher, jobid, node, cores=shape.cores,
-                         memory_mib=shape.memory_mib, gpus=shape.gpus, at=now, duration=duration)
+        self.matcher.register_amounts(
+            jobid, node, {"core": shape.cores, "memory": shape.memory_mib, "gpu": shape.gpus},
+            at=now, duration=duration)
 
     def set_status(self, node: str, status: str) -> None:
         self.matcher.set_status(node, status)

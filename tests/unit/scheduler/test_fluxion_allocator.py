@@ -147,3 +147,29 @@ def test_overrunning_pod_keeps_its_resources() -> None:
     h.step(1)
     assert h.node_of("next") == "n0"
     check_invariants(h)
+
+
+def test_adopted_pods_are_registered_through_the_public_matcher_api(monkeypatch) -> None:
+    """``adopt`` holds a running pod's amounts with ``Matcher.register_amounts`` (no
+    traverser internals, no path scans) and matches then see them held."""
+    a = FluxionAllocator(policy="low")
+    a.set_nodes(nodes(2))
+    matcher = a.backend.matcher
+    calls = []
+    real = matcher.register_amounts
+    monkeypatch.setattr(matcher, "register_amounts",
+                        lambda *args, **kw: calls.append((args, kw)) or real(*args, **kw))
+    jobid = a.adopt("n1", Shape(3, 2048, 0), now=0, duration=100)
+    assert calls == [((jobid, "n1", {"core": 3, "memory": 2048, "gpu": 0}),
+                      {"at": 0, "duration": 100})]
+    held = matcher.info(jobid)
+    assert held.nodes == ["n1"]
+    amounts = {}
+    for _, v, amount, _, _ in held.emitted:
+        t = matcher.graph.type[v]
+        amounts[t] = amounts.get(t, 0) + (amount if t == "memory" else 1)
+    assert amounts["core"] == 3 and amounts["memory"] >= 2048
+    p = a.place(2, Shape(1, 0, 0), duration=10, now=0, reserve=False)
+    assert sorted(p.nodes).count("n1") <= 1  # n1 has one core left
+    with pytest.raises(Busy):
+        a.place(1, Shape(4, 0, 0), duration=10, now=0, reserve=False)
