@@ -30,7 +30,10 @@ Matching
 
     ``m.cancel(jobid)`` (raises :class:`UnknownJob`), ``m.partial_cancel(jobid, names_or_R) ->
     bool`` (True once nothing is left), ``m.update_allocate(jobid, R, at=0, duration=None)``
-    (re-learn an existing allocation from the R this package wrote), ``m.info(jobid)``,
+    (re-learn an existing allocation from the R this package wrote; vertices are found by
+    ``uniq_id``), ``m.register_amounts(jobid, node, {"core": 3, "memory": 4096, "gpu": 1},
+    at=None, duration=None)`` (hold amounts in use on a node: its lowest free vertices, whole,
+    in the graph's units; raises Busy when they are not free), ``m.info(jobid)``,
     ``m.find("status=up and sched-now=free") -> R``, ``m.set_status(path_or_name, "up"|
     "down")``, ``m.add_subgraph(jgf)``, ``m.remove_subgraph(path)``, ``m.stat()``, ``m.now``.
 
@@ -75,7 +78,8 @@ Pod groups (the Kubernetes scheduler's case)
     ``exact_pools=True`` so a pod's memory request takes ``m`` units of a node's memory pool
     rather than Fluxion's whole pool vertex. ``result.slots[i]`` is pod *i*'s placement;
     release one finished pod with ``partial_cancel(jobid, node_name)`` (or an R subset); a
-    restarted scheduler re-learns running pods with ``update_allocate(jobid, R)``.
+    restarted scheduler re-learns running pods with ``update_allocate(jobid, R)``, or from
+    their requests alone with ``register_amounts(jobid, node, amounts)``.
 
     >>> g = ResourceGraph()
     >>> root = g.add_vertex(type="cluster", name="k8s0")
