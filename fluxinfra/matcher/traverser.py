@@ -31,6 +31,8 @@ AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
 _EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
+#: recorded subtree selections kept at most (one per subtree shape x request shape)
+MAX_TEMPLATES = 4096
 
 
 class Meta:
@@ -379,7 +381,7 @@ class Traverser:
         if avail == 0:
             return False, x_in
         if not self._finish_vtx(u, resources, dfu):
-            if key is not None:
+            if key is not None and len(self._templates) < MAX_TEMPLATES:
                 self._templates[key] = None
             return False, x_in
         self._resolve(u, dfu, to_parent)
@@ -475,6 +477,8 @@ class Traverser:
         if any(c not in where for edges in chosen for c, _ in edges):
             return  # a slot of u itself: not replayable by position below u
         slots = tuple(tuple((where[c], amount) for c, amount in edges) for edges in chosen)
+        if len(self._templates) >= MAX_TEMPLATES:
+            self._templates.clear()  # many request shapes: start over rather than grow
         self._templates[key] = (slots, pre, post)
 
     def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: _Dfu) -> bool:

@@ -153,3 +153,13 @@ def test_first_order_kept_incrementally_matches_a_fresh_sort() -> None:
         uid = m.graph.uniq_id
         assert order == sorted(trav._children(u), key=lambda c: (w.get(c, 1 << 64), uid[c]),
                                reverse=True)
+
+
+def test_a_full_template_table_starts_over(monkeypatch) -> None:
+    from fluxinfra.matcher import traverser
+
+    monkeypatch.setattr(traverser, "MAX_TEMPLATES", 1)
+    ops = [lambda m: m.match(nodes_job(2, 8)), lambda m: m.match(nodes_job(2, 3)),
+           lambda m: m.match(nodes_job(1, 5)), lambda m: m.match(nodes_job(2, 8))]
+    fast = run_both("low", ops)
+    assert len(fast.trav._templates) <= 1
