@@ -254,8 +254,15 @@ class ResourceGraph:
         given = self.given_paths.get(v)
         if given and subsystem in given:
             return given[subsystem]
-        if subsystem == CONTAINMENT and v in self._paths:
-            return self._paths[v]
+        if subsystem == CONTAINMENT:
+            cached = self._paths.get(v)
+            if cached is not None:
+                return cached
+            up = self.parent[CONTAINMENT][v]
+            base = self._paths.get(up) if up != -1 else ""
+            if base is not None:  # the parent's name path is known: one concatenation
+                cached = self._paths[v] = f"{base}/{self.name[v]}"
+                return cached
         parents = self.parent.get(subsystem)
         parts = []
         u = v

@@ -84,7 +84,7 @@ def _vertex_json(g: ResourceGraph, v: int, amount: int, excl: bool, compact: boo
               "unit": g.unit[v], "size": amount}
         if g.properties[v]:
             md["properties"] = dict(g.properties[v])
-        md["paths"] = _paths(g, v)
+        md["paths"] = _paths(g, v) if len(g.parent) > 1 else {CONTAINMENT: g.path(v)}
         return {"id": str(g.uniq_id[v]), "metadata": md}
     md = {"type": g.type[v]}
     if g.basename[v] != g.type[v]:
@@ -112,14 +112,18 @@ def _paths(g: ResourceGraph, v: int) -> dict[str, str]:
 
 def write_jgf(g: ResourceGraph, emitted: Emitted, compact: bool = True) -> dict:
     """JGF of a match: the emitted vertices (children first) and the edges among them."""
+    for entry in reversed(emitted):  # parents first: each path is its parent's plus a name
+        g.path(entry[1])
     nodes = [_vertex_json(g, v, amount, excl, compact) for _, v, amount, excl, _ in emitted]
     present = {v for _, v, _, _, _ in emitted}
     edges = []
+    uid = g.uniq_id
+    subsystems = list(g.parent.items())
     for _, v, _, _, _ in emitted:
-        for sub, parents in g.parent.items():
+        for sub, parents in subsystems:
             p = parents[v]
             if p != -1 and p in present:
-                edges.append({"source": str(g.uniq_id[p]), "target": str(g.uniq_id[v]),
+                edges.append({"source": str(uid[p]), "target": str(uid[v]),
                               "metadata": {"subsystem": sub}})
     return {"graph": {"nodes": nodes, "edges": edges}}
 
