@@ -54,8 +54,8 @@ pod-level ``spec.resources.requests`` replaces the container sum). Two ways to a
   capacity only returns when the graph is rebuilt.
 * ``subtract_pods=False``: the graph holds the full allocatable capacity and the caller registers
   each running pod as an allocation, ``matcher.match(pod_jobspec(pod), ...)`` or with
-  :func:`pod_allocation_R` + ``Matcher.update_allocate``, so that ``Matcher.cancel`` frees it
-  when the pod finishes. The scheduler does this.
+  ``Matcher.register_amounts`` (or ``update_allocate`` with the R it returned), so that
+  ``Matcher.cancel`` frees it when the pod finishes. The scheduler does this.
 
 Incremental updates as the cluster changes use the same plain data: keep the last
 ``K8sInventory``; :func:`diff_inventories` says which nodes were added, removed, resized or
@@ -100,7 +100,6 @@ __all__ = [
     "graph_from_inventory",
     "graph_from_k8s",
     "pod_jobspec",
-    "pod_allocation_R",
     "InventoryChanges",
     "diff_inventories",
     "node_insertion",
@@ -592,78 +591,6 @@ def pod_jobspec(
 
 def _chunks(nbytes: int, chunk_mib: int) -> int:
     return math.ceil(nbytes / (chunk_mib * MIB))
-
-
-def pod_allocation_R(  # noqa: N802 - RFC 20 calls it R
-    pod: Mapping[str, Any],
-    matcher,
-    *,
-    duration: int | None = None,
-    gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
-) -> dict[str, Any]:
-    """An Rv1 that holds what a running ``pod`` uses on its node, for ``Matcher.update_allocate``.
-
-    Picks the lowest-numbered cores, memory chunks and GPUs of the pod's node (``spec.nodeName``)
-    that are free in ``matcher`` now (same rounding as :func:`pod_jobspec`); raises
-    :class:`~fluxinfra.matcher.Busy` when the node lacks them (the pod over-commits it) and
-    ``K8sInputError`` when the pod is unbound or its node is not in the graph.
-    """
-    from fluxinfra.matcher.errors import Busy
-    from fluxinfra.matcher.graph import CONTAINMENT
-    from fluxinfra.matcher.planner import HORIZON
-    from fluxinfra.matcher.writers import write_rv1
-
-    graph, name = matcher.graph, _pod_name(pod)
-    node_name = (pod.get("spec") or {}).get("nodeName")
-    if not node_name:
-        raise K8sInputError(f"pod {name}: spec.nodeName is empty; only bound pods hold resources")
-    node = next((v for v in graph.by_name(node_name) if graph.type[v] == "node"), None)
-    if node is None:
-        raise K8sInputError(
-            f"pod {name}: node {node_name!r} is not in the graph (skipped or "
-            "not added yet); add the node before registering its pods"
-        )
-    requests = pod_requests(pod)
-    children = graph.children[CONTAINMENT][node]
-    chunk = next((graph.size[c] for c in children if graph.type[c] == "memory"), 1)
-    wanted = {
-        "core": math.ceil(requests.get("cpu", 0) / 1000),
-        "memory": _chunks(requests.get("memory", 0), chunk),
-        "gpu": sum(requests.get(resource, 0) for resource in gpu_resources),
-    }
-    now = matcher.now
-    ancestors, a = [], graph.parent[CONTAINMENT][node]
-    while a != -1:
-        ancestors.append(a)
-        a = graph.parent[CONTAINMENT][a]
-    # A node-exclusive policy holds a whole node with one span on the node vertex.
-    held = [v for v in (node, *ancestors) if matcher.trav.avail(v, now, 1) < graph.size[v]]
-    if held:
-        raise Busy(f"pod {name}: {graph.name[held[0]]} is held whole by another job (a "
-                   "node-exclusive policy allows one job per node); the pod over-commits it")
-    picked: list[int] = []
-    for kind, count in wanted.items():
-        if not count:
-            continue
-        free = [
-            c
-            for c in children
-            if graph.type[c] == kind and matcher.trav.avail(c, now, 1) == graph.size[c]
-        ][:count]
-        if len(free) < count:
-            raise Busy(
-                f"pod {name}: node {node_name} has {len(free)} free {kind} vertices, the "
-                f"pod needs {count}; it over-commits the node (subtract_pods=True avoids "
-                "registering it)"
-            )
-        picked += free
-    # Post-order emission, as the matcher's writers expect: leaves, node, then its ancestors.
-    depth = len(ancestors)
-    emitted = [(depth + 1, v, graph.size[v], True, False) for v in picked]
-    emitted.append((depth, node, 1, False, False))
-    emitted += [(depth - 1 - i, v, 1, False, False) for i, v in enumerate(ancestors)]
-    end = HORIZON if not duration else now + duration
-    return write_rv1(graph, emitted, now, end)
 
 
 # ----------------------------------------------------------------------------------------------

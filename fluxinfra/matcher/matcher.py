@@ -471,24 +471,77 @@ class Matcher:
 
     def update_allocate(self, jobid: int, R: dict, at: int = 0,  # noqa: N803
                         duration: int | None = None) -> MatchResult:
-        """Re-register an allocation that already exists (e.g. after a scheduler restart)."""
-        if jobid in self.jobs:
-            raise MatcherError(f"job id {jobid} is already in use; cancel it first")
+        """Re-register an allocation that already exists (e.g. after a scheduler restart)
+        from the R this package wrote (vertices are found by ``uniq_id``), from ``at`` for
+        ``duration`` seconds (default: the R's ``starttime``..``expiration``, else until the
+        end of time).
+
+        All or nothing: every vertex of R must exist and have the units R names free (and
+        be held by nobody else when R holds it exclusively) during the window, exactly what
+        a match would need. Otherwise nothing changes and this raises :class:`GraphError`
+        (naming the vertex) when R names a vertex that is not in the graph or more units
+        than it has, or :class:`Busy` when another job holds them in that window.
+
+        Re-registering a job id that is already held *replaces* its allocation: R is checked
+        against every other job (not against the stale holds of ``jobid`` itself), and only
+        once it fits is the old allocation released and R committed. Registering the same R
+        twice under one id is therefore idempotent, while the same R under a second id
+        raises :class:`Busy`.
+        """
         marks: dict[int, tuple[int, bool, int]] = {}
         sched = R.get("scheduling") if isinstance(R, dict) else None
         nodes = ((sched or {}).get("graph") or {}).get("nodes")
         if not nodes:
-            raise MatcherError("update_allocate: R has no scheduling JGF "
-                               "(R['scheduling']['graph']['nodes']); pass the R the matcher wrote")
+            raise GraphError("update_allocate: R has no scheduling JGF "
+                             "(R['scheduling']['graph']['nodes']); pass the R the matcher wrote")
         for n in nodes:
             md = n.get("metadata", {})
             v = self._vertex_of(n, md, "update_allocate")
-            marks[v] = (int(md.get("size", 1)), bool(md.get("exclusive", False)), -1)
+            try:
+                size = int(md.get("size", 1))
+            except (TypeError, ValueError):
+                raise GraphError(f"update_allocate: vertex {n.get('id')} of R: size "
+                                 f"{md.get('size')!r}; give a whole number") from None
+            marks[v] = (size, bool(md.get("exclusive", False)), -1)
         execution = R.get("execution", {})
-        if duration is None:
+        if duration is None or duration <= 0:
             start, end = execution.get("starttime", at), execution.get("expiration", 0)
             duration = int(end - start) if end and end > start else HORIZON - at
+        self._check_free(marks, at, duration, jobid, "update_allocate")
+        if jobid in self.jobs:
+            self.cancel(jobid)  # R fits without the job's old holds: replace them
         return self._commit_marks(jobid, marks, at, duration, "update_allocate: R")
+
+    def _check_free(self, marks: dict[int, tuple[int, bool, int]], at: int, duration: int,
+                    jobid: int, what: str) -> None:
+        """Raise unless every marked vertex can be held as marked during [at, at+duration)
+        by ``jobid`` (its own current holds, if any, do not count); changes nothing."""
+        g, trav = self.graph, self.trav
+        if g.roots[trav.sub] not in marks:
+            raise GraphError(f"{what}: R does not include the graph root")
+        own = self.jobs.get(jobid)
+        kids = g.children[trav.sub]
+        for v, (needs, x, _) in marks.items():
+            size = g.size[v]
+            where = g.path(v, trav.sub)
+            if needs < 0 or needs > size:
+                raise GraphError(f"{what}: vertex {where}: R holds {needs} units of it, it "
+                                 f"has {size}; pass an R written for this graph")
+            want = needs if x else size  # a shared vertex: nobody may hold it exclusively
+            p = trav.sched.get(v)
+            if p is not None:
+                free = size - p.used_without(at, duration,
+                                             own.sched.get(v) if own is not None else None)
+                if free < want:
+                    raise Busy(f"{what}: vertex {where} has {free} of {size} free from {at} "
+                               f"for {duration}s, job {jobid} needs {want}; another job "
+                               "holds it (cancel that job first)")
+            xp = trav.xcheck.get(v)
+            if x and kids[v] and xp is not None and xp.used_without(
+                    at, duration, own.xspans.get(v) if own is not None else None) > 0:
+                raise Busy(f"{what}: vertex {where} is shared with another job from {at} "
+                           f"for {duration}s, job {jobid} holds it exclusively; cancel that "
+                           "job first")
 
     def _vertex_of(self, n: dict, md: dict, what: str) -> int:
         """The graph vertex of an R's JGF node: by ``uniq_id`` (the JGF id; an index
@@ -584,6 +637,8 @@ class Matcher:
                 a = parent[a]
         if not marks:
             marks[g.roots[trav.sub]] = (1, False, -1)
+        # the leaves are free; their ancestors may still be held whole (node-exclusive jobs)
+        self._check_free(marks, at, duration, jobid, "register_amounts")
         return self._commit_marks(jobid, marks, at, duration, "register_amounts")
 
     def find(self, criteria: str) -> dict:

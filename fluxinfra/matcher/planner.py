@@ -95,6 +95,21 @@ class Planner:
     def avail_during(self, at: int, duration: int) -> int:
         return self.total - self.used_during(at, duration)
 
+    def used_without(self, at: int, duration: int, span_id: int | None) -> int:
+        """:meth:`used_during` as if span ``span_id`` (if given and present) were removed;
+        changes nothing (a re-registered job is checked against everyone but itself)."""
+        span = self.spans.get(span_id) if span_id is not None else None
+        if span is None:
+            return self.used_during(at, duration)
+        s_at, s_end, amount = span
+        times, usage = self.times, self.usage
+        end = at + duration if duration > 0 else at + 1
+        # both functions are piecewise constant: look at every point where either changes
+        i, j = bisect_right(times, at), bisect_left(times, end)
+        points = {at, *times[i:j], *(t for t in (s_at, s_end) if at < t < end)}
+        return max(usage[bisect_right(times, t) - 1] - (amount if s_at <= t < s_end else 0)
+                   for t in points)
+
     def avail_at(self, at: int) -> int:
         return self.total - self.usage[bisect_right(self.times, at) - 1]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["amounts_pod", "slots_jobspec"]
+__all__ = ["slots_jobspec"]
 
 
 def slots_jobspec(count: int, *, cores: int, memory_mib: int = 0, gpus: int = 0,
@@ -33,13 +33,3 @@ def slots_jobspec(count: int, *, cores: int, memory_mib: int = 0, gpus: int = 0,
         "attributes": {"system": {"duration": int(duration)}},
         "tasks": [{"command": ["pod"], "slot": label, "count": {"per_slot": 1}}],
     }
-
-
-def amounts_pod(node: str, *, cores: int, memory_mib: int = 0, gpus: int = 0) -> dict[str, Any]:
-    """A minimal bound pod asking for these amounts on ``node``: what
-    :func:`fluxinfra.matcher.k8s.pod_allocation_R` reads to pick the vertices to register."""
-    requests: dict[str, Any] = {"cpu": str(cores), "memory": f"{memory_mib}Mi"}
-    if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
-    return {"metadata": {"name": f"share-on-{node}", "namespace": "fluxinfra"},
-            "spec": {"nodeName": node, "containers": [{"resources": {"requests": requests}}]}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from matcher_testlib import pod_amounts
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.k8s import (
@@ -16,7 +17,6 @@ from fluxinfra.matcher.k8s import (
     node_skip_reason,
     node_status,
     node_subgraph,
-    pod_allocation_R,
     pod_jobspec,
     pod_requests,
 )
@@ -378,7 +378,7 @@ def test_down_node_is_never_matched():
         Matcher(g).match(pod_jobspec(make_pod("p")))
 
 
-def test_running_pods_registered_with_update_allocate_then_released():
+def test_running_pods_registered_with_register_amounts_then_released():
     from fluxinfra.matcher.errors import Busy
     from fluxinfra.matcher.matcher import Matcher
 
@@ -388,34 +388,39 @@ def test_running_pods_registered_with_update_allocate_then_released():
                                               "nvidia.com/gpu": "1"})])
     g = graph_from_k8s(nodes, [running], subtract_pods=False)
     m = Matcher(g, policy="first")
-    R = pod_allocation_R(running, m)
-    assert R["execution"]["nodelist"] == ["w1"]
-    assert R["execution"]["R_lite"] == [{"rank": "0", "children": {
-        "core": "0-1", "gpu": "0", "memory": "0-1"}}]
-    registered = m.update_allocate(101, R)
+    registered = m.register_amounts(101, "w1", pod_amounts(running))
     assert registered.nodes == ["w1"]
+    assert registered.R["execution"]["R_lite"] == [{"rank": "0", "children": {
+        "core": "0-1", "gpu": "0", "memory": "0-1"}}]
     # 2 of 4 cores, 2 of 4 memory chunks, 1 of 2 GPUs are held: a 3-core pod does not fit.
     big = make_pod("big", containers=[container({"cpu": "3"})])
     with pytest.raises(Busy):
         m.match(pod_jobspec(big))
-    again = pod_allocation_R(running, m)  # the next free vertices
-    assert again["execution"]["R_lite"][0]["children"] == {"core": "2-3", "gpu": "1",
-                                                           "memory": "2-3"}
-    with pytest.raises(Busy, match="over-commits"):
-        m.update_allocate(102, again) and pod_allocation_R(running, m)
+    again = m.register_amounts(102, "w1", pod_amounts(running))  # the next free vertices
+    assert again.R["execution"]["R_lite"][0]["children"] == {"core": "2-3", "gpu": "1",
+                                                             "memory": "2-3"}
+    with pytest.raises(Busy, match="w1 has 0 core free"):
+        m.register_amounts(103, "w1", pod_amounts(running))  # a third would over-commit
+    # a restarted matcher re-learns both from their R; the same R under another id is refused
+    restarted = Matcher(graph_from_k8s(nodes, [running], subtract_pods=False), policy="first")
+    restarted.update_allocate(101, registered.R)
+    restarted.update_allocate(102, again.R)
+    with pytest.raises(Busy):
+        restarted.update_allocate(103, registered.R)
     m.cancel(101)  # the pod finished
     m.cancel(102)
     assert m.match(pod_jobspec(big)).nodes == ["w1"]
 
 
-def test_pod_allocation_needs_a_bound_pod_on_a_known_node():
+def test_register_amounts_needs_a_known_node():
+    from fluxinfra.matcher.errors import GraphError
     from fluxinfra.matcher.matcher import Matcher
 
     m = Matcher(graph_from_k8s([make_node("w")]))
-    with pytest.raises(K8sInputError, match="spec.nodeName"):
-        pod_allocation_R(make_pod("p"), m)
-    with pytest.raises(K8sInputError, match="'elsewhere' is not in the graph"):
-        pod_allocation_R(make_pod("p", "elsewhere"), m)
+    with pytest.raises(GraphError, match="no vertex named 'elsewhere'"):
+        m.register_amounts(1, "elsewhere", {"core": 1})
+    assert not m.jobs
+
 
 
 # ---------------------------------------------------------------------------- incremental updates
@@ -487,18 +492,16 @@ def test_a_pod_is_never_split_across_nodes():
     assert len(result.nodes) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: Matcher.update_allocate adds the spans of an R without checking they fit, so "
-           "registering the same R twice books core0 twice (planner usage 2 of size 1); "
-           "Fluxion's update fails when planner_add_span exceeds the vertex size",
-)
 def test_update_allocate_refuses_an_R_whose_vertices_are_already_held():
-    from fluxinfra.matcher.errors import MatcherError
+    from fluxinfra.matcher.errors import Busy
     from fluxinfra.matcher.matcher import Matcher
 
     m = Matcher(graph_from_k8s([make_node("w", "1")]), policy="low")
-    R = pod_allocation_R(make_pod("r", "w", [container({"cpu": "100m"})]), m)
-    m.update_allocate(1, R)
-    with pytest.raises(MatcherError):
-        m.update_allocate(2, R)
+    pod = make_pod("r", "w", [container({"cpu": "100m"})])
+    R = m.register_amounts(1, "w", pod_amounts(pod)).R
+    fresh = Matcher(graph_from_k8s([make_node("w", "1")]), policy="low")
+    fresh.update_allocate(1, R)
+    before = fresh.stat()
+    with pytest.raises(Busy, match="core0"):
+        fresh.update_allocate(2, R)
+    assert fresh.stat() == before and sorted(fresh.jobs) == [1]

@@ -21,9 +21,10 @@ import pytest
 from conftest import check_invariants
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from matcher_testlib import pod_amounts
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher import Busy, Jobspec, JobspecError, Matcher, Unsatisfiable
+from fluxinfra.matcher import Busy, GraphError, Jobspec, JobspecError, Matcher, Unsatisfiable
 from fluxinfra.matcher.recipe import graph_from_recipe
 
 PROPS = settings(
@@ -362,19 +363,23 @@ def _pod(name: str, node: str | None, req: dict) -> dict:
                                          max_size=6),
        pending=st.lists(pod_requests_st, max_size=6), policy=st.sampled_from(POLICIES))
 def test_k8s_pods_registered_and_matched_keep_invariants(nodes, running, pending, policy):
-    from fluxinfra.matcher.k8s import graph_from_k8s, pod_allocation_R, pod_jobspec
+    from fluxinfra.matcher.k8s import graph_from_k8s, pod_jobspec
 
     node_objs = [_node(i, spec) for i, spec in enumerate(nodes)]
     bound = [_pod(f"r{j}", f"w{i % len(nodes)}", req) for j, (i, req) in enumerate(running)]
     m = Matcher(graph_from_k8s(node_objs, bound, subtract_pods=False), policy=policy)
     empty = state(m)
     for pod in bound:  # the scheduler's restart path: running pods become allocations
+        amounts = pod_amounts(pod)
+        jobid = m.now + 1000 + len(m.jobs)
         try:
-            R = pod_allocation_R(pod, m)
-        except Busy:
+            R = m.register_amounts(jobid, pod["spec"]["nodeName"], amounts).R
+        except (Busy, GraphError):  # GraphError: it asks for GPUs the node has none of
             event("running pod over-commits its node")
             continue
-        m.update_allocate(m.now + 1000 + len(m.jobs), R)
+        with pytest.raises(Busy):  # its vertices are held now: never booked twice
+            m.update_allocate(jobid + 500, R)
+        assert m.update_allocate(jobid, R).nodes == [pod["spec"]["nodeName"]]  # idempotent
         check_invariants(m)
         check_r_invariants(m)
     for j, req in enumerate(pending):

@@ -129,6 +129,34 @@ def test_partial_cancel_info_and_update_allocate_round_trip(client: FluxionClien
         client.match(slots_jobspec(5, cores=1))
 
 
+def test_update_allocate_of_held_vertices_is_resource_exhausted(stub) -> None:
+    """UpdateAllocate never books a vertex twice: the same R under a second job id is
+    RESOURCE_EXHAUSTED (Busy) and holds nothing; under its own id it is idempotent; an R
+    naming a vertex the graph lacks is INVALID_ARGUMENT (GraphError) naming that vertex."""
+    first = stub.Match(pb.MatchRequest(request="allocate", ps=pb.PodSpec(cpu=1)), timeout=5)
+    rset = json.loads(first.R)
+    again = stub.UpdateAllocate(pb.UpdateAllocateRequest(jobID=first.jobID, R=first.R),
+                                timeout=5)
+    assert again.jobID == first.jobID
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateAllocate(pb.UpdateAllocateRequest(jobID=first.jobID + 1, R=first.R),
+                            timeout=5)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert info.value.details().startswith("busy: update_allocate: vertex ")
+    with pytest.raises(grpc.RpcError) as info:  # job first.jobID + 1 holds nothing
+        stub.Info(pb.InfoRequest(jobID=first.jobID + 1), timeout=5)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    for n in rset["scheduling"]["graph"]["nodes"]:
+        n["id"] = str(int(n["id"]) + 10_000)
+        n["metadata"].pop("uniq_id", None)
+        n["metadata"]["paths"] = {"containment": "/nowhere" + n["metadata"]["paths"][
+            "containment"]}
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateAllocate(pb.UpdateAllocateRequest(jobID=50, R=json.dumps(rset)), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "is not in the graph" in info.value.details()
+
+
 def test_register_load_nodes_and_dump(client: FluxionClient) -> None:
     client.load_nodes(k8s_nodes(3, cpu="2"))
     client.register(5, "node2", cores=2, at=0, duration=100)
