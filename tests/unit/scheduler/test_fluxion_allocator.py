@@ -173,3 +173,16 @@ def test_adopted_pods_are_registered_through_the_public_matcher_api(monkeypatch)
     assert sorted(p.nodes).count("n1") <= 1  # n1 has one core left
     with pytest.raises(Busy):
         a.place(1, Shape(4, 0, 0), duration=10, now=0, reserve=False)
+
+
+def test_adopting_on_a_node_held_whole_is_busy_and_books_nothing() -> None:
+    """With a node-exclusive policy a placed job holds its node whole: adopting running pods
+    there must not book the node twice (``Busy``, which the core logs and counts), and the
+    allocator's ledger and the matcher hold nothing for the refused pods."""
+    a = FluxionAllocator(policy="lonodex")
+    a.set_nodes(nodes(1))
+    a.place(1, Shape(1, 0, 0), duration=60, now=0, reserve=False)  # n0, whole
+    before = sorted(a.jobs), sorted(a.backend.matcher.jobs)
+    with pytest.raises(Busy, match="n0"):
+        a.adopt("n0", Shape(1, 0, 0), now=0, duration=60)
+    assert (sorted(a.jobs), sorted(a.backend.matcher.jobs)) == before
