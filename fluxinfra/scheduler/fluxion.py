@@ -8,10 +8,12 @@ what the scheduler needs and what the matcher offers is bridged (and documented)
   (``partial_cancel(jobid, slot_R(jobid, i))``). For amounts registered without slots (running
   pods re-learnt after a restart or a rebuild), ``partial_cancel`` by node frees the job's whole
   share of the node, so the siblings of the same job on that node are re-registered as a new
-  matcher job (one ``update_allocate``). Each allocator job is therefore a list of *pieces*.
+  matcher job (one ``register_amounts``). Each allocator job is therefore a list of *pieces*.
 - **Registering running pods.** ``adopt`` uses the matcher's public
   :meth:`~fluxinfra.matcher.Matcher.register_amounts` (lowest free vertices of the pod's node;
-  the service's ``Register`` RPC does the same remotely).
+  the service's ``Register`` RPC does the same remotely). It never books a vertex twice: amounts
+  the node does not have free (or a node another job holds whole) raise ``Busy`` and hold
+  nothing; the core logs and counts that (``errors{source="adopt"}``).
 - **Nodes joining and leaving.** In process, a new node is attached with the matcher's
   ``add_subgraph`` (from :func:`fluxinfra.matcher.k8s.node_insertion`) and a deleted one removed
   with ``remove_subgraph``; a node whose capacity or labels change, and every change over gRPC,
