@@ -31,7 +31,10 @@ Matching
     ``m.cancel(jobid)`` (raises :class:`UnknownJob`), ``m.partial_cancel(jobid, names_or_R) ->
     bool`` (True once nothing is left), ``m.update_allocate(jobid, R, at=0, duration=None)``
     (re-learn an existing allocation from the R this package wrote; vertices are found by
-    ``uniq_id``), ``m.register_amounts(jobid, node, {"core": 3, "memory": 4096, "gpu": 1},
+    ``uniq_id``; all or nothing: :class:`Busy` when another job holds R's vertices in the
+    window, :class:`GraphError` naming a vertex the graph lacks or overfills; an id already
+    held is replaced, so replaying registrations is idempotent),
+    ``m.register_amounts(jobid, node, {"core": 3, "memory": 4096, "gpu": 1},
     at=None, duration=None)`` (hold amounts in use on a node: its lowest free vertices, whole,
     in the graph's units; raises Busy when they are not free), ``m.info(jobid)``,
     ``m.find("status=up and sched-now=free") -> R``, ``m.set_status(path_or_name, "up"|
@@ -103,6 +106,11 @@ Pod groups (the Kubernetes scheduler's case)
     >>> again = Matcher(g, policy="low", exact_pools=True)
     >>> again.update_allocate(r.jobid, r.R).nodes     # a restarted scheduler re-learns it
     ['node0']
+    >>> try:
+    ...     again.update_allocate(99, r.R)        # the same R under another id: never twice
+    ... except Busy as exc:
+    ...     print(str(exc).split(",")[0])
+    update_allocate: vertex /k8s0/node0/core0 has 0 of 1 free from 0 for 3600s
     >>> m.partial_cancel(r.jobid, m.slot_R(r.jobid, 1))   # pod 1 finished: its slot is freed
     False
     >>> m.info(r.jobid).slots         # pods 0 and 2 still hold theirs
