@@ -524,6 +524,9 @@ class Matcher:
         for v, (needs, x, _) in marks.items():
             size = g.size[v]
             where = g.path(v, trav.sub)
+            if g.removed[v]:
+                raise GraphError(f"{what}: vertex {where} was removed from the graph "
+                                 "(remove_subgraph); add it back before holding it")
             if needs < 0 or needs > size:
                 raise GraphError(f"{what}: vertex {where}: R holds {needs} units of it, it "
                                  f"has {size}; pass an R written for this graph")

@@ -99,6 +99,16 @@ def test_a_vertex_that_is_not_in_the_graph_is_a_graph_error() -> None:
     assert state(m) == before
 
 
+def test_a_removed_vertex_is_a_graph_error() -> None:
+    R = Matcher(build_cluster(nodes=2, cores=2), policy="high").match(ONE_CORE, jobid=1).R
+    m = Matcher(build_cluster(nodes=2, cores=2), policy="high")
+    m.remove_subgraph("node1")  # where R's core is
+    before = state(m)
+    with pytest.raises(GraphError, match=r"/node1/.* was removed from the graph"):
+        m.update_allocate(1, R)
+    assert state(m) == before
+
+
 def test_more_units_than_a_vertex_has_is_a_graph_error_naming_it() -> None:
     R = fresh().match(ONE_CORE, jobid=1).R
     for n in R["scheduling"]["graph"]["nodes"]:
