@@ -155,6 +155,9 @@ class FluxionClient:
 
     def update_allocate(self, jobid: int, rset: dict[str, Any], at: int = 0,
                         duration: int = 0) -> RemoteResult:
+        """Re-learn an allocation from its R (``duration`` 0: the R's own window, else until
+        the end of time). Raises ``Busy`` when another job holds R's vertices then,
+        ``GraphError`` when R names vertices the graph lacks; the same id again replaces."""
         req = pb.UpdateAllocateRequest(jobID=jobid, R=json.dumps(rset), at=at, duration=duration)
         return RemoteResult.from_pb(self._call("UpdateAllocate", req))
 
