@@ -30,7 +30,7 @@ image: setup
 	  -t localhost/fluxinfra:$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') .
 
 lint: setup
-	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py
+	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py roles/flux_broker/filter_plugins scripts/lab
 
 clean:
 	rm -rf build .pytest_cache
