@@ -88,66 +88,100 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
     made: dict[int, list[int]] = {}
     roots: dict[str, int] = {}
     by_type: dict[str, list[int]] = {}
-    paths: dict[tuple[int, str], str] = {}
+    paths = _Paths(g)
     scales: deque[int] = deque()
     node_rank = -1
 
-    def emit(kind: int, src: int | None, e: dict | None, i: int, sz: int, j: int) -> int:
+    def emit_root(kind: int) -> int:
         nonlocal node_rank
         k = kinds[kind][1]
         sub = k["subsystem"]
-        if src is None and sub in roots:
+        if sub in roots:
             return roots[sub]
-        if src is None:
-            vid = 0
-            prefix = ""
-        else:
-            vid = _gen_id(e, i, sz, j, scales)
-            prefix = paths[(src, sub)]
         if k["type"] == "node":
             node_rank += 1
-            vrank = node_rank
-        else:
-            vrank = rank
-        name = k["basename"] + (str(vid) if vid != -1 else "")
-        v = g.add_vertex(type=k["type"], basename=k["basename"], name=name, id=vid,
-                         uniq_id=len(g), rank=vrank, size=k["size"], unit=k["unit"])
-        paths[(v, sub)] = prefix + "/" + name
-        if src is None:
-            roots[sub] = v
+        v = g.add_vertex(type=k["type"], basename=k["basename"], name=k["basename"] + "0", id=0,
+                         uniq_id=len(g), rank=node_rank if k["type"] == "node" else rank,
+                         size=k["size"], unit=k["unit"])
+        paths.added(1)
+        paths.set_root(v, sub)
+        roots[sub] = v
         by_type.setdefault(k["type"], []).append(v)
         return v
 
-    def tree_edge(src_kind: int, tgt_kind: int, e: dict) -> None:
-        if kinds[src_kind][1]["root"] and not made.get(src_kind):
-            made[src_kind] = [emit(src_kind, None, None, 0, 1, 0)]
+    def multiply(src_kind: int, tgt_kind: int, e: dict) -> list[int]:
+        nonlocal node_rank
+        k = kinds[tgt_kind][1]
+        srcs = made.get(src_kind, [])
+        scale = e["multi_scale"]
+        ids = _gen_ids(e, len(srcs), scales)
+        base = k["basename"]
+        names = [f"{base}{i}" if i != -1 else base for i in ids]
+        if k["type"] == "node":
+            ranks: list[int] | int = list(range(node_rank + 1, node_rank + 1 + len(names)))
+            node_rank += len(names)
+        else:
+            ranks = rank
+        new = g.add_vertices(k["type"], base, names, ids, ranks, k["size"], k["unit"])
+        paths.added(len(new))
+        targets = g.uniq_id[new.start:]  # the same int objects as the indices
+        sub = e["e_subsystem"]
+        if not targets:
+            scales.appendleft(scale)
+            return targets
+        kids, parents = g._subsystem(sub)  # new vertices: no parent yet, no duplicate edge
+        for j, src in enumerate(srcs):
+            mine = targets[j * scale:(j + 1) * scale]
+            parents[new.start + j * scale:new.start + (j + 1) * scale] = [src] * scale
+            if not kids[src]:
+                kids[src] = mine
+            else:
+                kids[src] += mine
+        paths.set_children(srcs, targets, scale, k["subsystem"], sub)
+        scales.appendleft(scale)
+        by_type.setdefault(k["type"], []).extend(targets)
+        return targets
+
+    def associate(src_kind: int, tgt_kind: int, e: dict, by_path: bool) -> list[int]:
         targets: list[int] = []
         sub = e["e_subsystem"]
+        tgt_type = kinds[tgt_kind][1]["type"]
+        insub = e["as_tgt_subsystem"]
+        fixed = insub != sub  # else the paths compared change as the loop sets them
+        tgt_prefix: dict[int, str | None] = {}
+        for src in made.get(src_kind, []):
+            src_prefix: list[str | None] = []  # [the source's prefix] once computed
+            for v in by_type.get(tgt_type, []):
+                if by_path:
+                    if fixed and v in tgt_prefix:
+                        a = tgt_prefix[v]
+                    else:
+                        a = tgt_prefix[v] = _path_prefix(paths.get(v, insub) or "",
+                                                         e["as_tgt_uplvl"])
+                    if a is None:
+                        continue
+                    if not (fixed and src_prefix):
+                        src_prefix[:] = [_path_prefix(paths.get(src, insub) or "",
+                                                      e["as_src_uplvl"])]
+                    if a != src_prefix[0]:
+                        continue
+                paths.set_explicit(v, sub, (paths.get(src, sub) or "") + "/" + g.name[v])
+                paths.before_link(v, sub)
+                _link(g, src, v, sub)
+                targets.append(v)
+        return targets
+
+    def tree_edge(src_kind: int, tgt_kind: int, e: dict) -> None:
+        if kinds[src_kind][1]["root"] and not made.get(src_kind):
+            made[src_kind] = [emit_root(src_kind)]
         method = e["gen_method"]
         if method == "MULTIPLY":
-            for j, src in enumerate(made.get(src_kind, [])):
-                for i in range(e["multi_scale"]):
-                    v = emit(tgt_kind, src, e, i, e["multi_scale"], j)
-                    _link(g, src, v, sub)
-                    targets.append(v)
-            scales.appendleft(e["multi_scale"])
+            made[tgt_kind] = multiply(src_kind, tgt_kind, e)
         elif method in ("ASSOCIATE_IN", "ASSOCIATE_BY_PATH_IN"):
-            tgt_type = kinds[tgt_kind][1]["type"]
-            for src in made.get(src_kind, []):
-                for v in by_type.get(tgt_type, []):
-                    if method == "ASSOCIATE_BY_PATH_IN":
-                        insub = e["as_tgt_subsystem"]
-                        a = _path_prefix(paths.get((v, insub), ""), e["as_tgt_uplvl"])
-                        b = _path_prefix(paths.get((src, insub), ""), e["as_src_uplvl"])
-                        if a is None or a != b:
-                            continue
-                    paths[(v, sub)] = paths.get((src, sub), "") + "/" + g.name[v]
-                    _link(g, src, v, sub)
-                    targets.append(v)
+            made[tgt_kind] = associate(src_kind, tgt_kind, e, method == "ASSOCIATE_BY_PATH_IN")
         else:
             raise GraphError(f"GRUG: unknown gen_method {method!r} (MULTIPLY, ASSOCIATE_IN, "
                              "ASSOCIATE_BY_PATH_IN)")
-        made[tgt_kind] = targets
 
     # depth-first over the recipe, every kind once, in file order (boost's DFS)
     color = [0] * len(kinds)
@@ -165,8 +199,7 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
     for u in range(len(kinds)):
         if color[u] == 0:
             dfs(u)
-    for (v, sub), p in paths.items():
-        g.given_paths.setdefault(v, {})[sub] = p
+    paths.store()
     g.finalize()
     return g
 
@@ -183,17 +216,108 @@ def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:
         kids[src].append(v)
 
 
-def _gen_id(e: dict, i: int, sz: int, j: int, scales: deque[int]) -> int:
-    scope = e["id_scope"]
+def _gen_ids(e: dict, nsrc: int, scales: deque[int]) -> list[int]:
+    """The ids of the ``multi_scale`` children of each of ``nsrc`` sources, in creation order."""
+    scale, scope = e["multi_scale"], e["id_scope"]
     if scope < 0:
-        return -1
+        return [-1] * (nsrc * scale)
+    start, stride = e["id_start"], e["id_stride"]
     if scope == 0:
-        return e["id_start"] + i
-    scope = min(scope, len(scales))
+        return list(range(start, start + scale)) * nsrc
     wrap = 1
-    for h in range(scope):
+    for h in range(min(scope, len(scales))):
         wrap *= scales[h]
-    return e["id_start"] + (j % wrap * sz * e["id_stride"]) + i * e["id_stride"]
+    ids: list[int] = []
+    for j in range(nsrc):
+        first = start + (j % wrap * scale * stride)
+        ids += range(first, first + scale * stride, stride) if stride else [first] * scale
+    return ids
+
+
+class _Paths:
+    """The path the reader gives each vertex in each subsystem, kept compactly.
+
+    Fluxion names a vertex's path from its *generating* source (``prefix/name``), which is
+    nearly always its parent in that subsystem: such paths (flag ``ok``) are the names along
+    the parent chain, which ``ResourceGraph.path`` derives itself, so only the others (an
+    ``ASSOCIATE_*`` target, a child made over an edge of another subsystem) are stored as
+    given paths. This saves two strings and a dict per vertex on million-vertex graphs.
+    """
+
+    def __init__(self, g: ResourceGraph) -> None:
+        self.g = g
+        self.ok: dict[str, bytearray] = {}
+        self.explicit: dict[str, dict[int, str]] = {}
+
+    def _sub(self, sub: str) -> tuple[bytearray, dict[int, str]]:
+        if sub not in self.ok:
+            self.ok[sub] = bytearray(len(self.g))
+            self.explicit[sub] = {}
+        return self.ok[sub], self.explicit[sub]
+
+    def added(self, count: int) -> None:
+        for ok in self.ok.values():
+            ok += bytes(count)
+
+    def get(self, v: int, sub: str) -> str | None:
+        ok = self.ok.get(sub)
+        if ok is None:
+            return None
+        if ok[v]:
+            return self._chain(v, sub)
+        return self.explicit[sub].get(v)
+
+    def _chain(self, v: int, sub: str) -> str:
+        parents = self.g.parent.get(sub)
+        names = self.g.name
+        parts = []
+        while v != -1:
+            parts.append(names[v])
+            v = parents[v] if parents else -1
+        return "/" + "/".join(reversed(parts))
+
+    def set_root(self, v: int, sub: str) -> None:
+        self._sub(sub)[0][v] = 1  # "/name", and v has no parent in any subsystem yet
+
+    def set_explicit(self, v: int, sub: str, path: str) -> None:
+        ok, explicit = self._sub(sub)
+        ok[v] = 0
+        explicit[v] = path
+
+    def before_link(self, v: int, sub: str) -> None:
+        """Linking a parentless ``v`` in ``sub`` changes its descendants' parent chains:
+        freeze every derived path of ``sub`` first (rare: a root made an association target)."""
+        parents, kids = self.g.parent.get(sub), self.g.children.get(sub)
+        if parents is None or parents[v] != -1 or not kids[v] or sub not in self.ok:
+            return
+        ok, explicit = self._sub(sub)
+        for u in range(len(ok)):
+            if ok[u]:
+                explicit[u] = self._chain(u, sub)
+                ok[u] = 0
+
+    def set_children(self, srcs: list[int], targets: list[int], scale: int, sub: str,
+                     edge_sub: str) -> None:
+        """Paths in ``sub`` of ``targets`` made ``scale`` per source over an ``edge_sub`` edge."""
+        ok, explicit = self._sub(sub)
+        names = self.g.name
+        first = targets[0]
+        for j, src in enumerate(srcs):
+            if edge_sub == sub and ok[src]:  # parent is src: the path is derived
+                ok[first + j * scale:first + (j + 1) * scale] = b"\x01" * scale
+                continue
+            prefix = self.get(src, sub)
+            if prefix is None:
+                raise GraphError(f"GRUG: {names[src]} has no path in subsystem {sub!r}; "
+                                 "generate it from a vertex of that subsystem")
+            for v in targets[j * scale:(j + 1) * scale]:
+                explicit[v] = prefix + "/" + names[v]
+
+    def store(self) -> None:
+        given = self.g.given_paths
+        for sub, explicit in self.explicit.items():
+            for v, path in explicit.items():
+                given.setdefault(v, {})[sub] = path
 
 
 def _path_prefix(path: str, uplevel: int) -> str | None:
