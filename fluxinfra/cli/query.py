@@ -12,7 +12,10 @@ The session state lives in :class:`QuerySession` (used in-process by the conform
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
+import time
 from typing import TextIO
 
 from fluxinfra.matcher import load_graph
@@ -24,14 +27,17 @@ from fluxinfra.matcher.errors import (
     UnknownJob,
     Unsatisfiable,
 )
+from fluxinfra.matcher.graph import CONTAINMENT
 from fluxinfra.matcher.matcher import Matcher
-from fluxinfra.matcher.writers import write_pretty_simple, write_simple
+from fluxinfra.matcher.planner import HORIZON
+from fluxinfra.matcher.writers import QUERY_FORMATS, QueryWriter
 
 __all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
 
 #: -S letters -> subsystem names (first is the dominant one)
 SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
 _BAR = "INFO: =============================\n"
+_LEADING_INT = re.compile(r"\s*[-+]?\d+")
 
 
 def _subsystems(text: str) -> list[str]:
@@ -56,6 +62,8 @@ class QuerySession:
         #: resource-query prints info/stat/list to stdout even with -t
         self.stdout = stdout if stdout is not None else sys.stdout
         self.fmt = match_format
+        #: resource-query's writer for ``-F`` (one per session: the shorthand flag sticks)
+        self.writer = QueryWriter(match_format)
         self.jobid_counter = 1
         #: commands that failed on bad input (the session goes on, like resource-query, and
         #: ``fluxinfra query`` exits 2 at the end if any did)
@@ -77,6 +85,7 @@ class QuerySession:
     def _commands(self):
         return {"match": self.cmd_match, "m": self.cmd_match,
                 "multi-match": self.cmd_multi_match, "M": self.cmd_multi_match,
+                "update": self.cmd_update, "u": self.cmd_update,
                 "cancel": self.cmd_cancel, "c": self.cmd_cancel,
                 "partial-cancel": self.cmd_partial_cancel, "pc": self.cmd_partial_cancel,
                 "info": self.cmd_info, "i": self.cmd_info,
@@ -96,22 +105,10 @@ class QuerySession:
         self.errors += 1
         self.err.write(f"ERROR: {text}\n")
 
-    def emit(self, result) -> str:
-        g = self.m.graph
-        if self.fmt == "pretty_simple":
-            return write_pretty_simple(g, result.emitted)
-        if self.fmt == "simple":
-            return write_simple(g, result.emitted)
-        import json
-        if self.fmt == "jgf":
-            doc = result.jgf
-        elif self.fmt == "rlite":
-            doc = result.R["execution"]["R_lite"]
-        elif self.fmt == "rv1_nosched":
-            doc = {k: v for k, v in result.R.items() if k != "scheduling"}
-        else:
-            doc = result.R
-        return json.dumps(doc, separators=(",", ":")) + "\n"
+    def emit(self, result, emitted=None) -> str:
+        """The vertices of a match or update in the session's ``-F`` format."""
+        return self.writer.write(self.m.graph, result.emitted if emitted is None else emitted,
+                                 self.m.trav.sub, result.at, result.at + result.duration)
 
     # -- commands ---------------------------------------------------------------------------
     def cmd_match(self, args) -> None:
@@ -183,6 +180,66 @@ class QuerySession:
         if allocated:
             self.jobs[jobid] = (mode, result.at, path)
         return True
+
+    def cmd_update(self, args) -> None:
+        """``update allocate|reserve jgf|jgf_shorthand|rv1exec FILE JOBID AT DURATION``:
+        re-register an existing allocation from an R, as resource-query's ``update``."""
+        if len(args) != 7:
+            self.error("malformed command")
+            return
+        subcmd, reader, path = args[1], args[2], args[3]
+        if subcmd not in ("allocate", "reserve"):
+            self.error(f"unknown subcmd {subcmd}")
+            return
+        if reader not in Matcher.UPDATE_READERS:
+            self.error(f"unsupported reader {reader}")
+            return
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError):
+            self.error(f"can't open {path}")
+            return
+        jobid = _strtoll(args[4])
+        if jobid in self.jobs:
+            self.error("existing Jobid ")
+            return
+        at, duration = _strtoll(args[5]), _strtoll(args[6]) % (1 << 64)
+        if at < 0 or duration == 0:
+            self.error(f"invalid time ({at}, {duration})")
+            return
+        self._run_update(reader, path, text, jobid, at, duration)
+
+    def _run_update(self, reader: str, path: str, text: str, jobid: int, at: int,
+                    duration: int) -> None:
+        start = time.perf_counter()
+        result = None
+        try:
+            doc = _update_doc(reader, text)
+            if at >= HORIZON:
+                raise GraphError(f"start time {at} is past the end of the graph's time "
+                                 f"({HORIZON - 1})")
+            result = self.m.update_allocate(jobid, doc, at=at,
+                                            duration=min(duration, HORIZON - at),
+                                            reader=reader, reserve=at != 0)
+        except MatcherError as exc:
+            self.error(_update_error(self.m.graph, reader, exc))
+        elapsed = time.perf_counter() - start
+        self.m._record(elapsed, True)  # resource-query counts every update's time
+        self.jobid_counter = jobid + 1
+        if result is None:
+            self._no_match(jobid, sat=True)
+            return
+        result.overhead = elapsed
+        emitted = result.emitted
+        if reader == "rv1exec":
+            emitted = _rv1exec_view(self.m.graph, emitted)
+        self.out.write(self.emit(result, emitted))
+        mode = "ALLOCATED" if at == 0 else "RESERVED"
+        when = "Now" if at == 0 else str(at)
+        self.out.write(f"{_BAR}INFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
+                       f"INFO: SCHEDULED AT={when}\n{_BAR}")
+        self.jobs[jobid] = (mode, at, path)
 
     def _no_match(self, jobid: int, sat: bool) -> None:
         text = _BAR + "INFO: No matching resources found\n"
@@ -259,7 +316,14 @@ class QuerySession:
             return
         criteria = " ".join(args[1:])
         try:
-            lines = self.m.find_text(criteria, self.fmt)
+            if self.fmt in ("simple", "pretty_simple"):
+                lines = self.m.find_text(criteria, self.fmt)
+            else:
+                from fluxinfra.matcher.find import find_vertices
+                g = self.m.graph
+                lines = self.writer.write(g, [(lvl, v, g.size[v], True, False)
+                                              for lvl, v in find_vertices(self.m, criteria)],
+                                          self.m.trav.sub)
         except MatcherError as exc:
             self.err.write(f"{exc}\n")
             return
@@ -376,18 +440,78 @@ class QuerySession:
         return False
 
 
+def _strtoll(text: str) -> int:
+    """C's ``strtoll(text, NULL, 10)``: the leading integer, 0 when there is none."""
+    m = _LEADING_INT.match(text)
+    return int(m.group(0)) if m else 0
+
+
+def _update_doc(reader: str, text: str) -> dict:
+    """Parse an ``update`` file the way resource-query's reader checks it."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise GraphError(f"update: malformed JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise GraphError("update: the file holds no JSON object")
+    if reader == "rv1exec":
+        execution = doc.get("execution")
+        if doc.get("version") != 1 or not isinstance(execution, dict) \
+                or "R_lite" not in execution or "nodelist" not in execution:
+            raise GraphError("update: rv1exec needs an Rv1 with execution.R_lite and "
+                             "execution.nodelist")
+        return doc
+    graph = doc.get("graph")
+    if not isinstance(graph, dict):
+        raise GraphError("fetch_jgf: JGF does not contain a required key (graph).")
+    for key in ("nodes", "edges"):
+        if key not in graph:
+            raise GraphError(f"fetch_jgf: JGF does not contain a required key ({key}).")
+    return doc
+
+
+def _update_error(g, reader: str, exc: MatcherError) -> str:
+    """resource-query's reader message for a failed update (its detail line), else ours."""
+    v = getattr(exc, "vertex", None)
+    if isinstance(exc, Busy) and v is not None:
+        if reader == "rv1exec":
+            return f"update_vertex: {g.name[v]} is unavailable."
+        if getattr(exc, "exclusive", False):
+            return f"update_vtx_plan: can't add span into {g.name[v]}."
+        return f"update_vtx_plan: {g.name[v]} is unavailable."
+    if getattr(exc, "duplicate", False) and v is not None:
+        return f"find_vtx: found duplicate JGF node id for {g.uniq_id[v]}."
+    missing = getattr(exc, "missing", None)
+    if missing is not None:
+        if reader == "rv1exec":
+            return f"add_or_update: couldn't find vertex in graph for {missing}."
+        return (f"exist: inconsistent input vertex: nonexistent path ({missing}) "
+                f"{getattr(exc, 'jgf_id', '')}.")
+    return str(exc)
+
+
+def _rv1exec_view(g, emitted: list) -> list:
+    """resource-query marks every node an R_lite names exclusive in what ``update ...
+    rv1exec`` prints (and so the node's children as below an exclusive parent), even when
+    the node stays shared for scheduling."""
+    nodes = {v for _, v, _, _, _ in emitted if g.type[v] == "node"}
+    parent = g.parent[CONTAINMENT]
+    return [(lvl, v, amount, excl or v in nodes, xp or parent[v] in nodes)
+            for lvl, v, amount, excl, xp in emitted]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fluxinfra query",
                                 description="resource-query compatible shell over the matcher")
     p.add_argument("-L", "--load-file", required=True, help="resource graph file")
     p.add_argument("-f", "--load-format", default="grug",
-                   choices=["jgf", "grug", "rv1exec", "hwloc"], help="graph format")
+                   choices=["jgf", "jgf_shorthand", "grug", "rv1exec", "hwloc"],
+                   help="graph format")
     p.add_argument("-W", "--load-allowlist", default=None,
                    help="resource types to keep (hwloc), e.g. node,socket,core")
     p.add_argument("-S", "--match-subsystems", default="CA", help="CA, PA, C+PA ...")
     p.add_argument("-P", "--match-policy", default="first", help="policy name or custom string")
-    p.add_argument("-F", "--match-format", default="simple",
-                   choices=["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"])
+    p.add_argument("-F", "--match-format", default="simple", choices=QUERY_FORMATS)
     p.add_argument("-T", "--traverser-policy", default="simple", choices=["simple", "flexible"])
     p.add_argument("-p", "--prune-filters", default=None,
                    help="subtree aggregates to track, e.g. ALL:core,ALL:gpu "

@@ -469,18 +469,38 @@ class Matcher:
             raise UnknownJob(f"unknown job id {jobid}")
         return result
 
+    #: how ``update_allocate`` reads an R (Fluxion's update readers)
+    UPDATE_READERS = ("jgf", "jgf_shorthand", "rv1exec")
+
     def update_allocate(self, jobid: int, R: dict, at: int = 0,  # noqa: N803
-                        duration: int | None = None) -> MatchResult:
+                        duration: int | None = None, *, reader: str = "auto",
+                        reserve: bool = False) -> MatchResult:
         """Re-register an allocation that already exists (e.g. after a scheduler restart)
         from the R this package wrote (vertices are found by ``uniq_id``), from ``at`` for
         ``duration`` seconds (default: the R's ``starttime``..``expiration``, else until the
         end of time).
 
+        ``reader`` says how R names the vertices (Fluxion's update readers):
+
+        * ``jgf``: a JGF (``{"graph": ...}``) or an R with a ``scheduling`` JGF; every vertex
+          held is listed;
+        * ``jgf_shorthand``: the same, but a vertex held exclusively stands for its whole
+          containment subtree (Fluxion's ``jgf_shorthand`` writer omits what lies below it);
+        * ``rv1exec``: only R's ``execution`` (``R_lite`` ranks and child ids, ``nodelist``):
+          each rank's node is held shared (exclusively once all of its vertices are listed)
+          and the children named are held whole;
+        * ``auto`` (default): ``jgf_shorthand`` when the JGF's ``writer`` says so, ``jgf``
+          when R has a JGF, else ``rv1exec``.
+
+        The result is ``RESERVED`` when ``reserve`` is set or ``at`` is after :attr:`now`,
+        else ``ALLOCATED``.
+
         All or nothing: every vertex of R must exist and have the units R names free (and
         be held by nobody else when R holds it exclusively) during the window, exactly what
         a match would need. Otherwise nothing changes and this raises :class:`GraphError`
         (naming the vertex) when R names a vertex that is not in the graph or more units
-        than it has, or :class:`Busy` when another job holds them in that window.
+        than it has, or :class:`Busy` when another job holds them in that window (both
+        carry the vertex index as ``.vertex`` when there is one).
 
         Re-registering a job id that is already held *replaces* its allocation: R is checked
         against every other job (not against the stale holds of ``jobid`` itself), and only
@@ -488,36 +508,139 @@ class Matcher:
         twice under one id is therefore idempotent, while the same R under a second id
         raises :class:`Busy`.
         """
+        if reader not in ("auto",) + self.UPDATE_READERS:
+            raise MatcherError(f"update_allocate: reader {reader!r}; use one of auto, "
+                               f"{', '.join(self.UPDATE_READERS)}")
+        if not isinstance(R, dict):
+            raise GraphError("update_allocate: R must be a dict (an R or a JGF), got "
+                             f"{type(R).__name__}")
+        jgf = R if "graph" in R else R.get("scheduling")
+        if reader == "auto":
+            if isinstance(jgf, dict) and "graph" in jgf:
+                reader = "jgf_shorthand" if jgf.get("writer") == "fluxion:jgf_shorthand" \
+                    else "jgf"
+            else:
+                reader = "rv1exec"
+        execution = R.get("execution") or {}
+        if duration is None or duration <= 0:
+            start, end = execution.get("starttime", at), execution.get("expiration", 0)
+            duration = int(end - start) if end and end > start else HORIZON - at
         marks: dict[int, tuple[int, bool, int]] = {}
-        sched = R.get("scheduling") if isinstance(R, dict) else None
-        nodes = ((sched or {}).get("graph") or {}).get("nodes")
-        if not nodes:
-            raise GraphError("update_allocate: R has no scheduling JGF "
-                             "(R['scheduling']['graph']['nodes']); pass the R the matcher wrote")
+        try:
+            if reader == "rv1exec":
+                self._marks_from_rlite(R, marks)
+            else:
+                self._marks_from_jgf(jgf, reader == "jgf_shorthand", marks)
+        except GraphError:
+            # like Fluxion, which checks each vertex as it reads it: a busy vertex listed
+            # before the bad one is reported first
+            self._check_free(marks, at, duration, jobid, "update_allocate", partial=True)
+            raise
+        g = self.graph
+        # an R written by a traversal of another subsystem (its root, not ours): like
+        # Fluxion, hold its exclusive vertices' own planners only, without a traversal
+        foreign = g.roots[self.trav.sub] not in marks and any(
+            r in marks for sub, r in g.roots.items() if sub != self.trav.sub)
+        self._check_free(marks, at, duration, jobid, "update_allocate", partial=foreign)
+        if jobid in self.jobs:
+            self.cancel(jobid)  # R fits without the job's old holds: replace them
+        if foreign:
+            result = self._hold_planners(jobid, marks, at, duration)
+        else:
+            result = self._commit_marks(jobid, marks, at, duration, "update_allocate: R")
+        if reserve or at > self.now:
+            result.status = "RESERVED"
+        return result
+
+    def _hold_planners(self, jobid: int, marks: dict[int, tuple[int, bool, int]], at: int,
+                       duration: int) -> MatchResult:
+        """Hold each exclusive mark in its own planner (no aggregates, tags or emitted
+        vertices: nothing of R lies on this traversal's subsystem)."""
+        job = JobState(jobid, self.now)
+        job.at, job.duration = at, duration
+        meta = Meta(at, duration, AT_ALLOC, jobid, self.now)
+        for v, (needs, excl, _) in marks.items():
+            if excl:
+                self.trav._add_sched(v, needs, meta, job)
+        self._next_jobid = max(self._next_jobid, jobid + 1)
+        result = self._result(job, "ALLOCATED")
+        self.jobs[jobid] = job
+        self.results[jobid] = result
+        return result
+
+    def _marks_from_jgf(self, jgf: Any, shorthand: bool,
+                        marks: dict[int, tuple[int, bool, int]]) -> None:
+        """Fill ``marks`` (vertex -> (units, exclusive, parent)) from a JGF's vertices, in
+        file order; ``shorthand``: an exclusive vertex adds its whole containment subtree
+        after it."""
+        nodes = ((jgf if isinstance(jgf, dict) else {}).get("graph") or {}).get("nodes")
+        if not nodes or not isinstance(nodes, list):
+            raise GraphError("update_allocate: R has no JGF (R['scheduling']['graph']['nodes'] "
+                             "or R['graph']['nodes']); pass the R or JGF the matcher wrote")
+        g = self.graph
         for n in nodes:
-            md = n.get("metadata", {})
+            md = n.get("metadata", {}) if isinstance(n, dict) else {}
             v = self._vertex_of(n, md, "update_allocate")
             try:
                 size = int(md.get("size", 1))
             except (TypeError, ValueError):
                 raise GraphError(f"update_allocate: vertex {n.get('id')} of R: size "
                                  f"{md.get('size')!r}; give a whole number") from None
-            marks[v] = (size, bool(md.get("exclusive", False)), -1)
-        execution = R.get("execution", {})
-        if duration is None or duration <= 0:
-            start, end = execution.get("starttime", at), execution.get("expiration", 0)
-            duration = int(end - start) if end and end > start else HORIZON - at
-        self._check_free(marks, at, duration, jobid, "update_allocate")
-        if jobid in self.jobs:
-            self.cancel(jobid)  # R fits without the job's old holds: replace them
-        return self._commit_marks(jobid, marks, at, duration, "update_allocate: R")
+            excl = bool(md.get("exclusive", False))
+            for u in ([v] + g.preorder(v, CONTAINMENT)[1:]) if shorthand and excl else [v]:
+                if u in marks:
+                    err = GraphError(f"update_allocate: vertex {g.path(u)} is listed twice"
+                                     + (" (a jgf_shorthand R lists no vertex below an "
+                                        "exclusive one)" if shorthand else ""))
+                    err.vertex = u
+                    err.duplicate = True
+                    raise err
+                marks[u] = (size, excl, -1) if u == v else (g.size[u], True, -1)
+
+    def _marks_from_rlite(self, R: dict,  # noqa: N803
+                          marks: dict[int, tuple[int, bool, int]]) -> None:
+        """Fill ``marks`` from an R's ``execution`` (Fluxion's rv1exec update reader): the
+        root shared, each rank's node (a child of the root named by ``nodelist``) shared
+        unless every vertex of that rank is listed, each child (``<type><id>`` below it)
+        whole."""
+        from fluxinfra.matcher.rv1exec import rlite_entries
+        g = self.graph
+        sub = self.trav.sub
+        root = g.roots[sub]
+        kids = g.children[sub]
+        marks[root] = (g.size[root], False, -1)
+        for rank, host, children in rlite_entries(R):
+            node = self._rank_child(root, host, rank, "node")
+            marks[node] = (g.size[node], False, root)
+            listed = 0
+            for rtype, ids in children.items():
+                for i in ids:
+                    c = self._rank_child(node, f"{rtype}{i}", rank, rtype)
+                    marks[c] = (g.size[c], True, node)
+                    listed += 1
+            below = sum(1 for u in g.preorder(node, sub)[1:] if g.rank[u] == rank)
+            if listed == below and kids[node]:
+                marks[node] = (g.size[node], True, root)
+
+    def _rank_child(self, parent: int, name: str, rank: int, rtype: str) -> int:
+        """The child ``name`` of ``parent`` with ``rank`` (and unit size, below a node)."""
+        g = self.graph
+        for c in g.children[self.trav.sub][parent]:
+            if g.name[c] == name and g.rank[c] == rank and g.type[c] == rtype \
+                    and not g.removed[c] and (rtype == "node" or g.size[c] == 1):
+                return c
+        err = GraphError(f"update_allocate: R names {name} (rank {rank}) below "
+                         f"{g.path(parent, self.trav.sub)}; the graph has no such vertex")
+        err.missing = name
+        raise err
 
     def _check_free(self, marks: dict[int, tuple[int, bool, int]], at: int, duration: int,
-                    jobid: int, what: str) -> None:
+                    jobid: int, what: str, partial: bool = False) -> None:
         """Raise unless every marked vertex can be held as marked during [at, at+duration)
-        by ``jobid`` (its own current holds, if any, do not count); changes nothing."""
+        by ``jobid`` (its own current holds, if any, do not count); changes nothing.
+        ``partial``: the marks are the first part of an R (the root need not be there)."""
         g, trav = self.graph, self.trav
-        if g.roots[trav.sub] not in marks:
+        if not partial and g.roots[trav.sub] not in marks:
             raise GraphError(f"{what}: R does not include the graph root")
         own = self.jobs.get(jobid)
         kids = g.children[trav.sub]
@@ -536,15 +659,19 @@ class Matcher:
                 free = size - p.used_without(at, duration,
                                              own.sched.get(v) if own is not None else None)
                 if free < want:
-                    raise Busy(f"{what}: vertex {where} has {free} of {size} free from {at} "
+                    err = Busy(f"{what}: vertex {where} has {free} of {size} free from {at} "
                                f"for {duration}s, job {jobid} needs {want}; another job "
                                "holds it (cancel that job first)")
+                    err.vertex, err.exclusive = v, x
+                    raise err
             xp = trav.xcheck.get(v)
             if x and kids[v] and xp is not None and xp.used_without(
                     at, duration, own.xspans.get(v) if own is not None else None) > 0:
-                raise Busy(f"{what}: vertex {where} is shared with another job from {at} "
+                err = Busy(f"{what}: vertex {where} is shared with another job from {at} "
                            f"for {duration}s, job {jobid} holds it exclusively; cancel that "
                            "job first")
+                err.vertex, err.exclusive = v, x
+                raise err
 
     def _vertex_of(self, n: dict, md: dict, what: str) -> int:
         """The graph vertex of an R's JGF node: by ``uniq_id`` (the JGF id; an index
@@ -563,8 +690,10 @@ class Matcher:
         if v is None and path:
             v = self._by_path(path)
         if v is None:
-            raise GraphError(f"{what}: vertex {n.get('id')} (path {path!r}) of R is not in "
+            err = GraphError(f"{what}: vertex {n.get('id')} (path {path!r}) of R is not in "
                              "the graph")
+            err.missing, err.path, err.jgf_id = path, path, n.get("id")
+            raise err
         return v
 
     def _commit_marks(self, jobid: int, marks: dict[int, tuple[int, bool, int]], at: int,

@@ -1,4 +1,8 @@
-"""Graph readers by format name: ``jgf``, ``grug``, ``rv1exec``, ``hwloc``."""
+"""Graph readers by format name: ``jgf``, ``jgf_shorthand``, ``grug``, ``rv1exec``, ``hwloc``.
+
+Loading a graph, ``jgf_shorthand`` reads like ``jgf`` (as in Fluxion, the shorthand only
+matters when an R updates an allocation: see ``Matcher.update_allocate(reader=...)``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from fluxinfra.matcher.graph import ResourceGraph, read_jgf
 
 __all__ = ["load_graph", "FORMATS"]
 
-FORMATS = ("jgf", "grug", "rv1exec", "hwloc")
+FORMATS = ("jgf", "jgf_shorthand", "grug", "rv1exec", "hwloc")
 
 
 def _text(source) -> str:
@@ -30,7 +34,7 @@ def load_graph(source, fmt: str = "jgf", **options) -> ResourceGraph:
     """Load a resource graph from a path, text, or (for jgf/rv1exec) a dict."""
     if fmt not in FORMATS:
         raise GraphError(f"unknown graph format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if fmt == "jgf":
+    if fmt in ("jgf", "jgf_shorthand"):
         return read_jgf(source if isinstance(source, dict) else _text(source))
     if fmt == "grug":
         from fluxinfra.matcher.grug import read_grug

@@ -7,9 +7,12 @@ for byte.
 
 from __future__ import annotations
 
+import json
+
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 
-__all__ = ["write_simple", "write_pretty_simple", "write_jgf", "write_rv1", "idset",
+__all__ = ["write_simple", "write_pretty_simple", "write_jgf", "write_rv1", "idset", "QueryWriter",
+           "QUERY_FORMATS", "rlite_of", "encode_hostlist",
            "hostlist", "MATCH_FORMATS"]
 
 MATCH_FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched", "rv1_sched")
@@ -86,23 +89,7 @@ def _vertex_json(g: ResourceGraph, v: int, amount: int, excl: bool, compact: boo
             md["properties"] = dict(g.properties[v])
         md["paths"] = _paths(g, v) if len(g.parent) > 1 else {CONTAINMENT: g.path(v)}
         return {"id": str(g.uniq_id[v]), "metadata": md}
-    md = {"type": g.type[v]}
-    if g.basename[v] != g.type[v]:
-        md["basename"] = g.basename[v]
-    if g.name[v] != f"{g.basename[v]}{g.id[v]}":
-        md["name"] = g.name[v]
-    md["id"] = g.id[v]
-    md["rank"] = g.rank[v]
-    if g.properties[v]:
-        md["properties"] = dict(g.properties[v])
-    if g.unit[v]:
-        md["unit"] = g.unit[v]
-    if excl:
-        md["exclusive"] = True
-    if amount != 1:
-        md["size"] = amount
-    md["paths"] = _paths(g, v)
-    return {"id": str(g.uniq_id[v]), "metadata": md}
+    return _query_vertex(g, v, amount, excl)
 
 
 def _paths(g: ResourceGraph, v: int) -> dict[str, str]:
@@ -170,3 +157,177 @@ def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: in
     if scheduling:
         r["scheduling"] = write_jgf(g, emitted, compact=False)
     return r
+
+
+# -- resource-query's match formats, as text ----------------------------------------------
+
+#: ``-F`` formats of resource-query (``fluxinfra query``)
+QUERY_FORMATS = ("simple", "pretty_simple", "jgf", "jgf_shorthand", "rlite", "rv1",
+                 "rv1_nosched", "rv1_shorthand")
+#: the ``writer`` URI of a JGF that leaves out what lies below exclusive vertices (RFC 40)
+SHORTHAND_URI = "fluxion:jgf_shorthand"
+#: the node-level types whose held cores and GPUs R_lite gathers (Fluxion's rlite writer)
+_RLITE_HOSTS = ("node", "storage_node")
+_RLITE_LEAVES = ("core", "gpu")
+
+
+def _dumps(doc) -> str:
+    """JSON as jansson's ``json_dumps(JSON_INDENT(0))`` writes it (one line, ``", "``)."""
+    return json.dumps(doc, ensure_ascii=False)
+
+
+class QueryWriter:
+    """resource-query's match writer for one session and one ``-F`` format.
+
+    ``write(...)`` renders one emission (a match, an update or a find) byte for byte as
+    resource-query does, or returns "" where it prints nothing (an empty set; a JGF with
+    vertices but no edges). Like resource-query, the ``jgf_shorthand`` / ``rv1_shorthand``
+    writers keep saying ``"writer": "fluxion:jgf_shorthand"`` once one emission has left
+    vertices out (the flag lives as long as the session's writer).
+    """
+
+    def __init__(self, fmt: str = "simple") -> None:
+        if fmt not in QUERY_FORMATS:
+            raise ValueError(f"match format {fmt!r}; use one of {', '.join(QUERY_FORMATS)}")
+        self.fmt = fmt
+        self.shorthand = fmt in ("jgf_shorthand", "rv1_shorthand")
+        self.incomplete = False
+
+    def write(self, g: ResourceGraph, emitted: Emitted, subsystem: str = CONTAINMENT,
+              starttime: int = 0, expiration: int = 0) -> str:
+        fmt = self.fmt
+        if fmt == "simple":
+            return write_simple(g, emitted)
+        if fmt == "pretty_simple":
+            return write_pretty_simple(g, emitted)
+        if fmt in ("jgf", "jgf_shorthand"):
+            doc = self.jgf(g, emitted, subsystem)
+            return _dumps(doc) + "\n" if doc else ""
+        rlite, nodelist, props = rlite_of(g, emitted)
+        if not rlite:
+            return ""
+        if fmt == "rlite":
+            return _dumps(rlite) + "\n"
+        execution: dict = {"R_lite": rlite, "nodelist": nodelist}
+        if props:
+            execution["properties"] = props
+        execution["starttime"] = starttime
+        execution["expiration"] = expiration
+        doc = {"version": 1, "execution": execution}
+        if fmt != "rv1_nosched":
+            jgf = self.jgf(g, emitted, subsystem)
+            if not jgf:
+                return ""
+            doc["scheduling"] = jgf
+        return _dumps(doc) + "\n"
+
+    def jgf(self, g: ResourceGraph, emitted: Emitted, subsystem: str) -> dict | None:
+        """Fluxion's JGF match writer: vertices in post-order with the fields that differ
+        from the reader's defaults, the dominant subsystem's edges into them (metadata
+        only off ``containment``); None when resource-query would print nothing."""
+        for entry in reversed(emitted):  # parents first: each path is its parent's plus a name
+            g.path(entry[1])
+        parent = g.parent[subsystem]
+        uid = g.uniq_id
+        nodes, edges = [], []
+        for _, v, amount, excl, excl_parent in emitted:
+            if self.shorthand and excl_parent:
+                self.incomplete = True
+                continue
+            nodes.append(_query_vertex(g, v, amount, excl))
+            p = parent[v]
+            if p != -1:
+                edge: dict = {"source": str(uid[p]), "target": str(uid[v])}
+                if subsystem != CONTAINMENT:
+                    edge["metadata"] = {"subsystem": subsystem}
+                edges.append(edge)
+        if not nodes or not edges:
+            return None
+        doc: dict = {"graph": {"nodes": nodes, "edges": edges}}
+        if self.shorthand and self.incomplete:
+            doc["writer"] = SHORTHAND_URI
+        return doc
+
+
+def _query_vertex(g: ResourceGraph, v: int, amount: int, excl: bool) -> dict:
+    """Fluxion's JGF match-writer vertex: only the fields that differ from the reader's
+    defaults, paths in the subsystems the vertex belongs to."""
+    md: dict = {"type": g.type[v]}
+    if g.basename[v] != g.type[v]:
+        md["basename"] = g.basename[v]
+    if g.name[v] != f"{g.basename[v]}{g.id[v]}":
+        md["name"] = g.name[v]
+    md["id"] = g.id[v]
+    md["rank"] = g.rank[v]
+    if g.properties[v]:
+        md["properties"] = {k: str(g.properties[v][k]) for k in sorted(g.properties[v])}
+    if g.unit[v]:
+        md["unit"] = g.unit[v]
+    if excl:
+        md["exclusive"] = True
+    if amount != 1:
+        md["size"] = amount
+    md["paths"] = {sub: g.path(v, sub) for sub in g.children
+                   if g.parent[sub][v] != -1 or g.roots.get(sub) == v}
+    return {"id": str(g.uniq_id[v]), "metadata": md}
+
+
+def rlite_of(g: ResourceGraph, emitted: Emitted) -> tuple[list[dict], list[str], dict]:
+    """Fluxion's R_lite writer over a post-order emission: the cores and GPUs seen since
+    the last node are that node's children; nodes with the same children (as JSON text,
+    in text order) share an entry. Returns (R_lite, nodelist, properties)."""
+    pending: dict[str, list[int]] = {t: [] for t in _RLITE_LEAVES}
+    groups: dict[str, list[tuple[int, str]]] = {}
+    props: dict[str, list[int]] = {}
+    for _, v, _, _, _ in emitted:
+        t = g.type[v]
+        if t in pending:
+            pending[t].append(g.id[v])
+        elif t in _RLITE_HOSTS and any(pending.values()):
+            children = _dumps({k: idset(ids) for k, ids in pending.items() if ids})
+            for ids in pending.values():
+                ids.clear()
+            groups.setdefault(children, []).append((g.rank[v], g.name[v]))
+            for key, value in sorted((g.properties[v] or {}).items()):
+                props.setdefault(f"{key}={value}" if value != "" else key, []).append(g.rank[v])
+    rlite = []
+    hosts: list[tuple[int, str]] = []
+    for children in sorted(groups):
+        members = sorted(groups[children], key=lambda m: m[0])
+        rlite.append({"rank": idset([r for r, _ in members]), "children": json.loads(children)})
+        hosts.extend(members)
+    hosts.sort(key=lambda m: m[0])
+    nodelist = [encode_hostlist([h for _, h in hosts])] if hosts else []
+    return rlite, nodelist, {k: idset(props[k]) for k in sorted(props)}
+
+
+def encode_hostlist(names: list[str]) -> str:
+    """flux-core's ``hostlist_encode`` of hosts appended in this order: runs of one
+    prefix and digit width become ``prefix[lo-hi,...]``; order is kept, not sorted."""
+    runs: list[list] = []  # [prefix, width, [[lo, hi], ...]] or [name, None, None]
+    for name in names:
+        digits = len(name) - len(name.rstrip("0123456789"))
+        if not digits:
+            runs.append([name, None, None])
+            continue
+        prefix, num = name[:-digits], name[-digits:]
+        width = digits if num.startswith("0") and digits > 1 else 0
+        n = int(num)
+        last = runs[-1] if runs else None
+        if last is not None and last[2] is not None and last[0] == prefix and last[1] == width:
+            if last[2][-1][1] + 1 == n:
+                last[2][-1][1] = n
+            else:
+                last[2].append([n, n])
+        else:
+            runs.append([prefix, width, [[n, n]]])
+    out = []
+    for prefix, width, ranges in runs:
+        if ranges is None:
+            out.append(prefix)
+            continue
+        parts = [f"{lo:0{width}d}" if lo == hi else f"{lo:0{width}d}-{hi:0{width}d}"
+                 for lo, hi in ranges]
+        single = len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+        out.append(prefix + parts[0] if single else f"{prefix}[{','.join(parts)}]")
+    return ",".join(out)
