@@ -290,7 +290,8 @@ class QuerySession:
         except ValueError:
             jobid = 0
         if jobid not in self.jobs:
-            self.error(f"info: jobid {jobid} not found")
+            self.errors += 1
+            self.err.write(f"info: ERROR: nonexistent job {jobid}\n")
             return
         state, at, path = self.jobs[jobid]
         r = self.m.results.get(jobid)
@@ -324,6 +325,10 @@ class QuerySession:
                 lines = self.writer.write(g, [(lvl, v, g.size[v], True, False)
                                               for lvl, v in find_vertices(self.m, criteria)],
                                           self.m.trav.sub)
+                if not lines and self.fmt == "rlite":
+                    # resource-query's rlite writer refuses an empty set (EINVAL)
+                    self.err.write("find: ERROR: find writer emit: Invalid argument\n")
+                    return
         except MatcherError as exc:
             self.err.write(f"{exc}\n")
             return
@@ -530,6 +535,9 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
     if opts.load_allowlist and opts.load_format == "hwloc":
         kwargs["allowlist"] = opts.load_allowlist
     graph = load_graph(opts.load_file, opts.load_format, **kwargs)
+    if opts.load_format in ("jgf", "jgf_shorthand"):
+        # Fluxion's JGF reader does not keep a vertex's unit, so its writers never print one
+        graph.unit[:] = [""] * len(graph.unit)
     subsystems = _subsystems(opts.match_subsystems)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
                       prune_filters=opts.prune_filters, exact=True,
