@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from matcher_testlib import TESTDATA
 
 from fluxinfra.cli import main
 
@@ -332,3 +333,33 @@ def test_same_bytes_as_resource_query(work, fmt) -> None:
     # stderr: resource-query's detail lines, without its generic "traverser run ()" line
     assert ours.stderr.splitlines() == [
         line for line in real.stderr.splitlines() if "traverser run () returned" not in line]
+
+
+# -- an R from another subsystem's traversal (resource-query's t3023) ---------------------------
+POWER = TESTDATA / "data" / "resource"
+
+
+@pytest.mark.skipif(not POWER.exists(), reason=f"Fluxion test data not at {POWER}")
+def test_an_R_of_the_containment_traversal_updates_a_power_aware_session(work, capsys) -> None:
+    """The R names no vertex of the power subsystem's root: resource-query holds its exclusive
+    vertices (nodes 36-71 here) without a traversal and prints no vertex; power-aware
+    matches then avoid those nodes."""
+    graph = str(POWER / "grugs" / "power.graphml")
+    job_ca = str(POWER / "jobspecs" / "update" / "test006.yaml")
+    job_pa = str(POWER / "jobspecs" / "update" / "test005.yaml")
+    (work / "cmds.in").write_text(f"match allocate {job_ca}\nquit\n")
+    main(["query", "-L", graph, "-S", "CA", "-P", "high", "-F", "jgf", "-t",
+          str(work / "ca.txt"), "--commands", str(work / "cmds.in")])
+    (work / "r1.json").write_text((work / "ca.txt").read_text().splitlines()[0])
+    (work / "cmds.in").write_text(f"update allocate jgf {work / 'r1.json'} 1 0 3600\n"
+                                  f"match allocate {job_pa}\nmatch allocate {job_pa}\nquit\n")
+    main(["query", "-L", graph, "-S", "PA", "-P", "high", "-t", str(work / "pa.txt"),
+          "--commands", str(work / "cmds.in")])
+    out = (work / "pa.txt").read_text()
+    assert out.startswith(BAR + "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED\n"
+                          "INFO: SCHEDULED AT=Now\n" + BAR + "      ------------power0[10:x]\n"
+                          "      ------------power1[10:x]\n      ---------node0[1:x]\n")
+    job2 = out.split("INFO: JOBID=2")[0]
+    assert sorted(int(line.split("node")[1].split("[")[0]) for line in job2.splitlines()
+                  if "-node" in line) == list(range(36))
+    assert out.endswith(BAR + "INFO: No matching resources found\nINFO: JOBID=3\n" + BAR)
