@@ -38,6 +38,7 @@ __all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
 SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
 _BAR = "INFO: =============================\n"
 _LEADING_INT = re.compile(r"\s*[-+]?\d+")
+_INT64_MAX = (1 << 63) - 1
 
 
 def _subsystems(text: str) -> list[str]:
@@ -216,9 +217,10 @@ class QuerySession:
         result = None
         try:
             doc = _update_doc(reader, text)
-            if at >= HORIZON:
-                raise GraphError(f"start time {at} is past the end of the graph's time "
-                                 f"({HORIZON - 1})")
+            if at >= HORIZON or at + duration > _INT64_MAX:
+                # resource-query's planners refuse such a window (the span does not fit)
+                raise GraphError(f"update: the window of {duration}s from {at} ends past the "
+                                 "end of the graph's time; give a shorter duration")
             result = self.m.update_allocate(jobid, doc, at=at,
                                             duration=min(duration, HORIZON - at),
                                             reader=reader, reserve=at != 0)

@@ -246,6 +246,24 @@ def test_update_names_a_vertex_the_graph_lacks_and_a_file_without_graph(work, ca
     assert out.count("INFO: No matching resources found\n") == 2
 
 
+def test_update_parses_numbers_like_strtoll_and_refuses_windows_past_int64(work,
+                                                                         capsys) -> None:
+    _, full, _ = query(work, MATCHES + "quit\n", "jgf")
+    f = split_results(full, work, "f")
+    cmds = (f"update allocate jgf {f[0]} abc 0 600\n"  # job id 0, as strtoll reads it
+            f"update allocate jgf {f[2]} 12x 5x 600\n"  # job 12 from 5
+            f"update allocate jgf {f[3]} 20 0 -5\n"  # 2**64 - 5 seconds: refused
+            f"update allocate jgf {f[3]} 21 0 9223372036854775807\n"
+            "match allocate core.yaml\nquit\n")
+    _, out, err = query(work, cmds, capsys=capsys)
+    jobs = [line for line in out.splitlines() if line.startswith("INFO: JOBID")]
+    assert jobs == ["INFO: JOBID=0", "INFO: JOBID=12", "INFO: JOBID=20", "INFO: JOBID=21",
+                    "INFO: JOBID=22"]
+    assert "INFO: RESOURCES=RESERVED\nINFO: SCHEDULED AT=5\n" in out
+    assert "INFO: No matching resources found\nINFO: JOBID=20\n" in out
+    assert err.count("\n") == 1 and "ends past the end of the graph's time" in err
+
+
 def test_info_and_find_after_updates(work, capsys) -> None:
     """As in resource-query, an update (even ``reserve``) is booked as an allocation: find
     sees it as allocated now, not as reserved (and an empty rlite find is an error)."""
