@@ -58,8 +58,10 @@ Policies (one table; "score" is what is compared when choosing among candidates)
     ``firstnodex``  ``first`` with exclusive nodes
     ``variation``   lowest ``perf_class`` property first (missing: 9999); slots are packed
                     from the highest-scored members
-    ``locality``    scored like ``high``; Fluxion additionally prefers, at the top level
-                    only, candidates in the longest run of consecutive ids (not modelled)
+    ``locality``    ``high`` below the top level; at the top level candidates are ranked
+                    by the run of consecutive free scores (ids) they fall in, highest run
+                    first, and tie within a run (exact: graph order as std::sort leaves
+                    it; fast: higher ids first). Not a custom-string option, as in Fluxion
     custom          ``policy=low|high node_centric=true|false node_exclusive=true|false
                     stop_on_1_matches=true|false`` (Fluxion's option string)
     ==============  =====================================================================

@@ -30,9 +30,8 @@ NAMED_POLICIES: dict[str, str] = {
     "hinode": "policy=high node_centric=true",
     "lonodex": "policy=low node_centric=true node_exclusive=true",
     "hinodex": "policy=high node_centric=true node_exclusive=true",
-    # Fluxion's locality scores like high and, at the top level only, prefers candidates in
-    # the longest run of consecutive ids; that top-level interval preference is not modelled
-    "locality": "policy=high",
+    # Fluxion's locality scores like high, except at the top level (see Traverser)
+    "locality": "policy=locality",
     "variation": "policy=variation",
 }
 _OPTIONS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive")
@@ -73,8 +72,8 @@ def parse_policy(text: str) -> Policy:
                                f"{', '.join(NAMED_POLICIES)} or policy=high|low with "
                                "node_centric/node_exclusive/stop_on_1_matches=true|false")
         if key == "policy":
-            if value not in ("high", "low", "variation") or (
-                    value == "variation" and text != value):
+            if value not in ("high", "low", "variation", "locality") or (
+                    value in ("variation", "locality") and text != value):
                 raise MatcherError(f"policy {text!r}: policy= accepts only low or high")
         elif value not in ("true", "false"):
             raise MatcherError(f"policy {text!r}: option {key} requires true or false, "

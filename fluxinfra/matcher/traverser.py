@@ -73,10 +73,18 @@ class _Evals:
         self.total += other.total
         self.eg.extend(other.eg)
 
-    def choose_best_k(self, k: int, high: bool) -> bool:
+    def choose_best_k(self, k: int, high: bool, runs: bool = False) -> bool:
         if k == 0 or k > self.qual:
             return False
-        if _EXACT_SORT[0]:
+        if runs:
+            # locality at the top level: rank by the run of consecutive scores each candidate
+            # falls in (higher runs first; candidates of one run tie)
+            run = _score_runs(self.eg)
+            if _EXACT_SORT[0]:
+                introsort(self.eg, lambda a, b: run[a[0]] > run[b[0]])
+            else:
+                self.eg.sort(key=lambda g: run[g[0]], reverse=True)
+        elif _EXACT_SORT[0]:
             introsort(self.eg, _greater if high else _less)
         else:
             self.eg.sort(key=_score, reverse=high)
@@ -92,6 +100,24 @@ class _Evals:
 
 def _score(group: list) -> int:
     return group[0]
+
+
+def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
+    """score -> (first, last) of the run of consecutive integers it belongs to, over the
+    scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
+    the intervals lexicographically)."""
+    scores = sorted({g[0] for g in groups})
+    out: dict[int, tuple[int, int]] = {}
+    i = 0
+    while i < len(scores):
+        j = i
+        while j + 1 < len(scores) and scores[j + 1] == scores[j] + 1:
+            j += 1
+        run = (scores[i], scores[j])
+        for s in scores[i:j + 1]:
+            out[s] = run
+        i = j + 1
+    return out
 
 
 def _greater(a: list, b: list) -> bool:
@@ -752,11 +778,12 @@ class Traverser:
 
     def _resolve_graph(self, root: int, resources: list[Resource], dfu: _Dfu) -> int | None:
         high = self.policy.high
+        runs = self.policy.kind == "locality"
         for r in resources:
             count = r.calc_count(dfu.qual(r.type))
             if count == 0:
                 return None
-            dfu.evals(r.type).choose_best_k(count, high)
+            dfu.evals(r.type).choose_best_k(count, high, runs)
         self._ml = 0
         needs = 1
         rtype = self.g.type[root]

@@ -169,3 +169,33 @@ def test_slot_below_a_skipped_level_is_reachable():
     r = Matcher(g, policy="low").match(spec)
     assert [g.name[e[1]] for e in r.emitted] == ["core0", "core1", "socket0", "node0",
                                                    "cluster0"]
+
+
+def test_locality_prefers_the_highest_run_of_free_ids():
+    # 8 one-socket nodes. Facts checked against Fluxion v0.54's resource-query -P locality on
+    # the same machine (GRUG from recipe_to_grug): the top-level candidates are ranked by the
+    # run of consecutive free ids they fall in, highest run first; candidates of one run tie
+    # and keep graph order (exact mode), where ``high`` takes the highest ids.
+    g = build_cluster(nodes=8, sockets=1, cores=2)
+
+    def picks(policy, exact):
+        m = Matcher(g, policy=policy, exact=exact)
+        got = [m.match(nodes(1)).nodes, m.match(nodes(2)).nodes, m.match(nodes(1)).nodes]
+        m.cancel(2)
+        got.append(m.match(nodes(3)).nodes)
+        check_invariants(m)
+        return got
+
+    assert picks("locality", True) == [["node0"], ["node1", "node2"], ["node3"],
+                                       ["node4", "node5", "node6"]]
+    assert picks("high", True) == [["node7"], ["node5", "node6"], ["node4"],
+                                   ["node3", "node5", "node6"]]
+    # fast mode explores high ids first: runs in the same order (after job 2 is cancelled the
+    # free runs are 0-3 and 5-6: all of 5-6 first), ties within a run broken towards high ids
+    assert picks("locality", False) == [["node7"], ["node5", "node6"], ["node4"],
+                                        ["node3", "node5", "node6"]]
+
+
+def test_locality_is_a_named_policy_only():
+    with pytest.raises(MatcherError, match="accepts only low or high"):
+        parse_policy("policy=locality node_exclusive=true")
