@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ __all__ = ["Matcher", "MatchResult", "OPS"]
 
 #: above this many vertices the cyclic GC is told to leave the (long-lived) graph alone
 LARGE_GRAPH = 50_000
+#: parsed requests kept by Matcher._parse
+_MAX_PARSED = 256
 
 OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
        "without_allocating")
@@ -127,6 +130,8 @@ class Matcher:
         self._cancelled: set[int] = set()
         self._up_count: int | None = None
         self._node_cache = None
+        #: recent requests: id(dict) or text -> (source, snapshot, parsed Jobspec)
+        self._parsed: dict[Any, tuple[Any, Any, Jobspec]] = {}
         self.stats = {"match_count": 0, "match_succeeded": 0, "match_failed": 0,
                       "min_match": 0.0, "max_match": 0.0, "sum_match": 0.0}
 
@@ -136,7 +141,7 @@ class Matcher:
         """Run ``op`` for ``jobspec``; raises Busy (not now) or Unsatisfiable (never)."""
         if op not in OPS:
             raise MatcherError(f"unknown match op {op!r}; use one of {', '.join(OPS)}")
-        js = Jobspec.parse(jobspec)
+        js = self._parse(jobspec)
         if jobid is None:
             jobid = self._next_jobid
         if jobid in self.jobs:
@@ -152,6 +157,34 @@ class Matcher:
         result.overhead = time.perf_counter() - start
         self._record(result.overhead, True)
         return result
+
+    def _parse(self, source: Any) -> Jobspec:
+        """Jobspec.parse, remembering the last requests: a scheduler submits the same few
+        shapes over and over, and the traversal keeps what it derives from a request for as
+        long as the parsed request lives. A dict is looked up by identity and checked against
+        a snapshot (so one mutated in place is parsed again); text by value."""
+        if isinstance(source, Jobspec):
+            return source
+        cache = self._parsed
+        if isinstance(source, dict):
+            hit = cache.get(id(source))
+            if hit is not None and hit[0] is source and hit[1] == source:
+                return hit[2]
+            js = Jobspec.parse(source)
+            entry = (source, copy.deepcopy(source), js)
+            key: Any = id(source)
+        elif isinstance(source, (str, bytes)):
+            hit = cache.get(source)
+            if hit is not None:
+                return hit[2]
+            js = Jobspec.parse(source)
+            entry, key = (source, source, js), source
+        else:
+            return Jobspec.parse(source)  # raises the typed error
+        if len(cache) >= _MAX_PARSED:
+            cache.clear()
+        cache[key] = entry
+        return js
 
     def _record(self, elapsed: float, ok: bool) -> None:
         st = self.stats

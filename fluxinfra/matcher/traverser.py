@@ -33,6 +33,8 @@ _EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
 #: recorded subtree selections kept at most (one per subtree shape x request shape)
 MAX_TEMPLATES = 4096
+#: request lists whose derived facts are kept between matches
+_MAX_REQUESTS = 512
 
 
 class Meta:
@@ -182,6 +184,8 @@ class Traverser:
         self._kid_types: dict[int, frozenset[str]] = {}
         #: id(resources list) -> (the list, leaf plan); lists live as long as their jobspec
         self._leaf_plans: dict[int, tuple[list[Resource], dict[str, Resource] | None]] = {}
+        #: id(request list) -> (the list, its _request_key)
+        self._request_keys: dict[int, tuple[list[Resource], tuple]] = {}
         #: explore children in policy order and stop once a level is satisfied (see Matcher)
         self.fast = False
         self.marks: dict[int, tuple[int, bool, int]] = {}
@@ -244,8 +248,12 @@ class Traverser:
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         _EXACT_SORT[0] = not self.fast
-        self._leaf_plans = {}
-        self._request_keys: dict[int, tuple] = {}  # id(list) -> key; lists outlive select()
+        # per request list (kept with the list, so an id is never reused while cached; the
+        # matcher hands the same parsed jobspec back for a repeated request)
+        if len(self._leaf_plans) > _MAX_REQUESTS:
+            self._leaf_plans.clear()
+        if len(self._request_keys) > _MAX_REQUESTS:
+            self._request_keys.clear()
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -460,9 +468,10 @@ class Traverser:
                 where = {v: i for i, v in enumerate(post)}
                 weights = tuple(tuple(sorted((where[c], a) for c, a in w.items())) if w
                                 else () for w in found)
-        rkey = self._request_keys.get(id(resources))
-        if rkey is None:
-            rkey = self._request_keys[id(resources)] = _request_key(resources)
+        hit = self._request_keys.get(id(resources))
+        if hit is None:
+            hit = self._request_keys[id(resources)] = (resources, _request_key(resources))
+        rkey = hit[1]
         return (shape, weights, rkey, x_in, pristine, meta.alloc_type == AT_SAT)
 
     def _shape(self, u: int) -> int:

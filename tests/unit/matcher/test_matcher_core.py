@@ -7,6 +7,7 @@ from matcher_testlib import build_cluster, check_invariants, counts_met
 
 from fluxinfra.matcher import (
     Busy,
+    JobspecError,
     Matcher,
     UnknownJob,
     Unsatisfiable,
@@ -162,3 +163,19 @@ def test_slots_belong_to_their_own_job_not_the_last_match(cluster):
     first = m.match(slot_spec(nslots=2, cores=1))
     m.match(slot_spec(nslots=1, cores=3))
     assert len(m.info(first.jobid).slots) == 2
+
+
+def test_a_repeated_request_is_parsed_once_and_a_mutated_one_again():
+    m = Matcher(build_cluster(nodes=2, sockets=1, cores=4))
+    spec = {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "a",
+                                         "with": [{"type": "core", "count": 1}]}]}
+    assert m._parse(spec) is m._parse(spec)
+    assert m._parse("version: 1\nresources: [{type: core, count: 1}]") is m._parse(
+        "version: 1\nresources: [{type: core, count: 1}]")
+    m.match(spec)
+    spec["resources"][0]["with"][0]["count"] = 3  # changed in place: parsed again
+    r = m.match(spec)
+    assert sum(1 for e in r.emitted if m.graph.type[e[1]] == "core") == 3
+    spec["resources"][0]["with"][0]["count"] = 0
+    with pytest.raises(JobspecError, match="count"):
+        m.match(spec)
