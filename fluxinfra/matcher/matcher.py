@@ -246,8 +246,15 @@ class Matcher:
 
     def _nodes_up(self) -> int:
         if self._up_count is None:
-            status = self.graph.status
-            self._up_count = sum(1 for v in self._nodes() if status[v])
+            g = self.graph
+            if 0 not in g.status and True not in g.removed:
+                # nothing down or removed (C-speed scans): the containment totals count them
+                root = g.roots[CONTAINMENT]
+                self._up_count = (g.subtree_totals(root).get("node", 0)
+                                  + (g.type[root] == "node"))
+            else:
+                status = g.status
+                self._up_count = sum(1 for v in self._nodes() if status[v])
         return self._up_count
 
     def _nodes(self) -> list[int]:
