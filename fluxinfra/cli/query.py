@@ -12,6 +12,7 @@ The session state lives in :class:`QuerySession` (used in-process by the conform
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -30,7 +31,7 @@ from fluxinfra.matcher.errors import (
 from fluxinfra.matcher.graph import CONTAINMENT
 from fluxinfra.matcher.matcher import Matcher
 from fluxinfra.matcher.planner import HORIZON
-from fluxinfra.matcher.writers import QUERY_FORMATS, QueryWriter
+from fluxinfra.matcher.writers import QUERY_FORMATS, QueryWriter, WriterError
 
 __all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
 
@@ -106,10 +107,12 @@ class QuerySession:
         self.errors += 1
         self.err.write(f"ERROR: {text}\n")
 
-    def emit(self, result, emitted=None) -> str:
+    def emit(self, result, emitted=None, expiration: int | None = None) -> str:
         """The vertices of a match or update in the session's ``-F`` format."""
         return self.writer.write(self.m.graph, result.emitted if emitted is None else emitted,
-                                 self.m.trav.sub, result.at, result.at + result.duration)
+                                 self.m.trav.sub, result.at,
+                                 result.at + result.duration if expiration is None
+                                 else expiration)
 
     # -- commands ---------------------------------------------------------------------------
     def cmd_match(self, args) -> None:
@@ -140,6 +143,7 @@ class QuerySession:
         jobid = self.jobid_counter
         counts = op not in ("satisfiability", "without_allocating")
         out = self.out
+        result, sat = None, True
         try:
             result = self.m.match(text, op=op, jobid=jobid)
         except JobspecError as exc:
@@ -148,31 +152,36 @@ class QuerySession:
             self._no_match(jobid, sat=True)
             return False
         except Unsatisfiable:
-            if counts:
-                self.jobid_counter += 1
-            if op == "satisfiability":
-                out.write(_BAR + "INFO: Unsatisfiable request\n" + _BAR)
-            else:
-                self._no_match(jobid, sat=False)
-            return False
+            sat = False
         except Busy:
-            if counts:
-                self.jobid_counter += 1
-            if op == "satisfiability":
-                out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
-            else:
-                self._no_match(jobid, sat=True)
-            return False
+            pass
         except MatcherError as exc:
             self.err.write(f"match_allocate: ERROR: {exc}\n")
-            self._no_match(jobid, sat=True)
+        # like resource-query, the writer emits after every traversal, failed or not
+        try:
+            text = self.emit(result) if result is not None and op != "satisfiability" \
+                else self.writer.write(self.m.graph, [], self.m.trav.sub)
+        except WriterError as exc:
+            # resource-query then reports no match and does not count the job id (it also
+            # leaves the job's resources held, unreachable; fluxinfra releases them)
+            self.err.write(f"match_allocate: ERROR: match writer emit: {exc}\n")
+            if result is not None and jobid in self.m.jobs:
+                self.m.cancel(jobid)
+            sat = exc.errno_name != "ENOENT"
+            if op == "satisfiability":
+                out.write(_BAR + f"INFO: {'S' if sat else 'Uns'}atisfiable request\n" + _BAR)
+            else:
+                self._no_match(jobid, sat=sat)
             return False
         if counts:
             self.jobid_counter += 1
         if op == "satisfiability":
-            out.write(_BAR + "INFO: Satisfiable request\n" + _BAR)
-            return True
-        out.write(self.emit(result))
+            out.write(_BAR + f"INFO: {'S' if sat else 'Uns'}atisfiable request\n" + _BAR)
+            return result is not None
+        if result is None:
+            self._no_match(jobid, sat=sat)
+            return False
+        out.write(text)
         allocated = op != "without_allocating"
         mode = ("ALLOCATED" if result.at == 0 else "RESERVED") if allocated else "MATCHED"
         when = "Now" if result.at == 0 else str(result.at)
@@ -230,13 +239,16 @@ class QuerySession:
         self.m._record(elapsed, True)  # resource-query counts every update's time
         self.jobid_counter = jobid + 1
         if result is None:
+            with contextlib.suppress(WriterError):  # what earlier emissions left behind
+                self.out.write(self.writer.write(self.m.graph, [], self.m.trav.sub))
             self._no_match(jobid, sat=True)
             return
         result.overhead = elapsed
         emitted = result.emitted
         if reader == "rv1exec":
             emitted = _rv1exec_view(self.m.graph, emitted)
-        self.out.write(self.emit(result, emitted))
+        with contextlib.suppress(WriterError):  # resource-query ignores the writer's error
+            self.out.write(self.emit(result, emitted, at + duration))
         mode = "ALLOCATED" if at == 0 else "RESERVED"
         when = "Now" if at == 0 else str(at)
         self.out.write(f"{_BAR}INFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
@@ -327,10 +339,9 @@ class QuerySession:
                 lines = self.writer.write(g, [(lvl, v, g.size[v], True, False)
                                               for lvl, v in find_vertices(self.m, criteria)],
                                           self.m.trav.sub)
-                if not lines and self.fmt == "rlite":
-                    # resource-query's rlite writer refuses an empty set (EINVAL)
-                    self.err.write("find: ERROR: find writer emit: Invalid argument\n")
-                    return
+        except WriterError as exc:
+            self.err.write(f"find: ERROR: find writer emit: {exc}\n")
+            return
         except MatcherError as exc:
             self.err.write(f"{exc}\n")
             return

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+from fluxinfra.matcher.errors import MatcherError
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 
 __all__ = ["write_simple", "write_pretty_simple", "write_jgf", "write_rv1", "idset", "QueryWriter",
-           "QUERY_FORMATS", "rlite_of", "encode_hostlist",
+           "WriterError", "QUERY_FORMATS", "rlite_of", "encode_hostlist",
            "hostlist", "MATCH_FORMATS"]
 
 MATCH_FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched", "rv1_sched")
@@ -176,14 +177,24 @@ def _dumps(doc) -> str:
     return json.dumps(doc, ensure_ascii=False)
 
 
+class WriterError(MatcherError):
+    """resource-query's writer refused to emit (``errno`` name and its strerror text)."""
+
+    def __init__(self, errno_name: str, text: str) -> None:
+        super().__init__(text)
+        self.errno_name = errno_name
+
+
 class QueryWriter:
     """resource-query's match writer for one session and one ``-F`` format.
 
-    ``write(...)`` renders one emission (a match, an update or a find) byte for byte as
-    resource-query does, or returns "" where it prints nothing (an empty set; a JGF with
-    vertices but no edges). Like resource-query, the ``jgf_shorthand`` / ``rv1_shorthand``
-    writers keep saying ``"writer": "fluxion:jgf_shorthand"`` once one emission has left
-    vertices out (the flag lives as long as the session's writer).
+    ``write(...)`` feeds one emission (a match, an update or a find) and renders it byte for
+    byte as resource-query does: "" where it prints nothing, :class:`WriterError` where its
+    writer fails (``rlite`` with no node holding cores or GPUs: EINVAL; a JGF with vertices
+    but no edges: ENOENT). Like resource-query's writer object, what a failed or skipped
+    emission gathered stays and comes out with the next one, and the ``jgf_shorthand`` /
+    ``rv1_shorthand`` writers keep saying ``"writer": "fluxion:jgf_shorthand"`` once one
+    emission has left vertices out.
     """
 
     def __init__(self, fmt: str = "simple") -> None:
@@ -192,6 +203,9 @@ class QueryWriter:
         self.fmt = fmt
         self.shorthand = fmt in ("jgf_shorthand", "rv1_shorthand")
         self.incomplete = False
+        self._nodes: list[dict] = []
+        self._edges: list[dict] = []
+        self._rlite = _Rlite()
 
     def write(self, g: ResourceGraph, emitted: Emitted, subsystem: str = CONTAINMENT,
               starttime: int = 0, expiration: int = 0) -> str:
@@ -200,14 +214,20 @@ class QueryWriter:
             return write_simple(g, emitted)
         if fmt == "pretty_simple":
             return write_pretty_simple(g, emitted)
+        if fmt != "rlite" and fmt != "rv1_nosched":
+            self._feed_jgf(g, emitted, subsystem)
         if fmt in ("jgf", "jgf_shorthand"):
-            doc = self.jgf(g, emitted, subsystem)
+            doc = self._emit_jgf()
             return _dumps(doc) + "\n" if doc else ""
-        rlite, nodelist, props = rlite_of(g, emitted)
-        if not rlite:
-            return ""
+        self._rlite.feed(g, emitted)
         if fmt == "rlite":
-            return _dumps(rlite) + "\n"
+            if not self._rlite.groups:
+                raise WriterError("EINVAL", "Invalid argument")
+            return _dumps(self._rlite.emit(g)[0]) + "\n"
+        if not self._rlite.groups or (fmt != "rv1_nosched"
+                                      and not self._nodes and not self._edges):
+            return ""
+        rlite, nodelist, props = self._rlite.emit(g)
         execution: dict = {"R_lite": rlite, "nodelist": nodelist}
         if props:
             execution["properties"] = props
@@ -215,21 +235,18 @@ class QueryWriter:
         execution["expiration"] = expiration
         doc = {"version": 1, "execution": execution}
         if fmt != "rv1_nosched":
-            jgf = self.jgf(g, emitted, subsystem)
-            if not jgf:
-                return ""
-            doc["scheduling"] = jgf
+            doc["scheduling"] = self._emit_jgf()
         return _dumps(doc) + "\n"
 
-    def jgf(self, g: ResourceGraph, emitted: Emitted, subsystem: str) -> dict | None:
+    def _feed_jgf(self, g: ResourceGraph, emitted: Emitted, subsystem: str) -> None:
         """Fluxion's JGF match writer: vertices in post-order with the fields that differ
         from the reader's defaults, the dominant subsystem's edges into them (metadata
-        only off ``containment``); None when resource-query would print nothing."""
+        only off ``containment``)."""
         for entry in reversed(emitted):  # parents first: each path is its parent's plus a name
             g.path(entry[1])
         parent = g.parent[subsystem]
         uid = g.uniq_id
-        nodes, edges = [], []
+        nodes, edges = self._nodes, self._edges
         for _, v, amount, excl, excl_parent in emitted:
             if self.shorthand and excl_parent:
                 self.incomplete = True
@@ -241,11 +258,18 @@ class QueryWriter:
                 if subsystem != CONTAINMENT:
                     edge["metadata"] = {"subsystem": subsystem}
                 edges.append(edge)
-        if not nodes or not edges:
+
+    def _emit_jgf(self) -> dict | None:
+        """The JGF gathered so far (then forgotten); None if empty; vertices without edges
+        (or edges without vertices) stay and are :class:`WriterError` ENOENT."""
+        if not self._nodes and not self._edges:
             return None
-        doc: dict = {"graph": {"nodes": nodes, "edges": edges}}
+        if not self._nodes or not self._edges:
+            raise WriterError("ENOENT", "No such file or directory")
+        doc: dict = {"graph": {"nodes": self._nodes, "edges": self._edges}}
         if self.shorthand and self.incomplete:
             doc["writer"] = SHORTHAND_URI
+        self._nodes, self._edges = [], []
         return doc
 
 
@@ -276,29 +300,47 @@ def rlite_of(g: ResourceGraph, emitted: Emitted) -> tuple[list[dict], list[str],
     """Fluxion's R_lite writer over a post-order emission: the cores and GPUs seen since
     the last node are that node's children; nodes with the same children (as JSON text,
     in text order) share an entry. Returns (R_lite, nodelist, properties)."""
-    pending: dict[str, list[int]] = {t: [] for t in _RLITE_LEAVES}
-    groups: dict[str, list[tuple[int, str]]] = {}
-    props: dict[str, list[int]] = {}
-    for _, v, _, _, _ in emitted:
-        t = g.type[v]
-        if t in pending:
-            pending[t].append(g.id[v])
-        elif t in _RLITE_HOSTS and any(pending.values()):
-            children = _dumps({k: idset(ids) for k, ids in pending.items() if ids})
-            for ids in pending.values():
-                ids.clear()
-            groups.setdefault(children, []).append((g.rank[v], g.name[v]))
-            for key, value in sorted((g.properties[v] or {}).items()):
-                props.setdefault(f"{key}={value}" if value != "" else key, []).append(g.rank[v])
-    rlite = []
-    hosts: list[tuple[int, str]] = []
-    for children in sorted(groups):
-        members = sorted(groups[children], key=lambda m: m[0])
-        rlite.append({"rank": idset([r for r, _ in members]), "children": json.loads(children)})
-        hosts.extend(members)
-    hosts.sort(key=lambda m: m[0])
-    nodelist = [encode_hostlist([h for _, h in hosts])] if hosts else []
-    return rlite, nodelist, {k: idset(props[k]) for k in sorted(props)}
+    state = _Rlite()
+    state.feed(g, emitted)
+    return state.emit(g)
+
+
+class _Rlite:
+    """The R_lite writer's state: ids waiting for their node, and rank groups."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[int]] = {t: [] for t in _RLITE_LEAVES}
+        self.groups: dict[str, list[tuple[int, str]]] = {}
+        self.props: dict[str, list[int]] = {}
+
+    def feed(self, g: ResourceGraph, emitted: Emitted) -> None:
+        pending, groups, props = self.pending, self.groups, self.props
+        for _, v, _, _, _ in emitted:
+            t = g.type[v]
+            if t in pending:
+                pending[t].append(g.id[v])
+            elif t in _RLITE_HOSTS and any(pending.values()):
+                children = _dumps({k: idset(ids) for k, ids in pending.items() if ids})
+                for ids in pending.values():
+                    ids.clear()
+                groups.setdefault(children, []).append((g.rank[v], g.name[v]))
+                for key, value in sorted((g.properties[v] or {}).items()):
+                    props.setdefault(f"{key}={value}" if value != "" else key,
+                                     []).append(g.rank[v])
+
+    def emit(self, g: ResourceGraph) -> tuple[list[dict], list[str], dict]:
+        rlite = []
+        hosts: list[tuple[int, str]] = []
+        for children in sorted(self.groups):
+            members = sorted(self.groups[children], key=lambda m: m[0])
+            rlite.append({"rank": idset([r for r, _ in members]),
+                          "children": json.loads(children)})
+            hosts.extend(members)
+        hosts.sort(key=lambda m: m[0])
+        nodelist = [encode_hostlist([h for _, h in hosts])] if hosts else []
+        props = {k: idset(self.props[k]) for k in sorted(self.props)}
+        self.groups, self.props = {}, {}
+        return rlite, nodelist, props
 
 
 def encode_hostlist(names: list[str]) -> str:

@@ -381,3 +381,36 @@ def test_an_R_of_the_containment_traversal_updates_a_power_aware_session(work, c
     assert sorted(int(line.split("node")[1].split("[")[0]) for line in job2.splitlines()
                   if "-node" in line) == list(range(36))
     assert out.endswith(BAR + "INFO: No matching resources found\nINFO: JOBID=3\n" + BAR)
+
+
+@pytest.mark.skipif(not POWER.exists(), reason=f"Fluxion test data not at {POWER}")
+def test_rlite_writer_errors_keep_the_job_counter_like_resource_query(tmp_path, capsys) -> None:
+    """resource-query's rlite writer fails on an empty set (a match that found nothing):
+    it prints the writer error, reports no match and does not count the job id."""
+    job = POWER / "jobspecs" / "basics" / "test001.yaml"
+    (tmp_path / "cmds.in").write_text(f"match allocate {job}\n" * 4 + "quit\n")
+    main(["query", "-L", str(POWER / "grugs" / "tiny.graphml"), "-P", "hinodex", "-F",
+          "rlite", "-t", str(tmp_path / "out.txt"), "--commands", str(tmp_path / "cmds.in")])
+    assert (tmp_path / "out.txt").read_text() == (
+        '[{"rank": "1", "children": {"core": "0-35", "gpu": "0-1"}}]\n' + BAR
+        + "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n" + BAR
+        + '[{"rank": "0", "children": {"core": "0-35", "gpu": "0-1"}}]\n' + BAR
+        + "INFO: JOBID=2\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n" + BAR
+        + (BAR + "INFO: No matching resources found\nINFO: JOBID=3\n" + BAR) * 2)
+    assert capsys.readouterr().err == "match_allocate: ERROR: match writer emit: " \
+                                      "Invalid argument\n" * 2
+
+
+def test_a_jgf_with_a_vertex_but_no_edge_is_a_writer_error_and_stays(work) -> None:
+    """Like resource-query's JGF writer: a lone vertex is ENOENT (unsatisfiable, job id not
+    counted) and stays in the writer, coming out with the next emission."""
+    from fluxinfra.matcher import load_graph
+    from fluxinfra.matcher.writers import QueryWriter, WriterError
+    g = load_graph(small_jgf(), "jgf")
+    w = QueryWriter("jgf")
+    with pytest.raises(WriterError, match="No such file or directory"):
+        w.write(g, [(1, g.root, 1, True, False)])
+    doc = json.loads(w.write(g, [(3, 3, 1, True, False), (2, 2, 1, False, False)]))
+    assert [n["id"] for n in doc["graph"]["nodes"]] == ["0", "3", "2"]
+    assert doc["graph"]["edges"] == [{"source": "2", "target": "3"},
+                                     {"source": "1", "target": "2"}]
