@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from itertools import repeat
 
+from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import Planner
@@ -208,6 +209,9 @@ class Traverser:
         #: set lookup instead of a planner query: busy clusters have thousands)
         self._held_kids: dict[int, _HeldKids] = {}
         self._marked_kids: dict[int, list[int]] | None = None
+        #: whole-node requests under first-fit policies skip the generic walk (express.py);
+        #: None turns it off
+        self.express: Express | None = Express(self)
 
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
@@ -223,6 +227,8 @@ class Traverser:
 
     def invalidate_status(self) -> None:
         """Forget subtree shapes (after a vertex status changed)."""
+        if self.express is not None:
+            self.express.forget()
         self._shapes.clear()
         self._shape_ids.clear()
         self._templates.clear()
@@ -254,6 +260,11 @@ class Traverser:
             self._leaf_plans.clear()
         if len(self._request_keys) > _MAX_REQUESTS:
             self._request_keys.clear()
+        express = self.express
+        if express is not None:
+            hit = express.select(resources, meta, excl)
+            if hit is not None:
+                return hit
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -270,6 +281,8 @@ class Traverser:
         if needs is None:
             return False
         self.root_mark = (needs, x_in)
+        if express is not None:
+            express.learn()
         return True
 
     def _test(self, u: int, resources: list[Resource], pristine: bool):
