@@ -242,17 +242,23 @@ class QueryWriter:
         """Fluxion's JGF match writer: vertices in post-order with the fields that differ
         from the reader's defaults, the dominant subsystem's edges into them (metadata
         only off ``containment``)."""
-        for entry in reversed(emitted):  # parents first: each path is its parent's plus a name
-            g.path(entry[1])
-        parent = g.parent[subsystem]
+        # the parent of an entry is the first one after it a level up (post-order): the
+        # edge the traversal took, also where a vertex has several parents
+        parents = [-1] * len(emitted)
+        last: dict[int, int] = {}
+        for i in range(len(emitted) - 1, -1, -1):
+            level, v = emitted[i][0], emitted[i][1]
+            parents[i] = last.get(level - 1, -1)
+            last[level] = v
+            g.path(v)  # parents first: each path is its parent's plus a name
         uid = g.uniq_id
         nodes, edges = self._nodes, self._edges
-        for _, v, amount, excl, excl_parent in emitted:
+        for i, (_, v, amount, excl, excl_parent) in enumerate(emitted):
             if self.shorthand and excl_parent:
                 self.incomplete = True
                 continue
             nodes.append(_query_vertex(g, v, amount, excl))
-            p = parent[v]
+            p = parents[i]
             if p != -1:
                 edge: dict = {"source": str(uid[p]), "target": str(uid[v])}
                 if subsystem != CONTAINMENT:
