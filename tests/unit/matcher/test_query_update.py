@@ -410,7 +410,8 @@ def test_a_jgf_with_a_vertex_but_no_edge_is_a_writer_error_and_stays(work) -> No
     w = QueryWriter("jgf")
     with pytest.raises(WriterError, match="No such file or directory"):
         w.write(g, [(1, g.root, 1, True, False)])
-    doc = json.loads(w.write(g, [(3, 3, 1, True, False), (2, 2, 1, False, False)]))
-    assert [n["id"] for n in doc["graph"]["nodes"]] == ["0", "3", "2"]
+    doc = json.loads(w.write(g, [(3, 3, 1, True, False), (2, 2, 1, False, False),
+                                 (1, 1, 1, False, False)]))
+    assert [n["id"] for n in doc["graph"]["nodes"]] == ["0", "3", "2", "1"]
     assert doc["graph"]["edges"] == [{"source": "2", "target": "3"},
                                      {"source": "1", "target": "2"}]
