@@ -105,7 +105,7 @@ class Resource:
 class Jobspec:
     """A parsed jobspec: ``resources`` (list of :class:`Resource`), ``tasks``, ``duration``."""
 
-    __slots__ = ("version", "resources", "tasks", "duration", "attributes", "text")
+    __slots__ = ("version", "resources", "tasks", "duration", "attributes", "text", "memo")
 
     def __init__(self, resources: list[Resource], tasks: list | None = None, duration: int = 0,
                  version: int = 1, attributes: dict | None = None) -> None:
@@ -114,7 +114,8 @@ class Jobspec:
         self.duration = duration
         self.version = version
         self.attributes = attributes or {}
-        _prime(self.resources)
+        #: facts matchers derive from this (immutable) request, computed once
+        self.memo: dict[str, Any] = {"need": _prime(self.resources), "primed": "plain"}
 
     @classmethod
     def parse(cls, source: str | bytes | dict | Jobspec) -> Jobspec:

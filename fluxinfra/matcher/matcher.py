@@ -205,7 +205,10 @@ class Matcher:
         resources = js.resources
         x = any(r.exclusive and r.type == g.type[root] for r in resources)
         saved_excl = set(trav.excl_types)
-        trav.excl_types |= _exclusive_types(resources)
+        excl = js.memo.get("exclusive_types")
+        if excl is None:
+            excl = js.memo["exclusive_types"] = _exclusive_types(resources)
+        trav.excl_types |= excl
         try:
             self._precheck(js, op)
             if op == "satisfiability":
@@ -239,10 +242,14 @@ class Matcher:
             raise Busy(f"the request needs {want} nodes but only {up} are up")
 
     def _need(self, js: Jobspec) -> dict[str, int]:
-        """The least of each type the request needs (alternative slots count their minimum)."""
-        if isinstance(self.trav, FlexibleTraverser):
-            return _prime_flexible(js.resources)
-        return aggregate(js.resources)
+        """The least of each type the request needs (alternative slots count their minimum).
+        Also primes the request's per-resource needs the way this traverser reads them."""
+        kind = "flexible" if isinstance(self.trav, FlexibleTraverser) else "plain"
+        memo = js.memo
+        if memo.get("primed") != kind:
+            prime = _prime_flexible if kind == "flexible" else aggregate
+            memo["need"], memo["primed"] = prime(js.resources), kind
+        return memo["need"]
 
     def _nodes_up(self) -> int:
         if self._up_count is None:

@@ -209,6 +209,8 @@ class Traverser:
         #: set lookup instead of a planner query: busy clusters have thousands)
         self._held_kids: dict[int, _HeldKids] = {}
         self._marked_kids: dict[int, list[int]] | None = None
+        #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
+        self._whole: dict[int, int] = {}
         #: whole-node requests under first-fit policies skip the generic walk (express.py);
         #: None turns it off
         self.express: Express | None = Express(self)
@@ -245,6 +247,8 @@ class Traverser:
 
     def sub_avail(self, v: int, rtype: str, at: int, duration: int) -> int:
         total = self.g.subtree_totals(v).get(rtype, 0)
+        if self._whole and v in self._whole and self.sched[v].used_during(at, duration):
+            return 0  # held whole by a job during the window (see _hold_whole)
         planners = self.agg.get(v)
         if planners is None:
             return total
@@ -990,10 +994,21 @@ class Traverser:
                 if hk is None:
                     hk = self._held_kids[p] = _HeldKids()
                 hk.add(u, meta.at, meta.at + meta.duration, job.jobid)
-        below = dict(g.subtree_totals(u))
-        self._add_meta(u, needs, True, meta, job, below, to_parent)
-        job.used[u] = dict(below)
-        job.used[u][g.type[u]] = job.used[u].get(g.type[u], 0) + needs
+        totals = g.subtree_totals(u)
+        if needs >= g.size[u]:
+            # held whole: no aggregate spans on u itself (sub_avail reads 0 below u while
+            # its own planner is in use); ancestors still get the whole subtree's amounts
+            job.xspans[u] = None
+            self._whole[u] = self._whole.get(u, 0) + 1
+            job.whole.add(u)
+            for t, n in totals.items():
+                to_parent[t] = to_parent.get(t, 0) + n
+            rtype = g.type[u]
+            to_parent[rtype] = to_parent.get(rtype, 0) + needs
+        else:
+            self._add_meta(u, needs, True, meta, job, dict(totals), to_parent)
+        used = job.used[u] = dict(totals)
+        used[g.type[u]] = used.get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
         return count + 1
 
@@ -1084,6 +1099,13 @@ class Traverser:
             span = job.sched.pop(u, None)
             if span is not None:
                 self.sched[u].remove_span(span)
+                if u in job.whole:
+                    job.whole.discard(u)
+                    left = self._whole[u] - 1
+                    if left:
+                        self._whole[u] = left
+                    else:
+                        del self._whole[u]
                 hk = self._held_kids.get(parent[u])
                 if hk is not None:
                     hk.discard(u, job.jobid)
@@ -1178,7 +1200,8 @@ class Traverser:
                 continue
             rtype = types[-1]
             avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
-            if avail == 0 and not any(p.spans for p in self.agg.get(c, {}).values()):
+            if avail == 0 and c not in self._whole and not any(
+                    p.spans for p in self.agg.get(c, {}).values()):
                 continue
             w = self.weights.setdefault(u, {})
             old = w.get(c, _UNTOUCHED)
@@ -1210,7 +1233,7 @@ class JobState:
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
                  "resv_vertices", "reweigh", "now", "raw_vertices", "at", "duration",
-                 "reserved", "slots", "slot_edges")
+                 "reserved", "slots", "slot_edges", "whole")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -1234,6 +1257,8 @@ class JobState:
         #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order; held
         #: subtrees stay one _Held entry until ``vertices`` is read
         self.raw_vertices: list = []
+        #: vertices this job holds whole without aggregate spans on them (Traverser._whole)
+        self.whole: set[int] = set()
 
     @property
     def vertices(self) -> list[tuple[int, int, int, bool, bool]]:
