@@ -335,6 +335,9 @@ class _Rlite:
                                      []).append(g.rank[v])
 
     def emit(self, g: ResourceGraph) -> tuple[list[dict], list[str], dict]:
+        if any(r < 0 for members in self.groups.values() for r, _ in members):
+            # an idset holds no negative rank: resource-query's writer fails (and keeps all)
+            raise WriterError("EINVAL", "Invalid argument")
         rlite = []
         hosts: list[tuple[int, str]] = []
         for children in sorted(self.groups):
