@@ -200,7 +200,7 @@ class Express:
             if tpl is None:
                 return
             if tpl[0]:
-                slots.append(_Replayed((t._post_cache[c][1], tpl[0])))
+                slots.append(_Replayed((t._post_below, c, tpl[0])))
         else:
             if t._test(c, resources, True)[2] != _PRISTINE_NONE:
                 raise _Abort
@@ -212,8 +212,7 @@ class Express:
             chosen = self._slot_tpl.get(key) if key is not None else None
             if chosen is None:
                 raise _Abort
-            seq = t._post_cache[c][1]
-            slots.append([(seq[i], amount) for i, amount in chosen])
+            slots.append(_Replayed((t._post_below, c, (chosen,))))  # listed when asked for
         out.append((c, MATCH_MET + g.id[c] + 1))
 
     # -- learning shape B from the general traversal ----------------------------------------
@@ -238,7 +237,7 @@ class Express:
         key = t._template_key(node, resources, False, True, meta)
         if key is None:
             return
-        where = {v: i for i, v in enumerate(t._post_cache[node][1])}
+        where = {v: i for i, v in enumerate(t._post_below(node)[1])}
         if any(v not in where for v, _ in edges):
             return
         if len(self._slot_tpl) >= _MAX_SLOT_TEMPLATES:

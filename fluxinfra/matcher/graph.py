@@ -61,6 +61,11 @@ class ResourceGraph:
         self._intern: dict[str, str] = {}
         #: some vertex has two parents in one subsystem (Fluxion's ASSOCIATE_IN)
         self.multi_parent = False
+        #: builder hint: vertices with the same layout id have identical subtrees (tree,
+        #: types, sizes, ids, statuses, properties, children ascending by uniq_id), so a
+        #: traversal may work a subtree's shape out once per layout. finalize() drops every
+        #: hint (the structure may have changed); a status change drops the hints above it.
+        self.layouts: dict[int, int] = {}
 
     # -- building ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -201,6 +206,7 @@ class ResourceGraph:
         """Validate (one root per subsystem, no cycles or orphans) and index the graph."""
         if not self.type:
             raise GraphError("the resource graph has no vertices")
+        self.layouts = {}
         if CONTAINMENT not in self.children:
             self._subsystem(CONTAINMENT)
         n = len(self.type)
@@ -285,6 +291,15 @@ class ResourceGraph:
         if len(out) > len(self.type):
             raise GraphError("the containment edges form a cycle")
         return out
+
+    def drop_layout(self, v: int) -> None:
+        """Forget the layout hints of ``v`` and of every vertex above it (``v`` changed)."""
+        if self.layouts:
+            for parents in self.parent.values():
+                a = v
+                while a != -1:
+                    self.layouts.pop(a, None)
+                    a = parents[a]
 
     def subtree_totals(self, v: int) -> dict[str, int]:
         return self._totals.get(v, {})

@@ -905,6 +905,7 @@ class Matcher:
         flag = 1 if status == "up" else 0
         for u in self.graph.preorder(v, self.trav.sub):
             self.graph.status[u] = flag
+            self.graph.drop_layout(u)
         self.trav.invalidate_status()
         self._up_count = None
 

@@ -273,6 +273,7 @@ def graph_from_recipe(recipe: Mapping[str, Any] | Recipe):
                     add_vertex(type=kind, basename=kind, name=names[i], id=i, size=size, unit=unit),
                 )
     g.finalize()
+    g.layouts = dict.fromkeys(nodes, 0)  # every node is built alike (node-local leaf ids)
     return g
 
 

@@ -180,6 +180,8 @@ class Traverser:
         self.excl_types: set[str] = set(policy.exclusive_types)
         #: first-policy child order: vertex -> {child: weight}
         self.weights: dict[int, dict[int, int]] = {}
+        #: vertices with a weighted vertex at or below them (their subtree's order moved)
+        self._weighted: set[int] = set()
         self._order_cache: dict[int, list[int]] = {}
         self._order_keys: dict[int, list[tuple[int, int]]] = {}
         self._policy_cache: dict[int, list[int]] = {}
@@ -201,6 +203,7 @@ class Traverser:
         #: vertices in policy preorder); signature key -> recorded selection (see _template)
         self._shapes: dict[int, int] = {}
         self._shape_ids: dict[tuple, int] = {}
+        self._layout_shapes: dict[int, int] = {}  # graph layout hint -> its shape
         self._templates: dict[tuple, tuple | None] = {}
         #: bulk emission target of the commit in progress (job.vertices), or None
         self._bulk: list | None = None
@@ -233,6 +236,7 @@ class Traverser:
         if self.express is not None:
             self.express.forget()
         self._shapes.clear()
+        self._layout_shapes.clear()
         self._shape_ids.clear()
         self._templates.clear()
 
@@ -478,9 +482,9 @@ class Traverser:
         if shape is None:
             shape = self._shape(u)
         weights = None
-        if self.policy.stop_on_k and self.weights:
+        if self.policy.stop_on_k and u in self._weighted:
             # ``first`` orders children by how free they were when last committed
-            _, post, inner = self._post_cache[u]
+            _, post, inner = self._post_below(u)
             found = list(map(self.weights.get, inner))
             if any(found):
                 where = {v: i for i, v in enumerate(post)}
@@ -498,6 +502,12 @@ class Traverser:
         order of siblings (``first``) and perf classes (``variation``); u's own id only
         shifts its score, so subtrees built alike share one shape."""
         g = self.g
+        layout = g.layouts.get(u) if g.layouts else None
+        if layout is not None:
+            shape = self._layout_shapes.get(layout)
+            if shape is not None:  # built alike: the shape worked out for its first vertex
+                self._shapes[u] = shape
+                return shape
         depths, post, inner = self._post_below(u)
         uid_order = None
         if self.policy.stop_on_k:
@@ -522,10 +532,12 @@ class Traverser:
         if shape is None:
             shape = self._shape_ids[key] = len(self._shape_ids)
         self._shapes[u] = shape
+        if layout is not None:
+            self._layout_shapes[layout] = shape
         return shape
 
     def _record(self, u: int, key: tuple, first_slot: int, pre: int, post: int) -> None:
-        where = {v: i for i, v in enumerate(self._post_cache[u][1])}
+        where = {v: i for i, v in enumerate(self._post_below(u)[1])}
         chosen = expand_slots(self.chosen_slots[first_slot:])
         if any(c not in where for edges in chosen for c, _ in edges):
             return  # a slot of u itself: not replayable by position below u
@@ -543,9 +555,8 @@ class Traverser:
         if tpl is None:
             return False
         slots, pre, post = tpl
-        seq = self._post_cache[u][1]
         if slots:
-            self.chosen_slots.append(_Replayed((seq, slots)))  # expanded when asked for
+            self.chosen_slots.append(_Replayed((self._post_below, u, slots)))  # expanded later
         self.preorder += pre
         self.postorder += post + 1
         to_parent.avail = g.size[u]
@@ -981,12 +992,11 @@ class Traverser:
         on the descendants would change no decision; they are still emitted (R, slots)."""
         g = self.g
         base = self._level + 1
-        depths, below_u, _ = self._post_below(u)
-        count = len(below_u)
         if self._bulk is not None:
             # listed when first asked for (R, slots): a 64-node job holds ~5,000 vertices
-            self._bulk.append(_Held((base + 1, depths, below_u, g.size, u)))
+            self._bulk.append(_Held((base + 1, self._post_below, g.size, u)))
         else:
+            depths, below_u, _ = self._post_below(u)
             for d, v in zip(depths, below_u, strict=True):
                 emit(base + 1 + d, v, g.size[v], True, True)
         self._add_sched(u, needs, meta, job)
@@ -1013,7 +1023,7 @@ class Traverser:
         used = job.used[u] = dict(totals)
         used[g.type[u]] = used.get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
-        return count + 1
+        return 1 + (len(g.subtree_totals(u)) > 0)  # u and (at least) what is below it
 
     def _post_below(self, u: int) -> tuple[bytes | list[int], list[int], list[int]]:
         """The vertices below ``u`` in post-order (children in graph order), their depths
@@ -1206,7 +1216,14 @@ class Traverser:
             if avail == 0 and c not in self._whole and not any(
                     p.spans for p in self.agg.get(c, {}).values()):
                 continue
-            w = self.weights.setdefault(u, {})
+            w = self.weights.get(u)
+            if w is None:
+                w = self.weights[u] = {}
+                a = u  # u and everything above it now has a weighted vertex at or below it
+                parent = g.parent[self.sub]
+                while a != -1 and a not in self._weighted:
+                    self._weighted.add(a)
+                    a = parent[a]
             old = w.get(c, _UNTOUCHED)
             if old != avail:
                 self._move_child(u, w, c, old, avail)
@@ -1287,9 +1304,9 @@ class JobState:
         out = []
         for e in self.raw_vertices:
             if type(e) is _Held:
-                post, u = e[2], e[4]
+                u = e[3]
                 if graph.subtree_totals(u).get("node", 0) > (gtype[u] == "node"):
-                    out += [v for v in post if gtype[v] == "node"]
+                    out += [v for v in e.post() if gtype[v] == "node"]
             elif gtype[e[1]] == "node":
                 out.append(e[1])
         return out
@@ -1345,23 +1362,29 @@ class _HeldKids:
 
 class _Held(tuple):
     """The vertices below a subtree held whole, emitted lazily: (level of its children,
-    relative depths, vertices in post-order, the graph's size list, the subtree root)."""
+    the traverser's ``_post_below``, the graph's size list, the subtree root)."""
 
     __slots__ = ()
 
     def entries(self):
-        level, depths, post, size, _ = self
+        level, post_below, size, u = self
+        depths, post, _ = post_below(u)
         return zip(map(level.__add__, depths), post, map(size.__getitem__, post),
                    repeat(True), repeat(True))
 
+    def post(self) -> list[int]:
+        return self[1](self[3])[1]
+
 
 class _Replayed(tuple):
-    """Slot instances of a replayed subtree: (vertices in shape order, slots by position)."""
+    """Slot instances of a replayed subtree: (the traverser's ``_post_below``, the subtree
+    root, slots by position in its post-order)."""
 
     __slots__ = ()
 
     def expand(self) -> list[list[tuple[int, int]]]:
-        seq, slots = self
+        post_below, u, slots = self
+        seq = post_below(u)[1]
         return [[(seq[i], amount) for i, amount in edges] for edges in slots]
 
 

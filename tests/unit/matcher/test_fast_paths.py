@@ -163,3 +163,26 @@ def test_a_full_template_table_starts_over(monkeypatch) -> None:
            lambda m: m.match(nodes_job(1, 5)), lambda m: m.match(nodes_job(2, 8))]
     fast = run_both("low", ops)
     assert len(fast.trav._templates) <= 1
+
+
+@pytest.mark.parametrize("policy", ["first", "low", "variation"])
+def test_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> None:
+    """graph_from_recipe marks its nodes as built alike; a traverser then works a node's shape
+    out once. Every hinted shape must be the one the full walk computes; a status change
+    below a node drops its hint (and the shapes), a structural change drops them all."""
+    g = graph_from_recipe(RECIPE)
+    nodes = [v for v in range(len(g)) if g.type[v] == "node"]
+    assert set(g.layouts) == set(nodes)
+    hinted = Matcher(g, policy=policy).trav
+    walked = Matcher(g, policy=policy).trav
+    saved, g.layouts = g.layouts, {}
+    full = [walked._shape(v) for v in nodes]
+    g.layouts = saved
+    assert [hinted._shape(v) for v in nodes] == [full[0]] * len(nodes) == full
+    m = Matcher(g, policy=policy)
+    core = next(v for v in range(len(g)) if g.type[v] == "core")
+    m.set_status(g.path(core), "down")
+    assert nodes[0] not in g.layouts and nodes[1] in g.layouts
+    assert m.trav._shape(nodes[0]) != m.trav._shape(nodes[1])
+    m.remove_subgraph(g.path(nodes[-1]))
+    assert g.layouts == {}
