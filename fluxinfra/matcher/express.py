@@ -36,6 +36,18 @@ __all__ = ["Express"]
 
 _MAX_SLOT_TEMPLATES = 4096
 
+# names from traverser.py (which imports this module), bound once by _bind()
+_TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
+
+
+def _bind() -> None:
+    global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
+    if _TRAVERSER is None:
+        from fluxinfra.matcher import traverser as tr
+
+        _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE = tr.Traverser, tr.AT_ALLOC, tr._PRISTINE_NONE
+        _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
+
 
 class _Abort(Exception):
     """The request left the express lane's ground: run the general traversal."""
@@ -45,6 +57,7 @@ class Express:
     """The express lane of one traverser (see the module docstring)."""
 
     def __init__(self, trav: Traverser) -> None:
+        _bind()
         self.t = trav
         #: id(request list) -> (the list, plan or None); a plan is ("A", R, k) or ("B", S)
         self._plans: dict[int, tuple[list[Resource], tuple | None]] = {}
@@ -76,18 +89,14 @@ class Express:
         return None
 
     def usable(self, meta: Meta, excl: bool) -> bool:
-        from fluxinfra.matcher.traverser import AT_ALLOC, Traverser
-
         t = self.t
-        return (t.fast and t.policy.stop_on_k > 0 and type(t) is Traverser
-                and not t.g.multi_parent and not excl and meta.alloc_type == AT_ALLOC
+        return (t.fast and t.policy.stop_on_k > 0 and type(t) is _TRAVERSER
+                and not t.g.multi_parent and not excl and meta.alloc_type == _AT_ALLOC
                 and meta.at == meta.now and "node" in t.excl_types)
 
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool | None:
         """True / False as :meth:`Traverser.select` would answer, or None: not express."""
-        from fluxinfra.matcher.traverser import _PRISTINE_NONE
-
         self._pending = None
         if not self.usable(meta, excl):
             return None
@@ -137,8 +146,6 @@ class Express:
     def _gather(self, u: int, resources: list[Resource], plan: tuple, meta: Meta,
                 out: list[tuple[int, int]], slots: list, k: int) -> None:
         """Visit the children of pass-through vertex ``u`` as ``_explore_dynamic`` does."""
-        from fluxinfra.matcher.traverser import _PRISTINE_NONE
-
         t = self.t
         g = t.g
         kids = g.children[t.sub]
@@ -174,46 +181,38 @@ class Express:
 
     def _node(self, c: int, resources: list[Resource], plan: tuple, meta: Meta,
               out: list[tuple[int, int]], slots: list) -> None:
-        from fluxinfra.matcher.traverser import (
-            _PRISTINE_NONE,
-            _RESOURCE,
-            MATCH_MET,
-            _Replayed,
-        )
-
         t = self.t
         g = t.g
-        if plan[0] == "A":
-            r = plan[1]
-            x_in = bool(r.exclusive)
-            nxt, _, kind, _ = t._test(c, resources, True)
-            if kind != _RESOURCE:
-                raise _Abort
-            if t._prune(meta, x_in, c, resources):
-                return
-            if not t._untouched(c):
-                raise _Abort
-            key = t._template_key(c, nxt, x_in, False, meta)
-            if key is None or key not in t._templates:
-                raise _Abort
-            tpl = t._templates[key]
-            if tpl is None:
-                return
-            if tpl[0]:
-                slots.append(_Replayed((t._post_below, c, tpl[0])))
-        else:
-            if t._test(c, resources, True)[2] != _PRISTINE_NONE:
-                raise _Abort
-            if t._prune(meta, False, c, resources):
-                return
-            if not t._untouched(c):
-                raise _Abort
-            key = t._template_key(c, resources, False, True, meta)
-            chosen = self._slot_tpl.get(key) if key is not None else None
-            if chosen is None:
-                raise _Abort
-            slots.append(_Replayed((t._post_below, c, (chosen,))))  # listed when asked for
-        out.append((c, MATCH_MET + g.id[c] + 1))
+        if t._untouched(c):
+            # Nothing below c was ever held: the general visit would pass its tests and
+            # prunes exactly when a subtree of its shape did before, and then replay (A) or
+            # place the slot (B) as recorded, so a recorded shape answers straight away.
+            if plan[0] == "A":
+                x_in = bool(plan[1].exclusive)
+                key = t._template_key(c, plan[1].with_, x_in, False, meta)
+                if key is not None and key in t._templates:
+                    tpl = t._templates[key]
+                    if tpl is None:
+                        return
+                    if tpl[0]:
+                        slots.append(_REPLAYED((t._post_below, c, tpl[0])))
+                    out.append((c, _MATCH_MET + g.id[c] + 1))
+                    return
+            else:
+                key = t._template_key(c, resources, False, True, meta)
+                chosen = self._slot_tpl.get(key) if key is not None else None
+                if chosen is not None:
+                    slots.append(_REPLAYED((t._post_below, c, (chosen,))))
+                    out.append((c, _MATCH_MET + g.id[c] + 1))
+                    return
+        # not recorded, or partly used: the general visit's own tests decide; a candidate
+        # that survives them needs the general walk
+        want = _RESOURCE_KIND if plan[0] == "A" else _PRISTINE_NONE
+        if t._test(c, resources, True)[2] != want:
+            raise _Abort
+        if t._prune(meta, bool(plan[1].exclusive) if plan[0] == "A" else False, c, resources):
+            return
+        raise _Abort
 
     # -- learning shape B from the general traversal ----------------------------------------
     def learn(self) -> None:
