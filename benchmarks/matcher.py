@@ -31,9 +31,11 @@ With ``--resource-query PATH`` the same graphs (as GRUG GraphML from ``recipe_to
 same command streams (``match allocate`` x fill, then ``cancel``/``match`` pairs) run through
 Fluxion's ``resource-query -e``; its per-match time is the ``ELAPSE`` it prints for every match
 (jobspec parse + traversal + writer, measured inside resource-query). Its load time and RSS come
-from a run whose only command is ``quit``. Fluxion is slow on big graphs, so its streams are capped
-(``--rq-cap``, default 100 matches up to 1,024 nodes and 10 above; steady 20/5), and the ratio
-compares medians over the same prefix of each stream (our first n matches vs its first n).
+from a run whose only command is ``quit``. Fluxion's scoring policies are slow on big
+graphs, so their streams are capped (``--rq-cap``, default 100 matches up to 1,024 nodes and 10
+above; steady 20/5); the first-fit policies (``first``, ``firstnodex``) run the same whole streams
+as ours (``--cap``/``--steady``). The ratio compares medians over the same prefix of each stream
+(our first n matches vs its first n).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+#: policies whose Fluxion matches stop at the first fit: cheap enough in resource-query to
+#: run the same whole streams as ours (the others are capped, see --rq-cap)
+FIRST_FIT = {"first", "firstnodex"}
 ALL_POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
                 "locality", "variation"]
 STREAMS = ["1core", "nodex", "64node"]
@@ -299,26 +304,34 @@ def _run_rq(argv: list[str], stdin_text: str, timeout: float) -> tuple[str, floa
 
 
 def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fill_cap: int,
-                 steady: int, fmt: str, workdir: Path) -> dict:
-    """Load time/RSS and per-stream ELAPSE samples of Fluxion's resource-query on one graph."""
+                 steady: int, fmt: str, workdir: Path,
+                 full: tuple[int, int] | None = None) -> dict:
+    """Load time/RSS and per-stream ELAPSE samples of Fluxion's resource-query on one graph.
+    ``full`` = (fill cap, steady) for the first-fit policies (FIRST_FIT), which Fluxion runs
+    fast enough to take the same streams as ours."""
     from fluxinfra.matcher.recipe import recipe_to_grug
 
     grug = workdir / f"bench{size}.graphml"
     grug.write_text(recipe_to_grug(recipe_for(size)))
-    plan = []
-    for stream in streams:
-        path = workdir / f"{stream}.json"
-        path.write_text(json.dumps(jobspec_for(stream)))
-        fill = min(fill_cap, capacity(stream, size))
-        plan.append((stream, str(path), fill, min(steady, fill)))
+
+    def make_plan(cap: int, pairs: int) -> list[tuple[str, str, int, int]]:
+        plan = []
+        for stream in streams:
+            path = workdir / f"{stream}.json"
+            path.write_text(json.dumps(jobspec_for(stream)))
+            fill = min(cap, capacity(stream, size))
+            plan.append((stream, str(path), fill, min(pairs, fill)))
+        return plan
+
     base = [rq, "-L", str(grug), "-f", "grug", "-S", "CA", "-F", fmt, "-e", "-d"]
     _, load_s, load_rss, rc = _run_rq(base + ["-P", "first"], "quit\n", 600)
     out: dict = {"size": size, "load_s": load_s, "load_rss_mib": load_rss, "policies": {}}
     if rc != 0:
         out["error"] = f"resource-query exit {rc} loading {grug}"
         return out
-    commands = rq_commands(plan)
     for policy in policies:
+        plan = make_plan(*(full if full and policy in FIRST_FIT else (fill_cap, steady)))
+        commands = rq_commands(plan)
         tfile = workdir / f"{policy}.out"
         stdout, wall, _, rc = _run_rq(base + ["-P", policy, "-t", str(tfile)], commands, 3600)
         samples = [float(x) * 1e9 for x in _ELAPSE.findall(stdout)]
@@ -481,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
                 rq_steady = min(steady, 20 if size <= 1024 else 5)
                 started = time.perf_counter()
                 rq_results[size] = rq_benchmark(args.resource_query, size, policies, streams,
-                                                rq_cap, rq_steady, args.rq_format, Path(tmp))
+                                                rq_cap, rq_steady, args.rq_format, Path(tmp),
+                                                full=(cap, steady))
                 print(f"  resource-query {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)
     print()
