@@ -625,16 +625,19 @@ class Matcher:
             raise GraphError("update_allocate: R has no JGF (R['scheduling']['graph']['nodes'] "
                              "or R['graph']['nodes']); pass the R or JGF the matcher wrote")
         g = self.graph
+        by_id: dict[str, int] = {}
         for n in nodes:
             md = n.get("metadata", {}) if isinstance(n, dict) else {}
             v = self._vertex_of(n, md, "update_allocate")
+            by_id[str(n.get("id"))] = v
             try:
                 size = int(md.get("size", 1))
             except (TypeError, ValueError):
                 raise GraphError(f"update_allocate: vertex {n.get('id')} of R: size "
                                  f"{md.get('size')!r}; give a whole number") from None
             excl = bool(md.get("exclusive", False))
-            for u in ([v] + g.preorder(v, CONTAINMENT)[1:]) if shorthand and excl else [v]:
+            below = self._subtree_edges(v) if shorthand and excl else []
+            for u, parent in [(v, -1)] + below:
                 if u in marks:
                     err = GraphError(f"update_allocate: vertex {g.path(u)} is listed twice"
                                      + (" (a jgf_shorthand R lists no vertex below an "
@@ -642,7 +645,27 @@ class Matcher:
                     err.vertex = u
                     err.duplicate = True
                     raise err
-                marks[u] = (size, excl, -1) if u == v else (g.size[u], True, -1)
+                marks[u] = (size, excl, -1) if u == v else (g.size[u], True, parent)
+        # the parent each vertex was held through (where a vertex has several parents)
+        sub = self.trav.sub
+        for e in (jgf.get("graph") or {}).get("edges") or ():
+            if not isinstance(e, dict):
+                continue
+            esub = ((e.get("metadata") or {}).get("subsystem")) or CONTAINMENT
+            src, tgt = by_id.get(str(e.get("source"))), by_id.get(str(e.get("target")))
+            if esub == sub and src is not None and tgt in marks:
+                marks[tgt] = marks[tgt][:2] + (src,)
+
+    def _subtree_edges(self, top: int) -> list[tuple[int, int]]:
+        """(vertex, parent) below ``top`` in containment, depth first in graph order."""
+        kids = self.graph.children[CONTAINMENT]
+        out: list[tuple[int, int]] = []
+        stack = [(c, top) for c in reversed(kids[top])]
+        while stack:
+            c, parent = stack.pop()
+            out.append((c, parent))
+            stack.extend((cc, c) for cc in reversed(kids[c]))
+        return out
 
     def _marks_from_rlite(self, R: dict,  # noqa: N803
                           marks: dict[int, tuple[int, bool, int]]) -> None:
@@ -711,9 +734,15 @@ class Matcher:
                                "holds it (cancel that job first)")
                     err.vertex, err.exclusive = v, x
                     raise err
+        if partial:
+            return
+        # then (like a match, stricter than Fluxion's reader, which checks planners only)
+        # an exclusive hold needs a vertex nobody shares
+        for v, (_, x, _) in marks.items():
             xp = trav.xcheck.get(v)
             if x and kids[v] and xp is not None and xp.used_without(
                     at, duration, own.xspans.get(v) if own is not None else None) > 0:
+                where = g.path(v, trav.sub)
                 err = Busy(f"{what}: vertex {where} is shared with another job from {at} "
                            f"for {duration}s, job {jobid} holds it exclusively; cancel that "
                            "job first")

@@ -171,3 +171,24 @@ def test_rlite_groups_nodes_by_children_text_and_keeps_properties() -> None:
 ])
 def test_hostlists_are_encoded_in_the_order_given(hosts, text) -> None:
     assert encode_hostlist(hosts) == text
+
+
+def test_a_held_planner_below_is_reported_before_a_shared_exclusive_vertex() -> None:
+    """Fluxion's reader checks the planners of the R's vertices in file order (a node held
+    whole stands for its sockets and cores); only then does fluxinfra's stricter check that
+    nobody shares an exclusive vertex apply."""
+    whole = {**CORE, "resources": [{"type": "node", "count": 1, "exclusive": True, "with": [
+        {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 1}]}]}]}
+    src = fresh()
+    short = shorthand_of(src, src.match(whole, jobid=1))
+    assert [n["metadata"]["type"] for n in short["graph"]["nodes"]] == ["node", "cluster"]
+    m = fresh()
+    m.match(SOCKET, jobid=9)  # socket0 of node0, exclusively
+    with pytest.raises(Busy) as info:
+        m.update_allocate(1, short)
+    assert m.graph.name[info.value.vertex] == "socket0"
+    m.cancel(9)
+    m.match(CORE, jobid=8)  # a core of node0: node0 now shared, its planners free but core0
+    with pytest.raises(Busy) as info:
+        m.update_allocate(1, short)
+    assert m.graph.name[info.value.vertex] == "core0"
