@@ -96,8 +96,14 @@ def jobspec_for(stream: str) -> dict:
             "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
 
 
-def capacity(stream: str, nodes: int) -> int:
-    """How many jobs of a stream an empty graph of ``nodes`` nodes holds."""
+#: policies that hold every node they place a job on whole
+NODE_EXCLUSIVE = {"lonodex", "hinodex", "firstnodex"}
+
+
+def capacity(stream: str, nodes: int, policy: str = "") -> int:
+    """How many jobs of a stream an empty graph of ``nodes`` nodes holds under ``policy``."""
+    if stream == "1core" and policy in NODE_EXCLUSIVE:
+        return nodes  # one core, one whole node
     return {"1core": nodes * CORES_PER_NODE, "nodex": nodes, "64node": nodes // 64}[stream]
 
 
@@ -314,12 +320,12 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
     grug = workdir / f"bench{size}.graphml"
     grug.write_text(recipe_to_grug(recipe_for(size)))
 
-    def make_plan(cap: int, pairs: int) -> list[tuple[str, str, int, int]]:
+    def make_plan(policy: str, cap: int, pairs: int) -> list[tuple[str, str, int, int]]:
         plan = []
         for stream in streams:
             path = workdir / f"{stream}.json"
             path.write_text(json.dumps(jobspec_for(stream)))
-            fill = min(cap, capacity(stream, size))
+            fill = min(cap, capacity(stream, size, policy))
             plan.append((stream, str(path), fill, min(pairs, fill)))
         return plan
 
@@ -330,7 +336,7 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
         out["error"] = f"resource-query exit {rc} loading {grug}"
         return out
     for policy in policies:
-        plan = make_plan(*(full if full and policy in FIRST_FIT else (fill_cap, steady)))
+        plan = make_plan(policy, *(full if full and policy in FIRST_FIT else (fill_cap, steady)))
         commands = rq_commands(plan)
         tfile = workdir / f"{policy}.out"
         stdout, wall, _, rc = _run_rq(base + ["-P", policy, "-t", str(tfile)], commands, 3600)
