@@ -40,6 +40,8 @@ SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
 _BAR = "INFO: =============================\n"
 _LEADING_INT = re.compile(r"\s*[-+]?\d+")
 _INT64_MAX = (1 << 63) - 1
+#: matcher ids of jobs resource-query would have forgotten (far below any id a user gives)
+_LEAKED = -(1 << 62)
 
 
 def _subsystems(text: str) -> list[str]:
@@ -71,6 +73,10 @@ class QuerySession:
         #: ``fluxinfra query`` exits 2 at the end if any did)
         self.errors = 0
         self.jobs: dict[int, tuple[str, int, str]] = {}  # jobid -> (state, at, jobspec file)
+        #: job id -> the matcher's id for it, once a writer failure left a job of that id
+        #: held but forgotten (as resource-query does) and the id was handed out again
+        self._alias: dict[int, int] = {}
+        self._leaked = 0
 
     # -- dispatch ---------------------------------------------------------------------------
     def run(self, lines) -> None:
@@ -102,6 +108,10 @@ class QuerySession:
                 "attach": self.cmd_attach, "j": self.cmd_attach,
                 "remove": self.cmd_remove,
                 "quit": self.cmd_quit, "q": self.cmd_quit}
+
+    def _mid(self, jobid: int) -> int:
+        """The matcher's id of job ``jobid``."""
+        return self._alias.get(jobid, jobid)
 
     def error(self, text: str) -> None:
         self.errors += 1
@@ -145,7 +155,7 @@ class QuerySession:
         out = self.out
         result, sat = None, True
         try:
-            result = self.m.match(text, op=op, jobid=jobid)
+            result = self.m.match(text, op=op, jobid=self._mid(jobid))
         except JobspecError as exc:
             self.errors += 1
             self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
@@ -162,11 +172,12 @@ class QuerySession:
             text = self.emit(result) if result is not None and op != "satisfiability" \
                 else self.writer.write(self.m.graph, [], self.m.trav.sub)
         except WriterError as exc:
-            # resource-query then reports no match and does not count the job id (it also
-            # leaves the job's resources held, unreachable; fluxinfra releases them)
+            # resource-query then reports no match and does not count the job id, yet the
+            # job's resources stay held, by a job nobody can name: the id is handed out again
             self.err.write(f"match_allocate: ERROR: match writer emit: {exc}\n")
-            if result is not None and jobid in self.m.jobs:
-                self.m.cancel(jobid)
+            if result is not None and self._mid(jobid) in self.m.jobs:
+                self._leaked += 1
+                self._alias[jobid] = _LEAKED - self._leaked
             sat = exc.errno_name != "ENOENT"
             if op == "satisfiability":
                 out.write(_BAR + f"INFO: {'S' if sat else 'Uns'}atisfiable request\n" + _BAR)
@@ -230,7 +241,7 @@ class QuerySession:
                 # resource-query's planners refuse such a window (the span does not fit)
                 raise GraphError(f"update: the window of {duration}s from {at} ends past the "
                                  "end of the graph's time; give a shorter duration")
-            result = self.m.update_allocate(jobid, doc, at=at,
+            result = self.m.update_allocate(self._mid(jobid), doc, at=at,
                                             duration=min(duration, HORIZON - at),
                                             reader=reader, reserve=at != 0)
         except MatcherError as exc:
@@ -267,7 +278,9 @@ class QuerySession:
             return
         try:
             jobid = int(args[1])
-            self.m.cancel(jobid)
+            if jobid not in self.jobs:  # (a job resource-query forgot is no job either)
+                raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
+            self.m.cancel(self._mid(jobid))
             self.jobs.pop(jobid, None)
         except (ValueError, UnknownJob) as exc:
             self.error(f"cancel: {exc}")
@@ -286,7 +299,7 @@ class QuerySession:
             jobid = int(args[1])
             with open(args[3], encoding="utf-8") as fh:
                 r = json.load(fh)
-            if self.m.partial_cancel(jobid, r):
+            if self.m.partial_cancel(self._mid(jobid), r):
                 self.jobs.pop(jobid, None)
         except (OSError, ValueError, MatcherError) as exc:
             self.error(f"partial-cancel: {exc}")
@@ -308,7 +321,7 @@ class QuerySession:
             self.err.write(f"info: ERROR: nonexistent job {jobid}\n")
             return
         state, at, path = self.jobs[jobid]
-        r = self.m.results.get(jobid)
+        r = self.m.results.get(self._mid(jobid))
         overhead = r.overhead if r else 0.0
         self.stdout.write(f"INFO: {jobid}, {state}, {at}, {path}, {overhead:g}\n")
 

@@ -420,3 +420,22 @@ def test_a_jgf_with_a_vertex_but_no_edge_is_a_writer_error_and_stays(work) -> No
     assert [n["id"] for n in doc["graph"]["nodes"]] == ["0", "3", "2", "1"]
     assert doc["graph"]["edges"] == [{"source": "2", "target": "3"},
                                      {"source": "1", "target": "2"}]
+
+
+def test_a_lone_root_jgf_fails_and_its_job_stays_held_but_forgotten(work, capsys) -> None:
+    """resource-query under -F jgf_shorthand: a whole-cluster exclusive job's JGF is the root
+    alone, the writer fails (ENOENT: unsatisfiable, job id not counted) and the job is
+    forgotten while its resources stay held, so the next match finds nothing either."""
+    (work / "clus.yaml").write_text(jobspec(
+        "  - type: cluster\n    count: 1\n    exclusive: true\n    with:\n"
+        "      - type: slot\n        count: 1\n        label: task\n        with:\n"
+        "          - type: node\n            count: 2\n"))
+    _, out, err = query(work, "match allocate clus.yaml\nmatch allocate core.yaml\ninfo 1\n"
+                              "match allocate core.yaml\nfind sched-now=free\nquit\n",
+                        "jgf_shorthand", capsys=capsys)
+    block = (BAR + "INFO: No matching resources found\nINFO: Unsatisfiable request\n"
+             "INFO: JOBID=1\n" + BAR)
+    assert out == block * 3
+    emit = "match_allocate: ERROR: match writer emit: No such file or directory\n"
+    assert err == (emit * 2 + "info: ERROR: nonexistent job 1\n" + emit
+                   + "find: ERROR: find writer emit: No such file or directory\n")
