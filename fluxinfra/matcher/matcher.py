@@ -162,17 +162,23 @@ class Matcher:
         """Jobspec.parse, remembering the last requests: a scheduler submits the same few
         shapes over and over, and the traversal keeps what it derives from a request for as
         long as the parsed request lives. A dict is looked up by identity and checked against
-        a snapshot (so one mutated in place is parsed again); text by value."""
+        a snapshot taken the second time it is seen (so one mutated in place is parsed again);
+        text by value."""
         if isinstance(source, Jobspec):
             return source
         cache = self._parsed
         if isinstance(source, dict):
-            hit = cache.get(id(source))
-            if hit is not None and hit[0] is source and hit[1] == source:
-                return hit[2]
-            js = Jobspec.parse(source)
-            entry = (source, copy.deepcopy(source), js)
             key: Any = id(source)
+            hit = cache.get(key)
+            if hit is not None and hit[0] is source:
+                if hit[1] is not None and hit[1] == source:
+                    return hit[2]
+                # seen again: worth a snapshot now (a one-off request never pays for one)
+                js = Jobspec.parse(source)
+                entry = (source, copy.deepcopy(source), js)
+            else:
+                js = Jobspec.parse(source)
+                entry = (source, None, js)
         elif isinstance(source, (str, bytes)):
             hit = cache.get(source)
             if hit is not None:

@@ -315,6 +315,8 @@ class FluxionAllocator:
         self.rebuilds = 0
         self.ledger = Ledger()
         self._satisfiable: set[tuple[int, Shape]] = set()
+        #: (count, shape, duration) -> the jobspec dict handed to the backend (reused)
+        self._jobspecs: dict[tuple, dict] = {}
         self.skipped_matches = 0
 
     # -- nodes ------------------------------------------------------------------------------
@@ -411,8 +413,15 @@ class FluxionAllocator:
         if known and not reserve and not self.ledger.may_fit(count, shape):
             self.skipped_matches += 1
             raise Busy(f"{count} x {shape}: the up nodes do not have that much free now")
-        js = slots_jobspec(count, cores=shape.cores, memory_mib=shape.memory_mib,
-                           gpus=shape.gpus, duration=duration)
+        js = self._jobspecs.get((key, duration))
+        if js is None:
+            # one dict per request shape: the matcher then reuses its parse and the facts it
+            # derived from it (pods of a workload come in a few shapes)
+            if len(self._jobspecs) >= 1024:
+                self._jobspecs.clear()
+            js = self._jobspecs[(key, duration)] = slots_jobspec(
+                count, cores=shape.cores, memory_mib=shape.memory_mib, gpus=shape.gpus,
+                duration=duration)
         if reserve:
             op = "allocate_orelse_reserve"
         else:  # satisfiability only changes with the nodes: check it once per shape
