@@ -55,6 +55,18 @@ def rlite_entries(doc: dict):
             yield rank, hosts[i], {t: parse_idset(ids) for t, ids in children.items()}
 
 
+def split_hostname(host: str) -> tuple[str, int]:
+    """(basename, id) of a host name as Fluxion's readers split it: ``node12`` -> ("node", 12);
+    no numeric suffix -> (the name, -1); all digits -> (the name, its value)."""
+    digits = len(host) - len(host.rstrip("0123456789"))
+    if not digits:
+        return host, -1
+    value = int(host[-digits:])
+    if value > (1 << 63) - 1:
+        raise GraphError(f"rv1exec: host name {host!r}: numeric suffix out of range")
+    return (host if digits == len(host) else host[:-digits]), value
+
+
 def read_rv1exec(source: str | bytes | dict) -> ResourceGraph:
     """Build a graph from an R (dict or JSON text)."""
     if isinstance(source, dict):
@@ -71,11 +83,9 @@ def read_rv1exec(source: str | bytes | dict) -> ResourceGraph:
     g = ResourceGraph()
     root = g.add_vertex(type="cluster", basename="cluster", id=0)
     for rank, host, children in rlite_entries(doc):
-        digits = len(host) - len(host.rstrip("0123456789"))
-        if not digits:
-            raise GraphError(f"rv1exec: host name {host!r} has no numeric suffix")
-        node = g.add_vertex(type="node", basename=host[:-digits], name=host,
-                            id=int(host[-digits:]), rank=rank, properties=props.get(rank))
+        basename, node_id = split_hostname(host)
+        node = g.add_vertex(type="node", basename=basename, name=host, id=node_id, rank=rank,
+                            properties=props.get(rank))
         g.add_edge(root, node)
         for rtype, ids in children.items():
             for i in ids:

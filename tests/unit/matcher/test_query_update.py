@@ -439,3 +439,31 @@ def test_a_lone_root_jgf_fails_and_its_job_stays_held_but_forgotten(work, capsys
     emit = "match_allocate: ERROR: match writer emit: No such file or directory\n"
     assert err == (emit * 2 + "info: ERROR: nonexistent job 1\n" + emit
                    + "find: ERROR: find writer emit: No such file or directory\n")
+
+
+def test_rv1exec_hosts_without_a_number_load_as_fluxion_reads_them(tmp_path, capsys):
+    """Two ranks on one host named ``node`` (no numeric suffix: id -1, as Fluxion's reader
+    splits host names); updates by rank hold each rank's cores. The expected text is what
+    resource-query v0.54 prints for the same files."""
+    def r(ranks: str, cores: str, nodelist: list[str], end: int) -> str:
+        return json.dumps({"version": 1, "execution": {
+            "R_lite": [{"rank": ranks, "children": {"core": cores}}], "nodelist": nodelist,
+            "starttime": 0, "expiration": end}})
+
+    (tmp_path / "g.json").write_text(r("0-1", "0-3", ["node", "node"], 1000000))
+    (tmp_path / "j1.json").write_text(r("0", "0-1", ["node"], 3600))
+    (tmp_path / "j2.json").write_text(r("1", "2-3", ["node"], 3600))
+    rc, out, _ = query(tmp_path, "update allocate rv1exec j1.json 1 0 3600\n"
+                       "update allocate rv1exec j2.json 2 0 3600\nfind sched-now=free\nquit\n",
+                       graph="g.json", load="rv1exec", capsys=capsys)
+
+    def job(cores: str, jobid: int) -> str:
+        held = "".join(f"      ---------core{c}[1:x]\n" for c in cores)
+        return (held + "      ------node[1:x]\n      ---cluster0[1:s]\n" + BAR
+                + f"INFO: JOBID={jobid}\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
+                + BAR)
+    free = ("      ---------core2[1:x]\n      ---------core3[1:x]\n      ------node[1:x]\n"
+            "      ---------core0[1:x]\n      ---------core1[1:x]\n      ------node[1:x]\n"
+            "      ---cluster0[1:x]\n" + BAR + 'INFO: EXPRESSION="sched-now=free"\n' + BAR)
+    assert rc == 0
+    assert out == job("01", 1) + job("23", 2) + free
