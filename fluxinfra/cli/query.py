@@ -247,7 +247,7 @@ class QuerySession:
         except MatcherError as exc:
             self.error(_update_error(self.m.graph, reader, exc))
         elapsed = time.perf_counter() - start
-        self.m._record(elapsed, True)  # resource-query counts every update's time
+        self.m.record_match(elapsed, True)  # resource-query counts every update's time
         self.jobid_counter = jobid + 1
         if result is None:
             with contextlib.suppress(WriterError):  # what earlier emissions left behind
@@ -278,13 +278,19 @@ class QuerySession:
             return
         try:
             jobid = int(args[1])
-            if jobid not in self.jobs:  # (a job resource-query forgot is no job either)
-                raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
+        except ValueError:
+            self.error(f"cancel: job id must be an integer, got {args[1]!r}")
+            return
+        if jobid not in self.jobs:  # (a job resource-query forgot is no job either)
+            self.errors += 1
+            self.err.write(f"cancel: ERROR: nonexistent job {jobid}\n")  # resource-query's text
+            return
+        try:
             self.m.cancel(self._mid(jobid))
-            self.jobs.pop(jobid, None)
-        except (ValueError, UnknownJob) as exc:
+        except UnknownJob as exc:
             self.error(f"cancel: {exc}")
             return
+        self.jobs.pop(jobid, None)
         if len(args) == 3 and args[2] == "stats":
             pre, post = self.m.last_cancel_counts
             self.out.write(f"{_BAR}INFO: CANCEL PREORDER COUNT=\"{pre}\"\n"

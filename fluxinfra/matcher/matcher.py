@@ -192,6 +192,11 @@ class Matcher:
         cache[key] = entry
         return js
 
+    def record_match(self, elapsed: float, ok: bool) -> None:
+        """Count one match-like operation of ``elapsed`` seconds in :meth:`stat` (a caller that
+        re-registers allocations itself, like resource-query's ``update``, counts them too)."""
+        self._record(elapsed, ok)
+
     def _record(self, elapsed: float, ok: bool) -> None:
         st = self.stats
         st["match_count"] += 1

@@ -81,4 +81,4 @@ def test_query_unknown_job_is_one_line_and_exit_2_after_the_session(tmp_path, ca
     assert rc == 2
     assert "INFO: JOBID=1" in out  # the session went on, like resource-query
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown job id 7" in err
+    assert err == "cancel: ERROR: nonexistent job 7\n"  # resource-query's words
