@@ -48,7 +48,9 @@ class Planner:
 
     def add_span(self, at: int, duration: int, amount: int) -> int:
         """Use ``amount`` units during [at, at+duration); returns the span id."""
-        end = min(at + duration, HORIZON)
+        end = at + duration
+        if end > HORIZON:
+            end = HORIZON
         if not self.spans and at < end:
             # first span on an idle planner (the common case on big graphs): build directly
             if at > 0:
@@ -59,9 +61,16 @@ class Planner:
             self._next_id += 1
             self.spans[span_id] = (at, end, amount)
             return span_id
-        i = self._split(at)
-        j = self._split(end)
-        usage = self.usage
+        # the boundaries usually exist already (jobs share windows): split inline
+        times, usage = self.times, self.usage
+        i = bisect_left(times, at)
+        if i == len(times) or times[i] != at:
+            times.insert(i, at)
+            usage.insert(i, usage[i - 1])
+        j = bisect_left(times, end, i)
+        if j == len(times) or times[j] != end:
+            times.insert(j, end)
+            usage.insert(j, usage[j - 1])
         for k in range(i, j):
             usage[k] += amount
         span_id = self._next_id
