@@ -38,15 +38,18 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
+_PER_REQUEST = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
+    global _PER_REQUEST
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
         _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE = tr.Traverser, tr.AT_ALLOC, tr._PRISTINE_NONE
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
+        _PER_REQUEST = tr.per_request
 
 
 class _Abort(Exception):
@@ -67,12 +70,7 @@ class Express:
 
     # -- applicability ----------------------------------------------------------------------
     def _plan(self, resources: list[Resource]) -> tuple | None:
-        hit = self._plans.get(id(resources))
-        if hit is None:
-            if len(self._plans) > 512:
-                self._plans.clear()
-            hit = self._plans[id(resources)] = (resources, self._make_plan(resources))
-        return hit[1]
+        return _PER_REQUEST(self._plans, resources, self._make_plan)
 
     def _make_plan(self, resources: list[Resource]) -> tuple | None:
         t = self.t

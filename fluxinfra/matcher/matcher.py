@@ -152,10 +152,10 @@ class Matcher:
         try:
             result = self._run(js, op, jobid, now)
         except MatcherError:
-            self._record(time.perf_counter() - start, False)
+            self.record_match(time.perf_counter() - start, False)
             raise
         result.overhead = time.perf_counter() - start
-        self._record(result.overhead, True)
+        self.record_match(result.overhead, True)
         return result
 
     def _parse(self, source: Any) -> Jobspec:
@@ -195,9 +195,6 @@ class Matcher:
     def record_match(self, elapsed: float, ok: bool) -> None:
         """Count one match-like operation of ``elapsed`` seconds in :meth:`stat` (a caller that
         re-registers allocations itself, like resource-query's ``update``, counts them too)."""
-        self._record(elapsed, ok)
-
-    def _record(self, elapsed: float, ok: bool) -> None:
         st = self.stats
         st["match_count"] += 1
         st["match_succeeded" if ok else "match_failed"] += 1

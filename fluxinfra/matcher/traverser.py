@@ -263,12 +263,6 @@ class Traverser:
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         _EXACT_SORT[0] = not self.fast
-        # per request list (kept with the list, so an id is never reused while cached; the
-        # matcher hands the same parsed jobspec back for a repeated request)
-        if len(self._leaf_plans) > _MAX_REQUESTS:
-            self._leaf_plans.clear()
-        if len(self._request_keys) > _MAX_REQUESTS:
-            self._request_keys.clear()
         express = self.express
         if express is not None:
             hit = express.select(resources, meta, excl)
@@ -490,10 +484,7 @@ class Traverser:
                 where = {v: i for i, v in enumerate(post)}
                 weights = tuple(tuple(sorted((where[c], a) for c, a in w.items())) if w
                                 else () for w in found)
-        hit = self._request_keys.get(id(resources))
-        if hit is None:
-            hit = self._request_keys[id(resources)] = (resources, _request_key(resources))
-        rkey = hit[1]
+        rkey = per_request(self._request_keys, resources, _request_key)
         return (shape, weights, rkey, x_in, pristine, meta.alloc_type == AT_SAT)
 
     def _shape(self, u: int) -> int:
@@ -636,18 +627,16 @@ class Traverser:
         """type -> request, when every request at this level is a plain leaf request (no
         slot, no children, no repeated type, no score factor): leaves then take a short path
         with the same outcome as the full visit."""
-        key = id(resources)
-        hit = self._leaf_plans.get(key)
-        if hit is None:
-            plan: dict[str, Resource] | None = {}
-            factors = self.policy.factors
-            for r in resources:
-                if r.type == "slot" or r.with_ or r.type in plan or r.type in factors:
-                    plan = None
-                    break
-                plan[r.type] = r
-            hit = self._leaf_plans[key] = (resources, plan)
-        return hit[1]
+        return per_request(self._leaf_plans, resources, self._make_leaf_plan)
+
+    def _make_leaf_plan(self, resources: list[Resource]) -> dict[str, Resource] | None:
+        plan: dict[str, Resource] = {}
+        factors = self.policy.factors
+        for r in resources:
+            if r.type == "slot" or r.with_ or r.type in plan or r.type in factors:
+                return None
+            plan[r.type] = r
+        return plan
 
     def _leaf(self, meta: Meta, c: int, r: Resource, excl: bool):
         """Visit leaf ``c`` for request ``r``: (score, amount free, exclusive) or None."""
@@ -1008,22 +997,12 @@ class Traverser:
                     hk = self._held_kids[p] = _HeldKids()
                 hk.add(u, meta.at, meta.at + meta.duration, job.jobid)
         totals = g.subtree_totals(u)
-        if needs >= g.size[u]:
-            # held whole: no aggregate spans on u itself (sub_avail reads 0 below u while
-            # its own planner is in use); ancestors still get the whole subtree's amounts
-            job.xspans[u] = None
-            self._whole[u] = self._whole.get(u, 0) + 1
-            job.whole.add(u)
-            for t, n in totals.items():
-                to_parent[t] = to_parent.get(t, 0) + n
-            rtype = g.type[u]
-            to_parent[rtype] = to_parent.get(rtype, 0) + needs
-        else:
-            self._add_meta(u, needs, True, meta, job, dict(totals), to_parent)
+        # ancestors get the whole subtree's amounts either way
+        self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=needs >= g.size[u])
         used = job.used[u] = dict(totals)
         used[g.type[u]] = used.get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
-        return 1 + (len(g.subtree_totals(u)) > 0)  # u and (at least) what is below it
+        return 1 + bool(totals)  # u and (at least) what is below it
 
     def _post_below(self, u: int) -> tuple[bytes | list[int], list[int], list[int]]:
         """The vertices below ``u`` in post-order (children in graph order), their depths
@@ -1068,7 +1047,11 @@ class Traverser:
             job.resv_vertices.append(u)
 
     def _add_meta(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState,
-                  below: dict[str, int], to_parent: dict[str, int]) -> None:
+                  below: dict[str, int], to_parent: dict[str, int],
+                  whole: bool = False) -> None:
+        """Tag ``u`` for ``job`` and add what it holds below to its aggregates and to
+        ``to_parent``. ``whole`` (fast mode, the subtree held whole through u's own planner):
+        no aggregate spans on u itself, sub_avail reads 0 below u while it is held."""
         if excl and needs >= self.g.size[u]:
             # held whole: its own planner already reads 0 free for this window, so an
             # exclusivity-checker span would prune nothing more (tag only, no span)
@@ -1078,7 +1061,10 @@ class Traverser:
             if x is None:
                 x = self.xcheck[u] = Planner(X_NJOBS)
             job.xspans[u] = x.add_span(meta.at, meta.duration, 1)
-        if below and self.g.subtree_totals(u):
+        if whole:
+            self._whole[u] = self._whole.get(u, 0) + 1
+            job.whole.add(u)
+        elif below and self.g.subtree_totals(u):
             planners = self.agg.get(u)
             if planners is None:
                 planners = self.agg[u] = {}
@@ -1397,6 +1383,18 @@ def expand_slots(items: list) -> list[list[tuple[int, int]]]:
         else:
             out.append(item)
     return out
+
+
+def per_request(cache: dict[int, tuple], resources: list[Resource], make):
+    """``make(resources)``, kept in ``cache`` by the request list's identity. The list is kept
+    with its value, so its id cannot be reused while cached (the matcher hands the same
+    parsed jobspec back for a repeated request); the cache starts over past a bound."""
+    hit = cache.get(id(resources))
+    if hit is None:
+        if len(cache) >= _MAX_REQUESTS:
+            cache.clear()
+        hit = cache[id(resources)] = (resources, make(resources))
+    return hit[1]
 
 
 def _request_key(resources: list[Resource]) -> tuple:
