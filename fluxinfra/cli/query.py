@@ -367,6 +367,13 @@ class QuerySession:
         self.out.write(lines)
         self.out.write(f"{_BAR}INFO: EXPRESSION=\"{criteria}\"\n{_BAR}")
 
+    def _path_vertices(self, path: str, wording: str = "Could not") -> list[int]:
+        """The vertices at ``path``, or none after printing resource-query's message."""
+        found = self._by_path(path)
+        if not found:
+            self.out.write(f"{wording} find path {path} in resource graph.\n")
+        return found
+
     def _by_path(self, path: str) -> list[int]:
         g = self.m.graph
         name = path.rsplit("/", 1)[-1]
@@ -376,8 +383,7 @@ class QuerySession:
         if len(args) != 3:
             self.error("malformed command")
             return
-        if not self._by_path(args[1]):
-            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+        if not self._path_vertices(args[1]):
             return
         if args[2] not in ("up", "down"):
             self.error("unrecognized status")
@@ -388,9 +394,8 @@ class QuerySession:
         if len(args) != 2:
             self.error("malformed command")
             return
-        found = self._by_path(args[1])
+        found = self._path_vertices(args[1])
         if not found:
-            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
         for v in found:
             status = "up" if self.m.graph.status[v] else "down"
@@ -405,9 +410,8 @@ class QuerySession:
             self.out.write("Incorrect input format. \n"
                            "Please use `set-property <resource> PROPERTY=VALUE`.\n")
             return
-        found = self._by_path(args[1])
+        found = self._path_vertices(args[1], "Couldn't")  # set-property's own wording
         if not found:
-            self.out.write(f"Couldn't find path {args[1]} in resource graph.\n")
             return
         g = self.m.graph
         for v in found:
@@ -419,9 +423,8 @@ class QuerySession:
         if len(args) != 2:
             self.error("malformed command")
             return
-        found = self._by_path(args[1])
+        found = self._path_vertices(args[1])
         if not found:
-            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
         g = self.m.graph
         for v in found:
