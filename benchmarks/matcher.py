@@ -58,9 +58,6 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-#: policies whose Fluxion matches stop at the first fit: cheap enough in resource-query to
-#: run the same whole streams as ours (the others are capped, see --rq-cap)
-FIRST_FIT = {"first", "firstnodex"}
 ALL_POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
                 "locality", "variation"]
 STREAMS = ["1core", "nodex", "64node"]
@@ -96,14 +93,20 @@ def jobspec_for(stream: str) -> dict:
             "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
 
 
-#: policies that hold every node they place a job on whole
-NODE_EXCLUSIVE = {"lonodex", "hinodex", "firstnodex"}
+def first_fit(policy: str) -> bool:
+    """Fluxion's matches stop at the first fit under ``policy``: cheap enough in resource-query
+    to run the same whole streams as ours (the others are capped, see --rq-cap)."""
+    from fluxinfra.matcher.policies import parse_policy
+
+    return parse_policy(policy).stop_on_k > 0
 
 
 def capacity(stream: str, nodes: int, policy: str = "") -> int:
     """How many jobs of a stream an empty graph of ``nodes`` nodes holds under ``policy``."""
-    if stream == "1core" and policy in NODE_EXCLUSIVE:
-        return nodes  # one core, one whole node
+    from fluxinfra.matcher.policies import parse_policy
+
+    if stream == "1core" and policy and "node" in parse_policy(policy).exclusive_types:
+        return nodes  # the policy holds a whole node for one core
     return {"1core": nodes * CORES_PER_NODE, "nodex": nodes, "64node": nodes // 64}[stream]
 
 
@@ -313,7 +316,7 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
                  steady: int, fmt: str, workdir: Path,
                  full: tuple[int, int] | None = None) -> dict:
     """Load time/RSS and per-stream ELAPSE samples of Fluxion's resource-query on one graph.
-    ``full`` = (fill cap, steady) for the first-fit policies (FIRST_FIT), which Fluxion runs
+    ``full`` = (fill cap, steady) for the first-fit policies (``first_fit``), which Fluxion runs
     fast enough to take the same streams as ours."""
     from fluxinfra.matcher.recipe import recipe_to_grug
 
@@ -336,7 +339,7 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
         out["error"] = f"resource-query exit {rc} loading {grug}"
         return out
     for policy in policies:
-        plan = make_plan(policy, *(full if full and policy in FIRST_FIT else (fill_cap, steady)))
+        plan = make_plan(policy, *(full if full and first_fit(policy) else (fill_cap, steady)))
         commands = rq_commands(plan)
         tfile = workdir / f"{policy}.out"
         stdout, wall, _, rc = _run_rq(base + ["-P", policy, "-t", str(tfile)], commands, 3600)
