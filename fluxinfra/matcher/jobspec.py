@@ -115,7 +115,7 @@ class Jobspec:
         self.version = version
         self.attributes = attributes or {}
         #: facts matchers derive from this (immutable) request, computed once
-        self.memo: dict[str, Any] = {"need": _prime(self.resources), "primed": "plain"}
+        self.memo: dict[Any, Any] = {"need": _prime(self.resources), "primed": "plain"}
 
     @classmethod
     def parse(cls, source: str | bytes | dict | Jobspec) -> Jobspec:

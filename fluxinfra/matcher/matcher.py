@@ -211,12 +211,17 @@ class Matcher:
         trav, g = self.trav, self.graph
         root = g.roots[trav.sub]
         resources = js.resources
-        x = any(r.exclusive and r.type == g.type[root] for r in resources)
-        saved_excl = set(trav.excl_types)
-        excl = js.memo.get("exclusive_types")
+        memo = js.memo
+        x = memo.get(("root_exclusive", g.type[root]))
+        if x is None:
+            x = memo[("root_exclusive", g.type[root])] = any(
+                r.exclusive and r.type == g.type[root] for r in resources)
+        saved_excl = trav.excl_types
+        excl = memo.get("exclusive_types")
         if excl is None:
-            excl = js.memo["exclusive_types"] = _exclusive_types(resources)
-        trav.excl_types |= excl
+            excl = memo["exclusive_types"] = _exclusive_types(resources)
+        if not excl <= saved_excl:
+            trav.excl_types = saved_excl | excl  # for this request only (restored below)
         try:
             self._precheck(js, op)
             if op == "satisfiability":
@@ -288,8 +293,9 @@ class Matcher:
         xp = trav.xcheck.get(root)
         if xp is not None:
             times.update(xp.times)
-        for p in trav.agg.get(root, {}).values():
-            times.update(p.times)
+        held = trav.agg.get(root)
+        if held is not None:
+            times.update(held.times)
         for t in sorted(t for t in times if meta.now < t < HORIZON):
             # like Fluxion, a job may not start at the end of time and ends there at the latest
             duration = min(self._duration(js, t), HORIZON - t)

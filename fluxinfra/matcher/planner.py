@@ -19,13 +19,66 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-__all__ = ["Planner", "HORIZON"]
+__all__ = ["Planner", "MultiPlanner", "HORIZON"]
 
 #: End of the planning horizon (seconds); a duration of 0 means "until the horizon".
 HORIZON = 1 << 62
 
 
-class Planner:
+class _Timeline:
+    """The time axis both planners share: sorted breakpoints ``times`` and, per breakpoint,
+    the usage from there to the next (``usage``: an int, or a dict of them per type)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _copy(row):
+        return row  # an int; MultiPlanner's rows are dicts and copy themselves
+
+    def _split(self, t: int) -> int:
+        """The index of breakpoint ``t``, inserting it (same usage as before it) if new."""
+        times = self.times
+        i = bisect_left(times, t)
+        if i < len(times) and times[i] == t:
+            return i
+        times.insert(i, t)
+        self.usage.insert(i, self._copy(self.usage[i - 1]))
+        return i
+
+    def _window(self, at: int, end: int) -> tuple[int, int]:
+        """Breakpoints at ``at`` and ``end`` (usually there already: jobs share windows)."""
+        times = self.times
+        i = bisect_left(times, at)
+        if i == len(times) or times[i] != at:
+            i = self._split(at)
+        j = bisect_left(times, end, i)
+        if j == len(times) or times[j] != end:
+            j = self._split(end)
+        return i, j
+
+    def _new_span(self, at: int, end: int, amount) -> int:
+        span_id = self._next_id
+        self._next_id += 1
+        self.spans[span_id] = (at, end, amount)
+        return span_id
+
+    def _merge(self, i: int, j: int) -> None:
+        """Drop breakpoints ``j`` and ``i`` where the usage no longer changes (keeps the
+        searches short)."""
+        times, usage = self.times, self.usage
+        for k in (j, i):
+            if 0 < k < len(times) and usage[k] == usage[k - 1]:
+                del times[k]
+                del usage[k]
+
+    def _span_window(self, span_id: int):
+        """Pop a span; its window's indices (boundary points restored: they may have been
+        merged away while other spans changed the usage around them) and its amount."""
+        at, end, amount = self.spans.pop(span_id)
+        return self._split(at), self._split(end), amount
+
+
+class Planner(_Timeline):
     """Usage over time of a resource pool of ``total`` units."""
 
     __slots__ = ("total", "times", "usage", "spans", "_next_id")
@@ -36,15 +89,6 @@ class Planner:
         self.usage: list[int] = [0]
         self.spans: dict[int, tuple[int, int, int]] = {}
         self._next_id = 0
-
-    def _split(self, t: int) -> int:
-        times = self.times
-        i = bisect_left(times, t)
-        if i < len(times) and times[i] == t:
-            return i
-        times.insert(i, t)
-        self.usage.insert(i, self.usage[i - 1])
-        return i
 
     def add_span(self, at: int, duration: int, amount: int) -> int:
         """Use ``amount`` units during [at, at+duration); returns the span id."""
@@ -57,41 +101,19 @@ class Planner:
                 self.times, self.usage = [0, at, end], [0, amount, 0]
             else:
                 self.times, self.usage = [at, end], [amount, 0]
-            span_id = self._next_id
-            self._next_id += 1
-            self.spans[span_id] = (at, end, amount)
-            return span_id
-        # the boundaries usually exist already (jobs share windows): split inline
-        times, usage = self.times, self.usage
-        i = bisect_left(times, at)
-        if i == len(times) or times[i] != at:
-            times.insert(i, at)
-            usage.insert(i, usage[i - 1])
-        j = bisect_left(times, end, i)
-        if j == len(times) or times[j] != end:
-            times.insert(j, end)
-            usage.insert(j, usage[j - 1])
+            return self._new_span(at, end, amount)
+        i, j = self._window(at, end)
+        usage = self.usage
         for k in range(i, j):
             usage[k] += amount
-        span_id = self._next_id
-        self._next_id += 1
-        self.spans[span_id] = (at, end, amount)
-        return span_id
+        return self._new_span(at, end, amount)
 
     def remove_span(self, span_id: int) -> None:
-        at, end, amount = self.spans.pop(span_id)
-        # the span's boundary points may have been merged away while other spans changed the
-        # usage around them: restore them before subtracting
-        i = self._split(at)
-        j = self._split(end)
-        times, usage = self.times, self.usage
+        i, j, amount = self._span_window(span_id)
+        usage = self.usage
         for k in range(i, j):
             usage[k] -= amount
-        # drop points that no longer change the usage (keeps searches short)
-        for k in (j, i):
-            if 0 < k < len(times) and usage[k] == usage[k - 1]:
-                del times[k]
-                del usage[k]
+        self._merge(i, j)
 
     def used_during(self, at: int, duration: int) -> int:
         times = self.times
@@ -137,6 +159,92 @@ class Planner:
         times = self.times
         for k in range(bisect_right(times, at), len(times)):
             yield times[k]
+
+    @property
+    def empty(self) -> bool:
+        return not self.spans
+
+
+class MultiPlanner(_Timeline):
+    """Usage over time of every resource type below one vertex (Fluxion's ``planner_multi``).
+
+    One time axis for all types: a row per breakpoint maps each type to the amount in use, and
+    a span carries one amount per type. A subtree aggregate changes every type at once (a job
+    holding a node adds its sockets, cores, GPUs and memory to each ancestor), so one span per
+    ancestor replaces one per ancestor and type.
+
+    >>> p = MultiPlanner(["core", "gpu"])
+    >>> s = p.add_span(0, 10, {"core": 3, "gpu": 1})
+    >>> p.used_during("core", 0, 5), p.used_during("gpu", 10, 5)
+    (3, 0)
+    >>> p.remove_span(s); p.empty
+    True
+    """
+
+    __slots__ = ("types", "times", "usage", "spans", "_next_id")
+
+    def __init__(self, types) -> None:
+        self.types: set[str] = set(types)
+        self.times: list[int] = [0]
+        self.usage: list[dict[str, int]] = [dict.fromkeys(self.types, 0)]
+        self.spans: dict[int, tuple[int, int, dict[str, int]]] = {}
+        self._next_id = 0
+
+    _copy = staticmethod(dict.copy)
+
+    def _add_types(self, amounts: dict[str, int]) -> None:
+        new = [t for t in amounts if t not in self.types]
+        self.types.update(new)
+        for row in self.usage:
+            for t in new:
+                row[t] = 0
+
+    def add_span(self, at: int, duration: int, amounts: dict[str, int]) -> int:
+        """Use ``amounts`` (type -> units, kept by reference: do not change it afterwards)
+        during [at, at+duration); returns the span id."""
+        end = at + duration
+        if end > HORIZON:
+            end = HORIZON
+        if not self.types.issuperset(amounts):
+            self._add_types(amounts)
+        i, j = self._window(at, end)
+        usage = self.usage
+        for k in range(i, j):
+            row = usage[k]
+            for t, n in amounts.items():
+                row[t] += n
+        return self._new_span(at, end, amounts)
+
+    def remove_span(self, span_id: int) -> None:
+        i, j, amounts = self._span_window(span_id)
+        usage = self.usage
+        for k in range(i, j):
+            row = usage[k]
+            for t, n in amounts.items():
+                row[t] -= n
+        self._merge(i, j)
+
+    def resize_span(self, span_id: int, amounts: dict[str, int]) -> int | None:
+        """Replace a span by one of ``amounts`` over the same window (None: nothing left)."""
+        at, end, _ = self.spans[span_id]
+        self.remove_span(span_id)
+        if not any(n > 0 for n in amounts.values()):
+            return None
+        return self.add_span(at, end - at, amounts)
+
+    def used_during(self, rtype: str, at: int, duration: int) -> int:
+        if rtype not in self.types:
+            return 0
+        times = self.times
+        i = bisect_right(times, at) - 1
+        j = bisect_left(times, at + duration) if duration > 0 else i + 1
+        if j <= i + 1:
+            return self.usage[i][rtype]
+        return max(row[rtype] for row in self.usage[i:j])
+
+    def column(self, rtype: str) -> list[int]:
+        """The usage of one type at every breakpoint (``times``)."""
+        return [row.get(rtype, 0) for row in self.usage]
 
     @property
     def empty(self) -> bool:

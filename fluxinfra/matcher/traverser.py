@@ -20,7 +20,7 @@ from itertools import repeat
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
-from fluxinfra.matcher.planner import Planner
+from fluxinfra.matcher.planner import MultiPlanner, Planner
 from fluxinfra.matcher.policies import Policy
 from fluxinfra.matcher.stdsort import introsort
 
@@ -32,6 +32,7 @@ AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
 _EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
+
 #: recorded subtree selections kept at most (one per subtree shape x request shape)
 MAX_TEMPLATES = 4096
 #: request lists whose derived facts are kept between matches
@@ -176,14 +177,17 @@ class Traverser:
         self.allocs: dict[int, dict[int, int]] = {}
         self.resvs: dict[int, dict[int, int]] = {}
         self.xcheck: dict[int, Planner] = {}
-        self.agg: dict[int, dict[str, Planner]] = {}
+        #: vertex -> what jobs hold below it, every type on one time axis
+        self.agg: dict[int, MultiPlanner] = {}
         self.excl_types: set[str] = set(policy.exclusive_types)
         #: first-policy child order: vertex -> {child: weight}
         self.weights: dict[int, dict[int, int]] = {}
         #: vertices with a weighted vertex at or below them (their subtree's order moved)
         self._weighted: set[int] = set()
         self._order_cache: dict[int, list[int]] = {}
-        self._order_keys: dict[int, list[tuple[int, int]]] = {}
+        self._order_keys: dict[int, list[int]] = {}
+        #: child type -> the pruning type ``first`` weighs it by (None: not weighed)
+        self._weigh_type: dict[str, str | None] = {}
         self._policy_cache: dict[int, list[int]] = {}
         self._kid_types: dict[int, frozenset[str]] = {}
         #: id(resources list) -> (the list, leaf plan); lists live as long as their jobspec
@@ -254,11 +258,8 @@ class Traverser:
         total = self.g.subtree_totals(v).get(rtype, 0)
         if self._whole and v in self._whole and self.sched[v].used_during(at, duration):
             return 0  # held whole by a job during the window (see _hold_whole)
-        planners = self.agg.get(v)
-        if planners is None:
-            return total
-        p = planners.get(rtype)
-        return total if p is None else total - p.used_during(at, duration)
+        p = self.agg.get(v)
+        return total if p is None else total - p.used_during(rtype, at, duration)
 
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
@@ -459,12 +460,8 @@ class Traverser:
         p = self.xcheck.get(u)
         if p is not None and p.spans:
             return False
-        planners = self.agg.get(u)
-        if planners is not None:
-            for p in planners.values():
-                if p.spans:
-                    return False
-        return True
+        p = self.agg.get(u)
+        return p is None or not p.spans
 
     def _template_key(self, u: int, resources: list[Resource], x_in: bool, pristine: bool,
                       meta: Meta) -> tuple | None:
@@ -666,7 +663,7 @@ class Traverser:
                             reverse=True)
             self._order_cache[u] = cached
             # the sort keys, ascending, beside the order (moves bisect them at C speed)
-            self._order_keys[u] = [(-w.get(c, _UNTOUCHED), -uid[c]) for c in cached]
+            self._order_keys[u] = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in cached]
         return cached
 
     def _policy_children(self, u: int) -> list[int]:
@@ -874,6 +871,10 @@ class Traverser:
         """Commit the last selection: add spans, emit vertices (post-order) to ``emit(level,
         vertex, needs, exclusive, exclusive_parent)`` or, by default, to ``job.vertices``;
         fill ``job``."""
+        if emit is None and self.express is not None:
+            n = self.express.commit(meta, job)
+            if n is not None:
+                return n
         self._level = 0
         self._upd_seen: set[int] | None = set() if self.g.multi_parent else None
         root = self.g.roots[self.sub]
@@ -1065,16 +1066,12 @@ class Traverser:
             self._whole[u] = self._whole.get(u, 0) + 1
             job.whole.add(u)
         elif below and self.g.subtree_totals(u):
-            planners = self.agg.get(u)
-            if planners is None:
-                planners = self.agg[u] = {}
-            for rtype, amount in below.items():
-                if amount <= 0:
-                    continue
-                p = planners.get(rtype)
+            amounts = {t: n for t, n in below.items() if n > 0}
+            if amounts:
+                p = self.agg.get(u)
                 if p is None:
-                    p = planners[rtype] = Planner(self.g.subtree_totals(u).get(rtype, 0))
-                job.agg[(u, rtype)] = (p.add_span(meta.at, meta.duration, amount), amount)
+                    p = self.agg[u] = MultiPlanner(self.g.subtree_totals(u))
+                job.agg[u] = (p.add_span(meta.at, meta.duration, amounts), amounts)
                 job.agg_owners.add(u)
         rtype = self.g.type[u]
         used = needs if excl else 0
@@ -1090,6 +1087,7 @@ class Traverser:
 
         Returns True when nothing of the job remains.
         """
+        job.node_hint = None
         if vertices is None:
             vertices = set(job.sched) | set(job.xspans)
         released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
@@ -1115,10 +1113,10 @@ class Traverser:
             span = job.xspans.pop(u, None)
             if span is not None:
                 self.xcheck[u].remove_span(span)
-            for key in ([(u, t) for t in self.agg[u] if (u, t) in job.agg]
-                        if u in job.agg_owners else ()):
-                span, _ = job.agg.pop(key)
-                self.agg[u][key[1]].remove_span(span)
+            if u in job.agg_owners:
+                entry = job.agg.pop(u, None)
+                if entry is not None:
+                    self.agg[u].remove_span(entry[0])
         # shrink the aggregate spans of ancestors that stay in the job
         for u in vertices:
             used = job.used.get(u)
@@ -1132,19 +1130,16 @@ class Traverser:
                         per[t] = per.get(t, 0) + n
                 a = parent[a]
         for a, per in released.items():
-            for t, n in per.items():
-                entry = job.agg.get((a, t))
-                if entry is None:
-                    continue
-                span, amount = entry
-                planner = self.agg[a][t]
-                at, end, _ = planner.spans[span]
-                planner.remove_span(span)
-                left = amount - n
-                if left > 0:
-                    job.agg[(a, t)] = (planner.add_span(at, end - at, left), left)
-                else:
-                    del job.agg[(a, t)]
+            entry = job.agg.get(a)
+            if entry is None or per.keys().isdisjoint(entry[1]):
+                continue
+            span, amounts = entry
+            left = {t: n - per.get(t, 0) for t, n in amounts.items() if n > per.get(t, 0)}
+            new = self.agg[a].resize_span(span, left)
+            if new is None:
+                del job.agg[a]
+            else:
+                job.agg[a] = (new, left)
         # (Fluxion does not re-rank children on cancel)
         # the job is gone once no vertex it holds exclusively remains
         remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
@@ -1153,8 +1148,8 @@ class Traverser:
                 span = job.xspans.pop(u)
                 if span is not None:
                     self.xcheck[u].remove_span(span)
-            for (a, t), (span, _) in list(job.agg.items()):
-                self.agg[a][t].remove_span(span)
+            for a, (span, _) in job.agg.items():
+                self.agg[a].remove_span(span)
             job.agg.clear()
         return not remaining
 
@@ -1178,11 +1173,16 @@ class Traverser:
         parent = self.g.parent[self.sub]
         a = parent[u]
         while a != -1:
-            entry = job.agg.get((a, rtype))
-            if entry is not None:
-                span, total = entry
-                job.agg[(a, rtype)] = (_resize(self.agg[a][rtype], span, total - amount),
-                                       total - amount)
+            entry = job.agg.get(a)
+            if entry is not None and rtype in entry[1]:
+                span, amounts = entry
+                left = {t: n - amount if t == rtype else n for t, n in amounts.items()}
+                left = {t: n for t, n in left.items() if n > 0}
+                new = self.agg[a].resize_span(span, left)
+                if new is None:
+                    del job.agg[a]
+                else:
+                    job.agg[a] = (new, left)
             a = parent[a]
 
     def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
@@ -1190,18 +1190,27 @@ class Traverser:
         (at ``now``) of the last pruning type below each child, most free first; children no
         job touched yet come before all others."""
         g = self.g
+        gtype = g.type
+        weigh_type = self._weigh_type
+        whole = self._whole
         for u, c in pairs:
             totals = g.subtree_totals(c)
             if not totals:
                 continue  # leaves keep their initial rank
-            types = [t for t in self.prune_types if t != g.type[c]]
-            if not types:
+            ctype = gtype[c]
+            rtype = weigh_type.get(ctype, 0)
+            if rtype == 0:
+                types = [t for t in self.prune_types if t != ctype]
+                rtype = weigh_type[ctype] = types[-1] if types else None
+            if rtype is None:
                 continue
-            rtype = types[-1]
-            avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
-            if avail == 0 and c not in self._whole and not any(
-                    p.spans for p in self.agg.get(c, {}).values()):
-                continue
+            if c in whole and self.sched[c].used_during(now, 1):
+                avail = 0  # held whole (sub_avail's first answer)
+            else:
+                avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
+                held = self.agg.get(c)
+                if avail == 0 and c not in whole and (held is None or not held.spans):
+                    continue
             w = self.weights.get(u)
             if w is None:
                 w = self.weights[u] = {}
@@ -1220,13 +1229,13 @@ class Traverser:
         order = self._order_cache.get(u)
         if order is not None:
             keys = self._order_keys[u]
-            uid = -self.g.uniq_id[c]
-            i = bisect_left(keys, (-old, uid))
+            uid = self.g.uniq_id[c]
+            i = bisect_left(keys, _order_key(old, uid))
             if i < len(order) and order[i] == c:
                 del order[i]
                 del keys[i]
                 w[c] = avail
-                key = (-avail, uid)
+                key = _order_key(avail, uid)
                 j = bisect_right(keys, key)
                 keys.insert(j, key)
                 order.insert(j, c)
@@ -1240,7 +1249,7 @@ class JobState:
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
                  "resv_vertices", "reweigh", "now", "raw_vertices", "at", "duration",
-                 "reserved", "slots", "slot_edges", "whole")
+                 "reserved", "slots", "slot_edges", "whole", "node_hint")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -1251,7 +1260,8 @@ class JobState:
         self.sched: dict[int, int] = {}  # vertex -> span in its own planner
         #: vertex -> span in its exclusivity checker (None: tagged, held whole, no span needed)
         self.xspans: dict[int, int | None] = {}
-        self.agg: dict[tuple[int, str], tuple[int, int]] = {}  # (vertex, type) -> (span, amount)
+        #: vertex -> (span in its aggregate planner, type -> amount held below it)
+        self.agg: dict[int, tuple[int, dict[str, int]]] = {}
         self.agg_owners: set[int] = set()
         self.used: dict[int, dict[str, int]] = {}  # vertex -> {its type: amount held}
         self.alloc_vertices: list[int] = []
@@ -1266,6 +1276,8 @@ class JobState:
         self.raw_vertices: list = []
         #: vertices this job holds whole without aggregate spans on them (Traverser._whole)
         self.whole: set[int] = set()
+        #: the node vertices, when the commit knew them (cleared by any release)
+        self.node_hint: list[int] | None = None
 
     @property
     def vertices(self) -> list[tuple[int, int, int, bool, bool]]:
@@ -1286,6 +1298,8 @@ class JobState:
 
     def node_vertices(self, graph: ResourceGraph) -> list[int]:
         """The ``node`` vertices held, in emission order (without listing held subtrees)."""
+        if self.node_hint is not None:
+            return self.node_hint
         gtype = graph.type
         out = []
         for e in self.raw_vertices:
@@ -1324,8 +1338,10 @@ class _HeldKids:
         self.kids[c] = (start, end, jobid)
         self.starts[start] = self.starts.get(start, 0) + 1
         self.ends[end] = self.ends.get(end, 0) + 1
-        self.max_start = max(self.max_start, start)
-        self.min_end = min(self.min_end, end)
+        if start > self.max_start:
+            self.max_start = start
+        if end < self.min_end:
+            self.min_end = end
 
     def discard(self, c: int, jobid: int) -> None:
         entry = self.kids.get(c)
@@ -1383,6 +1399,13 @@ def expand_slots(items: list) -> list[list[tuple[int, int]]]:
         else:
             out.append(item)
     return out
+
+
+def _order_key(weight: int, uniq_id: int) -> int:
+    """``first``'s sort key as one int, ascending = most free first, then higher uniq_id
+    (uniq_id is an int64, so the weight's bits sit above it; ints compare faster than tuples
+    in the bisections of a wide vertex's order)."""
+    return -(weight << 65) - (uniq_id + (1 << 64))
 
 
 def per_request(cache: dict[int, tuple], resources: list[Resource], make):

@@ -68,10 +68,10 @@ def planner_state(m: Matcher) -> dict:
         for v, p in table.items():
             if p.spans:
                 out[(kind, v)] = (list(p.times), list(p.usage))
-    for v, per in t.agg.items():
-        for rtype, p in per.items():
-            if p.spans:
-                out[("a", v, rtype)] = (list(p.times), list(p.usage))
+    for v, p in t.agg.items():
+        if p.spans:
+            for rtype in p.types:
+                out[("a", v, rtype)] = (list(p.times), p.column(rtype))
     return out
 
 

@@ -86,7 +86,7 @@ def test_cancel_frees_everything(cluster):
     for j in jobs:
         m.cancel(j)
     assert all(p.empty for p in m.trav.sched.values())
-    assert all(p.empty for per in m.trav.agg.values() for p in per.values())
+    assert all(p.empty for p in m.trav.agg.values())
     assert m.match(slot_spec(cores=4)).nodes == ["node0"]
 
 

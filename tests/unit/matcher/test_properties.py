@@ -137,9 +137,10 @@ def check_r_invariants(m: Matcher) -> None:
                     assert not clash, f"{prefix} is exclusive but another job holds {clash}"
 
 
-def _profile(planner) -> tuple | None:
+def _profile(planner, rtype: str | None = None) -> tuple | None:
     points, last = [], None
-    for t, used in zip(planner.times, planner.usage, strict=True):
+    usage = planner.usage if rtype is None else planner.column(rtype)
+    for t, used in zip(planner.times, usage, strict=True):
         if used != last:
             points.append((t, used))
             last = used
@@ -155,9 +156,9 @@ def state(m: Matcher) -> dict:
             profile = _profile(planner)
             if profile:
                 out[(kind, v)] = profile
-    for v, by_type in trav.agg.items():
-        for rtype, planner in by_type.items():
-            profile = _profile(planner)
+    for v, planner in trav.agg.items():
+        for rtype in planner.types:
+            profile = _profile(planner, rtype)
             if profile:
                 out[("agg", v, rtype)] = profile
     return out
