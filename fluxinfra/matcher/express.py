@@ -373,7 +373,12 @@ class Express:
         if checks is True:
             return True
         sub_avail = t.sub_avail
-        return any(sub_avail(u, rtype, at, duration) < need for rtype, need in checks)
+        for rtype, need in checks:
+            if sub_avail(u, rtype, at, duration) < need:
+                break
+        else:
+            return False
+        return True
 
     def _prune_checks(self, u: int, resources: list[Resource]) -> tuple | bool:
         """What Traverser._prune_resources reads at ``u`` (which neither is nor holds a

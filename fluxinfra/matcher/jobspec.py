@@ -56,7 +56,7 @@ class Resource:
         if lo > hi or lo > qc:
             return 0
         if self.oper == "+":
-            count = min(qc, hi)
+            count = qc if qc < hi else hi
             return count - ((count - lo) % self.operand)
         cur, count = lo, 0
         if self.oper == "*":

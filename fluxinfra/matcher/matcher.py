@@ -48,6 +48,9 @@ LARGE_GRAPH = 50_000
 #: parsed requests kept by Matcher._parse
 _MAX_PARSED = 256
 
+#: what a committed match reports, by allocation type
+_STATUS = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"}
+
 OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
        "without_allocating")
 
@@ -199,9 +202,10 @@ class Matcher:
         st["match_count"] += 1
         st["match_succeeded" if ok else "match_failed"] += 1
         if ok:
-            st["min_match"] = elapsed if st["match_succeeded"] == 1 else min(st["min_match"],
-                                                                               elapsed)
-            st["max_match"] = max(st["max_match"], elapsed)
+            if st["match_succeeded"] == 1 or elapsed < st["min_match"]:
+                st["min_match"] = elapsed
+            if elapsed > st["max_match"]:
+                st["max_match"] = elapsed
             st["sum_match"] += elapsed
 
     def _duration(self, js: Jobspec, at: int) -> int:
@@ -321,10 +325,8 @@ class Matcher:
         self.trav.update(meta, job)
         if job.reweigh:
             self.trav.reweigh(job.reweigh, now)
-        status = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"}[
-            meta.alloc_type]
         self._record_slots(job)
-        result = self._result(job, status)
+        result = self._result(job, _STATUS[meta.alloc_type])
         if meta.alloc_type != AT_NO_ALLOC:
             self.jobs[jobid] = job
             self.results[jobid] = result

@@ -56,12 +56,6 @@ class _Timeline:
             j = self._split(end)
         return i, j
 
-    def _new_span(self, at: int, end: int, amount) -> int:
-        span_id = self._next_id
-        self._next_id += 1
-        self.spans[span_id] = (at, end, amount)
-        return span_id
-
     def _merge(self, i: int, j: int) -> None:
         """Drop breakpoints ``j`` and ``i`` where the usage no longer changes (keeps the
         searches short)."""
@@ -101,12 +95,15 @@ class Planner(_Timeline):
                 self.times, self.usage = [0, at, end], [0, amount, 0]
             else:
                 self.times, self.usage = [at, end], [amount, 0]
-            return self._new_span(at, end, amount)
-        i, j = self._window(at, end)
-        usage = self.usage
-        for k in range(i, j):
-            usage[k] += amount
-        return self._new_span(at, end, amount)
+        else:
+            i, j = self._window(at, end)
+            usage = self.usage
+            for k in range(i, j):
+                usage[k] += amount
+        span_id = self._next_id
+        self._next_id += 1
+        self.spans[span_id] = (at, end, amount)
+        return span_id
 
     def remove_span(self, span_id: int) -> None:
         i, j, amount = self._span_window(span_id)
@@ -213,7 +210,10 @@ class MultiPlanner(_Timeline):
             row = usage[k]
             for t, n in amounts.items():
                 row[t] += n
-        return self._new_span(at, end, amounts)
+        span_id = self._next_id
+        self._next_id += 1
+        self.spans[span_id] = (at, end, amounts)
+        return span_id
 
     def remove_span(self, span_id: int) -> None:
         i, j, amounts = self._span_window(span_id)

@@ -657,13 +657,19 @@ class Traverser:
         """Children for ``first``: untouched ones first, then most free; higher uniq_id first."""
         cached = self._order_cache.get(u)
         if cached is None:
-            w = self.weights.get(u, {})
+            w = self.weights.get(u)
             uid = self.g.uniq_id
-            cached = sorted(self._children(u), key=lambda c: (w.get(c, _UNTOUCHED), uid[c]),
-                            reverse=True)
+            if w:
+                cached = sorted(self._children(u),
+                                key=lambda c: (w.get(c, _UNTOUCHED), uid[c]), reverse=True)
+                keys = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in cached]
+            else:  # no child weighed yet (first visits of a spreading ``first``): by uniq_id
+                cached = sorted(self._children(u), key=uid.__getitem__, reverse=True)
+                base = _order_key(_UNTOUCHED, 0)
+                keys = [base - i for i in map(uid.__getitem__, cached)]
             self._order_cache[u] = cached
             # the sort keys, ascending, beside the order (moves bisect them at C speed)
-            self._order_keys[u] = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in cached]
+            self._order_keys[u] = keys
         return cached
 
     def _policy_children(self, u: int) -> list[int]:
