@@ -39,18 +39,18 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _HELD_KIDS = _X_NJOBS = None
+_PER_REQUEST = _HELD = _X_NJOBS = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _HELD_KIDS, _X_NJOBS
+    global _PER_REQUEST, _HELD, _X_NJOBS
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
         _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE = tr.Traverser, tr.AT_ALLOC, tr._PRISTINE_NONE
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
-        _PER_REQUEST, _HELD, _HELD_KIDS = tr.per_request, tr._Held, tr._HeldKids
+        _PER_REQUEST, _HELD = tr.per_request, tr._Held
         _X_NJOBS = tr.X_NJOBS
 
 
@@ -220,11 +220,7 @@ class Express:
         else:
             allocs[jobid] = span
         job.alloc_vertices.append(n)
-        p = ancestors[0]
-        hk = t._held_kids.get(p)
-        if hk is None:
-            hk = t._held_kids[p] = _HELD_KIDS()
-        hk.add(n, at, at + duration, jobid)
+        t.hold_kid(ancestors[0], n, at, at + duration, jobid)
         job.xspans[n] = None
         whole = t._whole
         whole[n] = whole.get(n, 0) + 1
@@ -285,11 +281,17 @@ class Express:
         status = g.status
         sched = t.sched
         at, duration = meta.at, meta.duration
+        children = t._ordered_children(u)
         held = t._held_kids.get(u)
-        if held is not None and not held.covers(at):
-            held = None
+        if held is not None:
+            if not held.covers(at):
+                held = None
+            elif held.kids:
+                free = t._free_children(u)
+                if free is not None:  # the same order without the held children
+                    children, held = free.kids, None
         start = len(out)
-        for c in t._ordered_children(u):
+        for c in children:
             if held is not None and c in held.kids:
                 continue
             if not kids[c]:

@@ -15,7 +15,7 @@ O(request) rather than O(graph) once a cluster is busy.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import repeat
+from itertools import pairwise, repeat
 
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
@@ -216,6 +216,11 @@ class Traverser:
         #: parent -> its children held whole by an allocation (fast mode skips them in a
         #: set lookup instead of a planner query: busy clusters have thousands)
         self._held_kids: dict[int, _HeldKids] = {}
+        #: parent -> its children in exploration order without the ones held whole (None: not
+        #: kept for it), so a busy wide vertex is scanned from its first free child (see
+        #: _free_children); built on demand, kept in step by holds, releases and re-weighing
+        self._free: dict[int, _FreeOrder | None] = {}
+        self._policy_pos: dict[int, dict[int, int]] = {}
         self._marked_kids: dict[int, list[int]] | None = None
         #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
         self._whole: dict[int, int] = {}
@@ -226,6 +231,8 @@ class Traverser:
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
         self._order_cache.clear()
+        self._free.clear()
+        self._policy_pos.clear()
         self._policy_cache.clear()
         self._kid_types.clear()
         self.invalidate_status()
@@ -688,6 +695,58 @@ class Traverser:
             self._policy_cache[u] = cached
         return cached
 
+    # -- children not held whole ------------------------------------------------------------
+    def _free_children(self, u: int) -> _FreeOrder | None:
+        """``u``'s children in exploration order (``first``'s weights, or the policy's) minus
+        those held whole (``_held_kids``, whatever their windows: use it only when every
+        hold covers the match). None when the order's keys are not all distinct."""
+        free = self._free.get(u, _MISSING)
+        if free is _MISSING:
+            if self.policy.stop_on_k:
+                order = self._ordered_children(u)
+                keys = self._order_keys[u]
+            else:
+                order = self._policy_children(u)
+                keys = self._policy_keys(u, order)
+            hk = self._held_kids.get(u)
+            out = hk.kids if hk is not None else {}
+            free = None
+            if all(a < b for a, b in pairwise(keys)):
+                free = _FreeOrder([c for c in order if c not in out],
+                                  [k for c, k in zip(order, keys, strict=True) if c not in out])
+            self._free[u] = free
+        return free
+
+    def _policy_keys(self, u: int, order: list[int]) -> list[int]:
+        pos = self._policy_pos.get(u)
+        if pos is None:
+            pos = self._policy_pos[u] = {c: i for i, c in enumerate(order)}
+        return list(range(len(order)))
+
+    def _order_key_of(self, u: int, c: int) -> int:
+        if self.policy.stop_on_k:
+            return _order_key(self.weights.get(u, _EMPTY).get(c, _UNTOUCHED), self.g.uniq_id[c])
+        return self._policy_pos[u][c]
+
+    def hold_kid(self, p: int, c: int, start: int, end: int, jobid: int) -> None:
+        """Child ``c`` of ``p`` is held whole by ``jobid`` during [start, end)."""
+        hk = self._held_kids.get(p)
+        if hk is None:
+            hk = self._held_kids[p] = _HeldKids()
+        fresh = c not in hk.kids
+        hk.add(c, start, end, jobid)
+        free = self._free.get(p)
+        if fresh and free is not None and not free.remove(c, self._order_key_of(p, c)):
+            del self._free[p]
+
+    def unhold_kid(self, p: int, c: int, jobid: int) -> None:
+        """``jobid`` no longer holds child ``c`` of ``p`` whole."""
+        hk = self._held_kids.get(p)
+        if hk is not None and hk.discard(c, jobid):
+            free = self._free.get(p)
+            if free is not None:
+                free.insert(c, self._order_key_of(p, c))
+
     def _explore_dynamic(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
                          excl: bool, dfu: _Dfu, multiplier: int, children: list[int]) -> bool:
         gtype = self.g.type
@@ -701,8 +760,13 @@ class Traverser:
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
         held = self._held_kids.get(u) if fast else None
-        if held is not None and not held.covers(meta.at):
-            held = None
+        if held is not None:
+            if not held.covers(meta.at):
+                held = None
+            elif held.kids:
+                free = self._free_children(u)
+                if free is not None:  # the same order without the held children
+                    children, held = free.kids, None
         for c in children:
             if held is not None and c in held.kids:
                 continue  # held whole by an allocation over meta.at: nothing free now
@@ -999,10 +1063,7 @@ class Traverser:
         if meta.alloc_type == AT_ALLOC and needs >= g.size[u]:
             p = g.parent[self.sub][u]
             if p != -1:
-                hk = self._held_kids.get(p)
-                if hk is None:
-                    hk = self._held_kids[p] = _HeldKids()
-                hk.add(u, meta.at, meta.at + meta.duration, job.jobid)
+                self.hold_kid(p, u, meta.at, meta.at + meta.duration, job.jobid)
         totals = g.subtree_totals(u)
         # ancestors get the whole subtree's amounts either way
         self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=needs >= g.size[u])
@@ -1109,9 +1170,7 @@ class Traverser:
                         self._whole[u] = left
                     else:
                         del self._whole[u]
-                hk = self._held_kids.get(parent[u])
-                if hk is not None:
-                    hk.discard(u, job.jobid)
+                self.unhold_kid(parent[u], u, job.jobid)
                 for table in (self.allocs, self.resvs):
                     spans = table.get(u)
                     if spans is not None and spans.pop(job.jobid, None) is not None and not spans:
@@ -1245,8 +1304,17 @@ class Traverser:
                 j = bisect_right(keys, key)
                 keys.insert(j, key)
                 order.insert(j, c)
+                free = self._free.get(u)
+                if free is not None:
+                    hk = self._held_kids.get(u)
+                    if hk is None or c not in hk.kids:  # c is in the free order: move it too
+                        if free.remove(c, _order_key(old, uid)):
+                            free.insert(c, key)
+                        else:
+                            del self._free[u]
                 return
             self._order_cache.pop(u, None)
+        self._free.pop(u, None)
         w[c] = avail
 
 
@@ -1324,6 +1392,34 @@ def _appender(out: list):
     return emit
 
 
+class _FreeOrder:
+    """A vertex's children in exploration order without those held whole, with their sort
+    keys (ascending, distinct) beside them so a child is found or placed by bisection."""
+
+    __slots__ = ("kids", "keys")
+
+    def __init__(self, kids: list[int], keys: list[int]) -> None:
+        self.kids = kids
+        self.keys = keys
+
+    def remove(self, c: int, key: int) -> bool:
+        """Take ``c`` (sorted under ``key``) out; False if it is not where its key says."""
+        i = bisect_left(self.keys, key)
+        if i < len(self.kids) and self.kids[i] == c:
+            del self.kids[i]
+            del self.keys[i]
+            return True
+        return False
+
+    def insert(self, c: int, key: int) -> None:
+        j = bisect_right(self.keys, key)
+        self.keys.insert(j, key)
+        self.kids.insert(j, c)
+
+
+_MISSING = object()
+
+
 class _HeldKids:
     """Children of one vertex held whole by allocations: child -> (start, end, jobid).
     Valid for a match at ``at`` only when every hold covers ``at`` (starts and ends are
@@ -1349,10 +1445,11 @@ class _HeldKids:
         if end < self.min_end:
             self.min_end = end
 
-    def discard(self, c: int, jobid: int) -> None:
+    def discard(self, c: int, jobid: int) -> bool:
+        """Drop ``jobid``'s hold on ``c``; whether there was one."""
         entry = self.kids.get(c)
         if entry is None or entry[2] != jobid:
-            return
+            return False
         del self.kids[c]
         start, end, _ = entry
         self.starts[start] -= 1
@@ -1363,6 +1460,7 @@ class _HeldKids:
         if not self.ends[end]:
             del self.ends[end]
             self.min_end = min(self.ends, default=1 << 63)
+        return True
 
     def covers(self, at: int) -> bool:
         return self.max_start <= at < self.min_end
