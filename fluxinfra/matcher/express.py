@@ -289,7 +289,7 @@ class Express:
             elif held.kids:
                 free = t._free_children(u)
                 if free is not None:  # the same order without the held children
-                    children, held = free.kids, None
+                    children, held = free, None
         start = len(out)
         for c in children:
             if held is not None and c in held.kids:

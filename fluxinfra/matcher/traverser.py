@@ -15,7 +15,7 @@ O(request) rather than O(graph) once a cluster is busy.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import pairwise, repeat
+from itertools import chain, pairwise, repeat
 
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
@@ -184,8 +184,8 @@ class Traverser:
         self.weights: dict[int, dict[int, int]] = {}
         #: vertices with a weighted vertex at or below them (their subtree's order moved)
         self._weighted: set[int] = set()
-        self._order_cache: dict[int, list[int]] = {}
-        self._order_keys: dict[int, list[int]] = {}
+        #: first's child order per vertex (most free first), sort keys beside it
+        self._order_cache: dict[int, _Order] = {}
         #: child type -> the pruning type ``first`` weighs it by (None: not weighed)
         self._weigh_type: dict[str, str | None] = {}
         self._policy_cache: dict[int, list[int]] = {}
@@ -219,7 +219,7 @@ class Traverser:
         #: parent -> its children in exploration order without the ones held whole (None: not
         #: kept for it), so a busy wide vertex is scanned from its first free child (see
         #: _free_children); built on demand, kept in step by holds, releases and re-weighing
-        self._free: dict[int, _FreeOrder | None] = {}
+        self._free: dict[int, _Order | None] = {}
         self._policy_pos: dict[int, dict[int, int]] = {}
         self._marked_kids: dict[int, list[int]] | None = None
         #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
@@ -660,23 +660,22 @@ class Traverser:
             return MATCH_MET + _perf_class(g.properties[c]), avail, x_in
         return MATCH_MET + self._ml + g.id[c] + 1, avail, x_in
 
-    def _ordered_children(self, u: int) -> list[int]:
+    def _ordered_children(self, u: int) -> _Order:
         """Children for ``first``: untouched ones first, then most free; higher uniq_id first."""
         cached = self._order_cache.get(u)
         if cached is None:
             w = self.weights.get(u)
             uid = self.g.uniq_id
             if w:
-                cached = sorted(self._children(u),
-                                key=lambda c: (w.get(c, _UNTOUCHED), uid[c]), reverse=True)
-                keys = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in cached]
+                kids = sorted(self._children(u),
+                              key=lambda c: (w.get(c, _UNTOUCHED), uid[c]), reverse=True)
+                keys = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in kids]
             else:  # no child weighed yet (first visits of a spreading ``first``): by uniq_id
-                cached = sorted(self._children(u), key=uid.__getitem__, reverse=True)
+                kids = sorted(self._children(u), key=uid.__getitem__, reverse=True)
                 base = _order_key(_UNTOUCHED, 0)
-                keys = [base - i for i in map(uid.__getitem__, cached)]
-            self._order_cache[u] = cached
+                keys = [base - i for i in map(uid.__getitem__, kids)]
             # the sort keys, ascending, beside the order (moves bisect them at C speed)
-            self._order_keys[u] = keys
+            cached = self._order_cache[u] = _Order(kids, keys)
         return cached
 
     def _policy_children(self, u: int) -> list[int]:
@@ -696,15 +695,14 @@ class Traverser:
         return cached
 
     # -- children not held whole ------------------------------------------------------------
-    def _free_children(self, u: int) -> _FreeOrder | None:
+    def _free_children(self, u: int) -> _Order | None:
         """``u``'s children in exploration order (``first``'s weights, or the policy's) minus
         those held whole (``_held_kids``, whatever their windows: use it only when every
         hold covers the match). None when the order's keys are not all distinct."""
         free = self._free.get(u, _MISSING)
         if free is _MISSING:
             if self.policy.stop_on_k:
-                order = self._ordered_children(u)
-                keys = self._order_keys[u]
+                order, keys = self._ordered_children(u).lists()
             else:
                 order = self._policy_children(u)
                 keys = self._policy_keys(u, order)
@@ -712,8 +710,8 @@ class Traverser:
             out = hk.kids if hk is not None else {}
             free = None
             if all(a < b for a, b in pairwise(keys)):
-                free = _FreeOrder([c for c in order if c not in out],
-                                  [k for c, k in zip(order, keys, strict=True) if c not in out])
+                free = _Order([c for c in order if c not in out],
+                              [k for c, k in zip(order, keys, strict=True) if c not in out])
             self._free[u] = free
         return free
 
@@ -766,7 +764,7 @@ class Traverser:
             elif held.kids:
                 free = self._free_children(u)
                 if free is not None:  # the same order without the held children
-                    children, held = free.kids, None
+                    children, held = free, None
         for c in children:
             if held is not None and c in held.kids:
                 continue  # held whole by an allocation over meta.at: nothing free now
@@ -1293,17 +1291,11 @@ class Traverser:
         uniq_id) instead of sorting every child again: wide roots have thousands."""
         order = self._order_cache.get(u)
         if order is not None:
-            keys = self._order_keys[u]
             uid = self.g.uniq_id[c]
-            i = bisect_left(keys, _order_key(old, uid))
-            if i < len(order) and order[i] == c:
-                del order[i]
-                del keys[i]
+            if order.remove(c, _order_key(old, uid)):
                 w[c] = avail
                 key = _order_key(avail, uid)
-                j = bisect_right(keys, key)
-                keys.insert(j, key)
-                order.insert(j, c)
+                order.insert(c, key)
                 free = self._free.get(u)
                 if free is not None:
                     hk = self._held_kids.get(u)
@@ -1392,29 +1384,78 @@ def _appender(out: list):
     return emit
 
 
-class _FreeOrder:
-    """A vertex's children in exploration order without those held whole, with their sort
-    keys (ascending, distinct) beside them so a child is found or placed by bisection."""
+class _Order:
+    """Children in an order, with their sort keys (ascending) beside them, kept in chunks: a
+    child is found, moved or placed by bisection, and a move shifts one chunk, not the whole
+    list of a vertex with thousands of children. Iterates like the flat list; every operation
+    gives what the same operation on the flat lists would (ties included)."""
 
-    __slots__ = ("kids", "keys")
+    __slots__ = ("chunks", "kchunks", "maxes")
+
+    SIZE = 256  # entries per chunk (a chunk splits in two past twice this)
 
     def __init__(self, kids: list[int], keys: list[int]) -> None:
-        self.kids = kids
-        self.keys = keys
+        size = self.SIZE
+        self.chunks = [kids[i:i + size] for i in range(0, len(kids), size)]
+        self.kchunks = [keys[i:i + size] for i in range(0, len(keys), size)]
+        self.maxes = [kc[-1] for kc in self.kchunks]
+
+    def __iter__(self):
+        chunks = self.chunks
+        return iter(chunks[0]) if len(chunks) == 1 else chain.from_iterable(chunks)
+
+    def __len__(self) -> int:
+        return sum(map(len, self.chunks))
+
+    def lists(self) -> tuple[list[int], list[int]]:
+        """The flat children and keys (copies)."""
+        return list(self), list(chain.from_iterable(self.kchunks))
 
     def remove(self, c: int, key: int) -> bool:
-        """Take ``c`` (sorted under ``key``) out; False if it is not where its key says."""
-        i = bisect_left(self.keys, key)
-        if i < len(self.kids) and self.kids[i] == c:
-            del self.kids[i]
-            del self.keys[i]
-            return True
-        return False
+        """Take ``c`` out (sorted under ``key``: found where the flat list's bisect_left would
+        look); False if it is not there."""
+        maxes = self.maxes
+        b = bisect_left(maxes, key)
+        if b == len(maxes):
+            return False
+        kc, ch = self.kchunks[b], self.chunks[b]
+        i = bisect_left(kc, key)
+        if i == len(ch) or ch[i] != c:
+            return False
+        del ch[i]
+        del kc[i]
+        if not kc:
+            del self.chunks[b]
+            del self.kchunks[b]
+            del maxes[b]
+        elif i == len(kc):
+            maxes[b] = kc[-1]
+        return True
 
     def insert(self, c: int, key: int) -> None:
-        j = bisect_right(self.keys, key)
-        self.keys.insert(j, key)
-        self.kids.insert(j, c)
+        """Place ``c`` under ``key`` after every entry whose key is <= it (bisect_right)."""
+        maxes = self.maxes
+        if not maxes:
+            self.chunks.append([c])
+            self.kchunks.append([key])
+            maxes.append(key)
+            return
+        b = bisect_right(maxes, key)
+        if b == len(maxes):
+            b -= 1
+            maxes[b] = key
+        kc, ch = self.kchunks[b], self.chunks[b]
+        j = bisect_right(kc, key)
+        kc.insert(j, key)
+        ch.insert(j, c)
+        if len(kc) > 2 * self.SIZE:
+            half = len(kc) // 2
+            self.kchunks.insert(b + 1, kc[half:])
+            self.chunks.insert(b + 1, ch[half:])
+            del kc[half:]
+            del ch[half:]
+            maxes[b] = kc[-1]
+            maxes.insert(b + 1, self.kchunks[b + 1][-1])
 
 
 _MISSING = object()

@@ -151,8 +151,8 @@ def test_first_order_kept_incrementally_matches_a_fresh_sort() -> None:
     for u, order in trav._order_cache.items():
         w = trav.weights.get(u, {})
         uid = m.graph.uniq_id
-        assert order == sorted(trav._children(u), key=lambda c: (w.get(c, 1 << 64), uid[c]),
-                               reverse=True)
+        assert list(order) == sorted(trav._children(u),
+                                     key=lambda c: (w.get(c, 1 << 64), uid[c]), reverse=True)
 
 
 def test_a_full_template_table_starts_over(monkeypatch) -> None:
