@@ -4,8 +4,9 @@ A :class:`Planner` keeps a piecewise-constant usage function as two parallel sor
 (``times[i]`` .. ``times[i+1]`` is used ``usage[i]``), so "how much is free during
 [at, at+duration)" is two bisections and a max over the points inside the window, and adding or
 removing a span touches only the points it covers. Fluxion keeps one such planner per vertex
-(its own units), one exclusivity checker per vertex, and one aggregate planner per subtree; the
-matcher does the same, creating them lazily so an untouched vertex costs nothing.
+(its own units), one exclusivity checker per vertex, and one multi-type aggregate planner per
+subtree (:class:`MultiPlanner`, every type on one time axis); the matcher does the same, creating
+them lazily so an untouched vertex costs nothing.
 
 >>> p = Planner(4)
 >>> s = p.add_span(0, 10, 3)
