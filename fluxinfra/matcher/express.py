@@ -244,7 +244,7 @@ class Express:
             if amounts:
                 pl = agg.get(a)
                 if pl is None:
-                    pl = agg[a] = MultiPlanner(g.subtree_totals(a))
+                    pl = agg[a] = MultiPlanner(t.totals(a))
                 job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
                 owners.add(a)
             depth -= 1
@@ -259,7 +259,7 @@ class Express:
         of one shape (types and sizes below them included) book the same."""
         g = self.t.g
         ntype, needs = g.type[n], g.size[n]
-        totals = g.subtree_totals(n)
+        totals = self.t.totals(n)
         below = {ntype: needs}
         for rtype, amount in totals.items():
             below[rtype] = below.get(rtype, 0) + amount
@@ -389,7 +389,7 @@ class Express:
         g = t.g
         if g.size[u] == 0:
             return True  # never available (Traverser.avail reads 0)
-        totals = g.subtree_totals(u)
+        totals = t.totals(u)
         out = []
         for r in resources:
             if r.type != "slot" or not r.user_data or not totals:
@@ -425,7 +425,7 @@ class Express:
         """What Traverser._cannot_supply reads at ``u``: False (it can always supply: u is,
         or holds, a request) or per request (its type, what its subtree must have free)."""
         g = self.t.g
-        totals = g.subtree_totals(u)
+        totals = self.t.totals(u)
         utype = g.type[u]
         out = []
         for r in resources:

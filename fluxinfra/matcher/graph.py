@@ -56,6 +56,8 @@ class ResourceGraph:
         self._by_uniq: dict[int, int] = {}
         self._by_name: dict[str, list[int]] | None = None
         self._totals: dict[int, dict[str, int]] = {}
+        #: the same per other subsystem (computed when first asked for)
+        self._sub_totals: dict[str, dict[int, dict[str, int]]] = {}
         self._paths: dict[int, str] = {}
         self.finalized = False
         self._intern: dict[str, str] = {}
@@ -245,18 +247,22 @@ class ResourceGraph:
         self._by_name = None
         self.finalized = True
 
-    def _compute_totals(self, order: list[int]) -> None:
-        """Per non-leaf vertex: total size of each resource type below it."""
-        kids, parent = self.children[CONTAINMENT], self.parent[CONTAINMENT]
+    def _compute_totals(self, order: list[int], subsystem: str = CONTAINMENT) -> None:
+        """Per non-leaf vertex: total size of each resource type below it in ``subsystem``
+        (a vertex with two parents counts below its first one)."""
+        kids, parent = self.children[subsystem], self.parent[subsystem]
         totals: dict[int, dict[str, int]] = {}
         typ, size = self.type, self.size
         multi = self.multi_parent
+        shared = False  # some vertex has two parents in this subsystem
         for v in reversed(order):
             ch = kids[v]
             if not ch:
                 continue
             if multi:
+                n = len(ch)
                 ch = [c for c in ch if parent[c] == v]
+                shared = shared or len(ch) < n
             agg: dict[str, int] = {}
             for c in ch:
                 t = typ[c]
@@ -266,7 +272,14 @@ class ResourceGraph:
                     for k, m in sub.items():
                         agg[k] = agg.get(k, 0) + m
             totals[v] = agg
-        self._totals = totals
+        if subsystem == CONTAINMENT:
+            self._totals = totals
+            self._sub_totals = {}
+        else:
+            # Another subsystem that is a DAG (fluxinfra's flex containers sharing nodes)
+            # keeps the containment totals: counted below a first parent only, a container
+            # would read its shared nodes as missing and be pruned for requests it can take.
+            self._sub_totals[subsystem] = self._totals if shared else totals
 
     # -- queries ----------------------------------------------------------------------------
     def preorder(self, root: int, subsystem: str = CONTAINMENT) -> list[int]:
@@ -301,8 +314,17 @@ class ResourceGraph:
                     self.layouts.pop(a, None)
                     a = parents[a]
 
-    def subtree_totals(self, v: int) -> dict[str, int]:
-        return self._totals.get(v, {})
+    def subtree_totals(self, v: int, subsystem: str = CONTAINMENT) -> dict[str, int]:
+        """Total size of each resource type below ``v`` in ``subsystem`` ({} for a leaf; a
+        subsystem other than containment in which a vertex has two parents answers with the
+        containment totals)."""
+        if subsystem == CONTAINMENT:
+            return self._totals.get(v, {})
+        totals = self._sub_totals.get(subsystem)
+        if totals is None:
+            self._compute_totals(self.preorder(self.roots[subsystem], subsystem), subsystem)
+            totals = self._sub_totals[subsystem]
+        return totals.get(v, {})
 
     @property
     def root(self) -> int:

@@ -304,7 +304,7 @@ class Matcher:
             # like Fluxion, a job may not start at the end of time and ends there at the latest
             duration = min(self._duration(js, t), HORIZON - t)
             if any(trav.sub_avail(root, rtype, t, duration) < n
-                   for rtype, n in need.items() if rtype in g.subtree_totals(root)):
+                   for rtype, n in need.items() if rtype in trav.totals(root)):
                 continue
             meta.at, meta.duration = t, duration
             if trav.select(js.resources, meta, x):
@@ -334,7 +334,7 @@ class Matcher:
 
     def _result(self, job: JobState, status: str) -> MatchResult:
         g = self.graph
-        nodes = [g.name[v] for v in job.node_vertices(g)]
+        nodes = [g.name[v] for v in job.node_vertices(g, self.trav.sub)]
         return MatchResult(job.jobid, status, job.at, 0.0, nodes,
                            lambda: self._slots(job), lambda: job.vertices,
                            job.duration, g)
@@ -828,7 +828,7 @@ class Matcher:
                              "name of one vertex (or its containment path)")
         top = found[0]
         below = g.preorder(top, trav.sub)
-        totals = g.subtree_totals(top)
+        totals = trav.totals(top)
         marks: dict[int, tuple[int, bool, int]] = {}
         kids = g.children[trav.sub]
         for rtype, amount in amounts.items():

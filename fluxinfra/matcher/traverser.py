@@ -15,6 +15,7 @@ O(request) rather than O(graph) once a cluster is busy.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import partial
 from itertools import chain, pairwise, repeat
 
 from fluxinfra.matcher.express import Express
@@ -172,6 +173,10 @@ class Traverser:
         self.exact_pools = exact_pools
         self.policy = policy
         self.sub = subsystem
+        #: v -> total of each type below v in the traversal's subsystem (Fluxion primes its
+        #: subtree aggregates in the subsystem it walks, so a power walk counts power edges)
+        self.totals = graph.subtree_totals if subsystem == CONTAINMENT else \
+            partial(graph.subtree_totals, subsystem=subsystem)
         self.prune_types = prune_types
         self.sched: dict[int, Planner] = {}
         self.allocs: dict[int, dict[int, int]] = {}
@@ -262,7 +267,7 @@ class Traverser:
         return p is not None and p.used_during(at, duration) > 0
 
     def sub_avail(self, v: int, rtype: str, at: int, duration: int) -> int:
-        total = self.g.subtree_totals(v).get(rtype, 0)
+        total = self.totals(v).get(rtype, 0)
         if self._whole and v in self._whole and self.sched[v].used_during(at, duration):
             return 0  # held whole by a job during the window (see _hold_whole)
         p = self.agg.get(v)
@@ -337,7 +342,7 @@ class Traverser:
         g = self.g
         if g.status[u] == 0 and meta.alloc_type != AT_SAT:
             return True
-        totals = g.subtree_totals(u)
+        totals = self.totals(u)
         utype = g.type[u]
         for r in resources:
             if r.type == utype or r.type == "slot":
@@ -369,7 +374,7 @@ class Traverser:
                 continue
             if r.type != "slot" and self._by_excl(meta, u, x_in, r):
                 return True
-            if r.user_data and g.subtree_totals(u) and self._by_subplan(meta, u, r):
+            if r.user_data and self.totals(u) and self._by_subplan(meta, u, r):
                 return True
         return False
 
@@ -388,7 +393,7 @@ class Traverser:
         return False
 
     def _by_subplan(self, meta: Meta, u: int, r: Resource) -> bool:
-        totals = self.g.subtree_totals(u)
+        totals = self.totals(u)
         for rtype, need in r.user_data.items():
             if rtype not in totals:
                 if rtype in self.prune_types:
@@ -472,9 +477,8 @@ class Traverser:
 
     def _template_key(self, u: int, resources: list[Resource], x_in: bool, pristine: bool,
                       meta: Meta) -> tuple | None:
-        g = self.g
         factors = self.policy.factors
-        if factors and any(t in factors for t in g.subtree_totals(u)):
+        if factors and any(t in factors for t in self.totals(u)):
             return None  # a score factor below u would rank its subtree by absolute ids
         shape = self._shapes.get(u)
         if shape is None:
@@ -980,7 +984,7 @@ class Traverser:
         mod = emit_shadow or g.type[u] in self.excl_types
         excl = excl or mod
         if (mod and not emit_shadow and self.fast and meta.alloc_type != AT_NO_ALLOC
-                and g.subtree_totals(u)):
+                and self.totals(u)):
             return self._hold_whole(u, needs, meta, job, emit, to_parent, excl_parent)
         self._level += 1
         n_plans = 0
@@ -1062,7 +1066,7 @@ class Traverser:
             p = g.parent[self.sub][u]
             if p != -1:
                 self.hold_kid(p, u, meta.at, meta.at + meta.duration, job.jobid)
-        totals = g.subtree_totals(u)
+        totals = self.totals(u)
         # ancestors get the whole subtree's amounts either way
         self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=needs >= g.size[u])
         used = job.used[u] = dict(totals)
@@ -1130,12 +1134,12 @@ class Traverser:
         if whole:
             self._whole[u] = self._whole.get(u, 0) + 1
             job.whole.add(u)
-        elif below and self.g.subtree_totals(u):
+        elif below and self.totals(u):
             amounts = {t: n for t, n in below.items() if n > 0}
             if amounts:
                 p = self.agg.get(u)
                 if p is None:
-                    p = self.agg[u] = MultiPlanner(self.g.subtree_totals(u))
+                    p = self.agg[u] = MultiPlanner(self.totals(u))
                 job.agg[u] = (p.add_span(meta.at, meta.duration, amounts), amounts)
                 job.agg_owners.add(u)
         rtype = self.g.type[u]
@@ -1256,10 +1260,9 @@ class Traverser:
         gtype = g.type
         weigh_type = self._weigh_type
         whole = self._whole
+        walked: set[int] | None = None  # vertices the job was committed below
         for u, c in pairs:
-            totals = g.subtree_totals(c)
-            if not totals:
-                continue  # leaves keep their initial rank
+            totals = self.totals(c)
             ctype = gtype[c]
             rtype = weigh_type.get(ctype, 0)
             if rtype == 0:
@@ -1267,7 +1270,16 @@ class Traverser:
                 rtype = weigh_type[ctype] = types[-1] if types else None
             if rtype is None:
                 continue
-            if c in whole and self.sched[c].used_during(now, 1):
+            if not totals:
+                # Leaves keep their initial rank. A vertex with children that all count
+                # below another parent (two-parent graphs) has an all-zero aggregate, and
+                # once a job is committed below it, that reads as nothing free.
+                if walked is None:
+                    walked = {p for p, _ in pairs}
+                if c not in walked:
+                    continue
+                avail = 0
+            elif c in whole and self.sched[c].used_during(now, 1):
                 avail = 0  # held whole (sub_avail's first answer)
             else:
                 avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
@@ -1362,8 +1374,9 @@ class JobState:
     def vertices(self, value: list) -> None:
         self.raw_vertices = value
 
-    def node_vertices(self, graph: ResourceGraph) -> list[int]:
-        """The ``node`` vertices held, in emission order (without listing held subtrees)."""
+    def node_vertices(self, graph: ResourceGraph, subsystem: str = CONTAINMENT) -> list[int]:
+        """The ``node`` vertices held, in emission order (without listing held subtrees
+        walked in ``subsystem``)."""
         if self.node_hint is not None:
             return self.node_hint
         gtype = graph.type
@@ -1371,7 +1384,7 @@ class JobState:
         for e in self.raw_vertices:
             if type(e) is _Held:
                 u = e[3]
-                if graph.subtree_totals(u).get("node", 0) > (gtype[u] == "node"):
+                if graph.subtree_totals(u, subsystem).get("node", 0) > (gtype[u] == "node"):
                     out += [v for v in e.post() if gtype[v] == "node"]
             elif gtype[e[1]] == "node":
                 out.append(e[1])
@@ -1655,13 +1668,13 @@ class FlexibleTraverser(Traverser):
             if r.type != "slot":
                 if self._by_excl(meta, u, x_in, r):
                     return True
-                if r.user_data and g.subtree_totals(u) and self._by_subplan(meta, u, r):
+                if r.user_data and self.totals(u) and self._by_subplan(meta, u, r):
                     return True
                 pruned = False
             else:
                 # a failing or-slot does not prune the vertex unless it is the last checked;
                 # as in Fluxion only the pruning-filter types (core by default) are checked
-                totals = g.subtree_totals(u)
+                totals = self.totals(u)
                 pruned = bool(totals) and any(
                     self.sub_avail(u, t, meta.at, meta.duration) < n
                     for t, n in r.user_data.items() if t in self.prune_types and t in totals)
