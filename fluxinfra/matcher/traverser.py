@@ -1260,9 +1260,12 @@ class Traverser:
         gtype = g.type
         weigh_type = self._weigh_type
         whole = self._whole
+        kids = g.children[self.sub]
         walked: set[int] | None = None  # vertices the job was committed below
         for u, c in pairs:
             totals = self.totals(c)
+            if not totals and not kids[c]:
+                continue  # leaves keep their initial rank
             ctype = gtype[c]
             rtype = weigh_type.get(ctype, 0)
             if rtype == 0:
@@ -1271,9 +1274,8 @@ class Traverser:
             if rtype is None:
                 continue
             if not totals:
-                # Leaves keep their initial rank. A vertex with children that all count
-                # below another parent (two-parent graphs) has an all-zero aggregate, and
-                # once a job is committed below it, that reads as nothing free.
+                # children that all count below another parent (two-parent graphs): an
+                # all-zero aggregate, which reads as nothing free once a job went below it
                 if walked is None:
                     walked = {p for p, _ in pairs}
                 if c not in walked:
