@@ -36,6 +36,12 @@ graphs, so their streams are capped (``--rq-cap``, default 100 matches up to 1,0
 above; steady 20/5); the first-fit policies (``first``, ``firstnodex``) run the same whole streams
 as ours (``--cap``/``--steady``). The ratio compares medians over the same prefix of each stream
 (our first n matches vs its first n).
+
+For each size, our run and Fluxion's run back to back, so both see the same machine. A shared
+machine's speed drifts over minutes; ``--rounds R`` repeats that pair R times, alternating
+(ours, Fluxion, ours, Fluxion, ...), and pools each side's samples over the rounds (each round's
+"same first n" prefix pooled likewise) before taking medians: a slow spell then weighs on both
+sides instead of on whichever ran during it. Build and load figures are the first round's.
 """
 
 from __future__ import annotations
@@ -402,7 +408,8 @@ def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
                 rq_stream = rq_pol.get(policy, {}).get(stream, {})
                 rq_fill = summary_ms(rq_stream.get("fill", []))
                 rq_steady = summary_ms(rq_stream.get("steady", []))
-                same = summary_ms(data["fill"][:len(rq_stream.get("fill", []))])
+                same = summary_ms(data["fill_same"] if "fill_same" in data
+                                  else data["fill"][:len(rq_stream.get("fill", []))])
                 speedup = rq_fill[0] / same[0] if rq_fill and same and same[0] else None
                 steady_speedup = (rq_steady[0] / steady[0]
                                   if rq_steady and steady[0] else None)
@@ -416,6 +423,61 @@ def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
                     f"{steady_speedup:.1f}x" if steady_speedup else None,
                 ])
     return format_table(headers, rows)
+
+
+def grug_figures(size: int) -> dict:
+    """The core's GRUG reader timed on the GraphML resource-query loads (own subprocess)."""
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    with tempfile.NamedTemporaryFile("w", suffix=".graphml") as grug:
+        grug.write(recipe_to_grug(recipe_for(size)))
+        grug.flush()
+        return run_worker({"size": size, "grug": grug.name}, "--grug-worker")
+
+
+def _streams_of(entry: dict):
+    for stream in STREAMS:
+        data = entry.get(stream)
+        if isinstance(data, dict) and "error" not in data:
+            yield stream, data
+
+
+def pool_rounds(ours: list[dict], rq: list[dict]) -> dict:
+    """Our rounds of one size as one result: samples concatenated, "full" if any round filled;
+    with Fluxion's rounds beside them, ``fill_same`` pools each round's prefix of as many fill
+    samples as Fluxion took in the paired round."""
+    first = ours[0]
+    if "error" in first or len(ours) == 1 and not rq:
+        return first
+    pooled = json.loads(json.dumps(first))
+    for policy, entry in pooled.get("policies", {}).items():
+        for stream, data in _streams_of(entry):
+            for key in ("fill", "steady", "cancel"):
+                data[key] = [x for r in ours
+                             for x in r["policies"][policy].get(stream, {}).get(key, [])]
+            data["full"] = any(r["policies"][policy].get(stream, {}).get("full") for r in ours)
+            if rq:
+                data["fill_same"] = [
+                    x for r, q in zip(ours, rq, strict=False)
+                    for x in r["policies"][policy].get(stream, {}).get("fill", [])[
+                        :len(q.get("policies", {}).get(policy, {}).get(stream, {}).get("fill",
+                                                                                     []))]]
+    pooled["rounds"] = len(ours)
+    return pooled
+
+
+def pool_rq_rounds(rounds: list[dict]) -> dict:
+    """Fluxion's rounds of one size as one result (samples concatenated; load figures of the
+    first round)."""
+    pooled = json.loads(json.dumps(rounds[0]))
+    for policy, entry in pooled.get("policies", {}).items():
+        for stream, data in _streams_of(entry):
+            for key in ("fill", "steady"):
+                data[key] = [x for r in rounds
+                             for x in r.get("policies", {}).get(policy, {}).get(stream, {}).get(
+                                 key, [])]
+    pooled["rounds"] = len(rounds)
+    return pooled
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -442,6 +504,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="reuse the resource-query figures of an earlier --json output")
     parser.add_argument("--rq-format", default="simple",
                         help="resource-query -F match format (default simple)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate ours and Fluxion's runs R times per size and pool the "
+                             "samples (default 1)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--grug-worker", help=argparse.SUPPRESS)
@@ -474,39 +539,42 @@ def main(argv: list[str] | None = None) -> int:
     print(f"matcher benchmark: sizes {sizes}, policies {','.join(policies)}, streams "
           f"{','.join(streams)}, cap {cap}, steady {steady}, budget {args.budget:.0f} s/phase, "
           f"{os.cpu_count()} CPUs", flush=True)
+    if args.rounds < 1:
+        print(f"matcher benchmark: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
+        return 2
     results = []
+    rq_results: dict[int, dict] = {}
     if args.results_from:
         results = json.loads(Path(args.results_from).read_text())["results"]
         sizes = []
-    for size in sizes:
-        started = time.perf_counter()
-        result = run_worker({**config, "size": size})
-        with tempfile.NamedTemporaryFile("w", suffix=".graphml") as grug:
-            from fluxinfra.matcher.recipe import recipe_to_grug
-
-            grug.write(recipe_to_grug(recipe_for(size)))
-            grug.flush()
-            result["grug"] = run_worker({"size": size, "grug": grug.name}, "--grug-worker")
-        results.append(result)
-        print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s", flush=True)
-    rq_results: dict[int, dict] = {}
     if args.rq_from:
         saved = json.loads(Path(args.rq_from).read_text()).get("resource_query", {})
         rq_results = {int(size): data for size, data in saved.items()}
-    elif args.resource_query:
-        rq_sizes = _csv(args.rq_sizes, [256, 4096], int)
-        with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
-            for size in sizes:
-                if size not in rq_sizes:
-                    continue
-                rq_cap = args.rq_cap or (100 if size <= 1024 else 10)
-                rq_steady = min(steady, 20 if size <= 1024 else 5)
+    rq_sizes = _csv(args.rq_sizes, [256, 4096], int) if args.resource_query and not args.rq_from \
+        else []
+    with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
+        for size in sizes:
+            ours_rounds, rq_rounds = [], []
+            for _ in range(args.rounds):
                 started = time.perf_counter()
-                rq_results[size] = rq_benchmark(args.resource_query, size, policies, streams,
-                                                rq_cap, rq_steady, args.rq_format, Path(tmp),
-                                                full=(cap, steady))
-                print(f"  resource-query {size} nodes: {time.perf_counter() - started:.0f} s",
+                result = run_worker({**config, "size": size})
+                if not ours_rounds:
+                    result["grug"] = grug_figures(size)
+                ours_rounds.append(result)
+                print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)
+                if size in rq_sizes:
+                    rq_cap = args.rq_cap or (100 if size <= 1024 else 10)
+                    rq_steady = min(steady, 20 if size <= 1024 else 5)
+                    started = time.perf_counter()
+                    rq_rounds.append(rq_benchmark(args.resource_query, size, policies, streams,
+                                                  rq_cap, rq_steady, args.rq_format, Path(tmp),
+                                                  full=(cap, steady)))
+                    print(f"  resource-query {size} nodes: {time.perf_counter() - started:.0f} s",
+                          flush=True)
+            results.append(pool_rounds(ours_rounds, rq_rounds))
+            if rq_rounds:
+                rq_results[size] = pool_rq_rounds(rq_rounds)
     print()
     print("Graph build (graph_from_recipe, one subprocess per size)")
     print(build_table(results, rq_results))
