@@ -374,17 +374,16 @@ class Express:
             return True
         if checks is True:
             return True
-        sub_avail = t.sub_avail
-        for rtype, need in checks:
-            if sub_avail(u, rtype, at, duration) < need:
-                break
-        else:
-            return False
-        return True
+        held = t.agg.get(u)  # (u, passed through, is not held whole: see the check above)
+        for rtype, need, total in checks:
+            if total - (held.used_during(rtype, at, duration) if held is not None else 0) < need:
+                return True  # Traverser.sub_avail(u, rtype, ...) < need
+        return False
 
     def _prune_checks(self, u: int, resources: list[Resource]) -> tuple | bool:
         """What Traverser._prune_resources reads at ``u`` (which neither is nor holds a
-        request): True (always pruned) or the (type, amount) its subtree must have free."""
+        request): True (always pruned) or the (type, amount, total below u) its subtree must
+        have free."""
         t = self.t
         g = t.g
         if g.size[u] == 0:
@@ -399,7 +398,7 @@ class Express:
                     if rtype in t.prune_types:
                         return True
                     continue
-                out.append((rtype, need))
+                out.append((rtype, need, totals[rtype]))
         return tuple(out)
 
     def _cannot_supply(self, plan: tuple, u: int, resources: list[Resource],

@@ -122,6 +122,7 @@ class Matcher:
         prune_types = _parse_prune_filters(prune_filters)
         cls = FlexibleTraverser if flexible else Traverser
         self.trav = cls(graph, self.policy, subsystem, prune_types, exact_pools)
+        self._kind = "flexible" if flexible else "plain"  # how requests are primed (_need)
         #: exact: score every candidate like Fluxion; otherwise explore children in policy
         #: order and stop once each level is satisfied (cost grows with the request)
         self.exact = bool(exact)
@@ -261,7 +262,7 @@ class Matcher:
     def _need(self, js: Jobspec) -> dict[str, int]:
         """The least of each type the request needs (alternative slots count their minimum).
         Also primes the request's per-resource needs the way this traverser reads them."""
-        kind = "flexible" if isinstance(self.trav, FlexibleTraverser) else "plain"
+        kind = self._kind
         memo = js.memo
         if memo.get("primed") != kind:
             prime = _prime_flexible if kind == "flexible" else aggregate

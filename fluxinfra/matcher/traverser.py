@@ -1263,6 +1263,8 @@ class Traverser:
         kids = g.children[self.sub]
         walked: set[int] | None = None  # vertices the job was committed below
         for u, c in pairs:
+            if len(kids[u]) < 2:
+                continue  # a sole child has no siblings to be ranked against
             totals = self.totals(c)
             if not totals and not kids[c]:
                 continue  # leaves keep their initial rank
