@@ -46,19 +46,30 @@ def node_with_cores(g: ResourceGraph, parent: int, n: int) -> int:
     return node
 
 
+def two_racks(g: ResourceGraph, fill) -> tuple[int, list]:
+    """cluster0 -> rack{0,1}; ``fill(rack, r)`` builds inside each rack. Returns the cluster
+    and what ``fill`` returned per rack."""
+    cluster = g.add_vertex(type="cluster", basename="cluster", id=0)
+    built = []
+    for r in range(2):
+        rack = g.add_vertex(type="rack", basename="rack", id=r)
+        g.add_edge(cluster, rack)
+        built.append(fill(rack, r))
+    return cluster, built
+
+
 def powered_cluster() -> ResourceGraph:
     """cluster0 -> rack{r} -> pdu{r}, node{2r,2r+1} -> core{0,1} (containment), and
     powerpanel0 -> pdu{r} -> node{2r,2r+1} (power)."""
     g = ResourceGraph()
     add = g.add_vertex
-    cluster = add(type="cluster", basename="cluster", id=0)
-    fed = []
-    for r in range(2):
-        rack = add(type="rack", basename="rack", id=r)
-        g.add_edge(cluster, rack)
+
+    def rack_with_pdu(rack: int, r: int) -> tuple[int, list[int]]:
         pdu = add(type="pdu", basename="pdu", id=r)
         g.add_edge(rack, pdu)
-        fed.append((pdu, [node_with_cores(g, rack, n) for n in (2 * r, 2 * r + 1)]))
+        return pdu, [node_with_cores(g, rack, n) for n in (2 * r, 2 * r + 1)]
+
+    _, fed = two_racks(g, rack_with_pdu)
     panel = add(type="powerpanel", basename="powerpanel", id=0)
     for pdu, nodes in fed:
         g.add_edge(panel, pdu, POWER)
@@ -96,17 +107,16 @@ def pooled_storage() -> ResourceGraph:
     cluster0 -> pool0 -> store{0,1}: each store has two containment parents."""
     g = ResourceGraph()
     add = g.add_vertex
-    cluster = add(type="cluster", basename="cluster", id=0)
-    stores = []
-    for r in range(2):
-        rack = add(type="rack", basename="rack", id=r)
-        g.add_edge(cluster, rack)
+
+    def rack_with_store(rack: int, r: int) -> int:
         node_with_cores(g, rack, r)
         store = add(type="store", basename="store", id=r)
         g.add_edge(rack, store)
         for s in range(2):
             g.add_edge(store, add(type="ssd", basename="ssd", id=s))
-        stores.append(store)
+        return store
+
+    cluster, stores = two_racks(g, rack_with_store)
     pool = add(type="pool", basename="pool", id=0)
     g.add_edge(cluster, pool)
     for store in stores:
