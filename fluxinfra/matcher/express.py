@@ -165,9 +165,8 @@ class Express:
             if up_types.isdisjoint(t.excl_types):
                 self._hit = (marks, node, up)
             return True
-        # the root ranks candidates by score (a stable sort, as in fast mode)
-        best = sorted(gathered, key=_second, reverse=t.policy.high)[:k] if plan[0] == "A" \
-            else gathered[:1]
+        # k > 1: plan A; the root ranks candidates by score (a stable sort, as in fast mode)
+        best = sorted(gathered, key=_second, reverse=t.policy.high)[:k]
         t.marks = marks = {}
         for node, _ in best:
             p = parent[node]
@@ -281,15 +280,7 @@ class Express:
         status = g.status
         sched = t.sched
         at, duration = meta.at, meta.duration
-        children = t._ordered_children(u)
-        held = t._held_kids.get(u)
-        if held is not None:
-            if not held.covers(at):
-                held = None
-            elif held.kids:
-                free = t._free_children(u)
-                if free is not None:  # the same order without the held children
-                    children, held = free, None
+        children, held = t.unheld_children(u, t._ordered_children(u), at)
         start = len(out)
         for c in children:
             if held is not None and c in held.kids:

@@ -72,6 +72,10 @@ class _Timeline:
         at, end, amount = self.spans.pop(span_id)
         return self._split(at), self._split(end), amount
 
+    @property
+    def empty(self) -> bool:
+        return not self.spans
+
 
 class Planner(_Timeline):
     """Usage over time of a resource pool of ``total`` units."""
@@ -158,10 +162,6 @@ class Planner(_Timeline):
         for k in range(bisect_right(times, at), len(times)):
             yield times[k]
 
-    @property
-    def empty(self) -> bool:
-        return not self.spans
-
 
 class MultiPlanner(_Timeline):
     """Usage over time of every resource type below one vertex (Fluxion's ``planner_multi``).
@@ -246,7 +246,3 @@ class MultiPlanner(_Timeline):
     def column(self, rtype: str) -> list[int]:
         """The usage of one type at every breakpoint (``times``)."""
         return [row.get(rtype, 0) for row in self.usage]
-
-    @property
-    def empty(self) -> bool:
-        return not self.spans

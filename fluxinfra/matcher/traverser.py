@@ -719,6 +719,19 @@ class Traverser:
             self._free[u] = free
         return free
 
+    def unheld_children(self, u: int, children, at: int):
+        """What to walk below ``u`` for a match at ``at`` (fast mode): ``children`` and the
+        holds to skip one by one, or, when every child held whole is held over ``at``, the
+        same order without them (and nothing left to skip)."""
+        held = self._held_kids.get(u)
+        if held is None or not held.covers(at):
+            return children, None
+        if held.kids:
+            free = self._free_children(u)
+            if free is not None:
+                return free, None
+        return children, held
+
     def _policy_keys(self, u: int, order: list[int]) -> list[int]:
         pos = self._policy_pos.get(u)
         if pos is None:
@@ -761,14 +774,9 @@ class Traverser:
         sched = self.sched
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
-        held = self._held_kids.get(u) if fast else None
-        if held is not None:
-            if not held.covers(meta.at):
-                held = None
-            elif held.kids:
-                free = self._free_children(u)
-                if free is not None:  # the same order without the held children
-                    children, held = free, None
+        held = None
+        if fast:
+            children, held = self.unheld_children(u, children, meta.at)
         for c in children:
             if held is not None and c in held.kids:
                 continue  # held whole by an allocation over meta.at: nothing free now
@@ -1308,7 +1316,8 @@ class Traverser:
         order = self._order_cache.get(u)
         if order is not None:
             uid = self.g.uniq_id[c]
-            if order.remove(c, _order_key(old, uid)):
+            old_key = _order_key(old, uid)
+            if order.remove(c, old_key):
                 w[c] = avail
                 key = _order_key(avail, uid)
                 order.insert(c, key)
@@ -1316,7 +1325,7 @@ class Traverser:
                 if free is not None:
                     hk = self._held_kids.get(u)
                     if hk is None or c not in hk.kids:  # c is in the free order: move it too
-                        if free.remove(c, _order_key(old, uid)):
+                        if free.remove(c, old_key):
                             free.insert(c, key)
                         else:
                             del self._free[u]
