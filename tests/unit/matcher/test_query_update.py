@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,11 +20,21 @@ from matcher_testlib import TESTDATA
 
 from fluxinfra.cli import main
 
-#: a real resource-query to compare with: $FLUXINFRA_RESOURCE_QUERY, else on PATH, else the
-#: -O2 build of this machine (CI has none: those tests are skipped)
-RESOURCE_QUERY = Path(os.environ.get("FLUXINFRA_RESOURCE_QUERY")
-                      or shutil.which("resource-query")
-                      or "/opt/flux-src/flux-sched/build-o2/resource/utilities/resource-query")
+
+def _live():
+    """tests/conformance/live.py (with its directory on sys.path while it and replay.py load)."""
+    here = str(Path(__file__).resolve().parents[2] / "conformance")
+    sys.path.insert(0, here)
+    try:
+        import live
+    finally:
+        sys.path.remove(here)
+    return live
+
+
+#: a real resource-query to compare with, found as the live differential finds it
+#: ($FLUXINFRA_RESOURCE_QUERY, else on PATH; CI has none: those tests are skipped)
+RESOURCE_QUERY = _live().find_resource_query()
 
 
 def jobspec(resources: str) -> str:
@@ -328,8 +337,9 @@ def test_shorthand_loads_as_a_graph_with_f_jgf_shorthand(work) -> None:
 
 
 # -- against the real binary ------------------------------------------------------------------
-@pytest.mark.skipif(not RESOURCE_QUERY.exists(),
-                    reason=f"no resource-query binary at {RESOURCE_QUERY} to compare with")
+@pytest.mark.skipif(RESOURCE_QUERY is None,
+                    reason="no real resource-query to compare with (set "
+                           "FLUXINFRA_RESOURCE_QUERY=/path/to/resource-query or put it on PATH)")
 @pytest.mark.parametrize("fmt", ["simple", "jgf", "jgf_shorthand", "rv1", "rv1_shorthand",
                                  "rlite", "rv1_nosched", "pretty_simple"])
 def test_same_bytes_as_resource_query(work, fmt) -> None:
@@ -344,7 +354,7 @@ def test_same_bytes_as_resource_query(work, fmt) -> None:
             "find sched-now=allocated\nfind sched-future=reserved\nquit\n")
     (work / "cmp.in").write_text(cmds)
     with open(work / "cmp.in") as stdin:
-        real = subprocess.run([str(RESOURCE_QUERY), "-L", "small.json", "-f", "jgf", "-P",
+        real = subprocess.run([RESOURCE_QUERY, "-L", "small.json", "-f", "jgf", "-P",
                                "low", "-F", fmt, "-t", "rq.txt"], stdin=stdin, cwd=work,
                               capture_output=True, text=True, timeout=60)
     with open(work / "cmp.in") as stdin:
