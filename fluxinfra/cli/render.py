@@ -17,17 +17,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the Pulumi program under the mock runtime and write one validated YAML "
                     "file per Kubernetes resource plus a kustomization.yaml "
                     "(kubectl apply -k OUT deploys what pulumi up would).")
-    p.add_argument("--stack", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml")
+    p.add_argument("--stack", default="dev",
+                   help="stack name: stacks/Pulumi.<stack>.yaml (default: %(default)s)")
     p.add_argument("--out", default="build/manifests",
                    help="output directory, or - for one YAML stream on stdout (the tree and "
-                        "notes then go to stderr): fluxinfra render --out - | kubectl apply -f -")
+                        "notes then go to stderr): fluxinfra render --out - | kubectl apply -f - "
+                        "(default: %(default)s)")
     p.add_argument("--root", default=None, type=Path,
                    help="project root holding Pulumi.yaml, __main__.py and stacks/ (default: the "
                         "nearest directory upwards from here with a Pulumi.yaml)")
     p.add_argument("--seed-file", type=Path,
                    help="file whose bytes seed the CURVE cert and munge key (default: "
                         "$FLUXINFRA_RENDER_SEED, else the stack name, which is public)")
-    p.add_argument("--quiet", action="store_true", help="print only problems")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only problems and warnings (default: print the resource tree)")
     return p
 
 

@@ -3,9 +3,10 @@
 Fluxion's own expected outputs cover each case under the one policy its test script uses. With a
 real ``resource-query`` at hand, every manifest case can be replayed under *any* policy through
 both programs and the ``-t`` outputs compared (byte for byte, then normalised as in
-``replay.py``). ``python tests/conformance/live.py --resource-query PATH [--policies a,b] [FILTER]``
-prints a line per differing case and the counts per policy; ``test_live.py`` runs the same under
-pytest against ``known_live_differences.tsv``.
+``replay.py``), and the exit statuses.
+``python tests/conformance/live.py --resource-query PATH [--policies a,b] [FILTER]`` prints a
+line per differing case and the counts per policy; ``test_live.py`` runs the same under pytest
+against ``known_live_differences.tsv``.
 
 The binary is found from ``$FLUXINFRA_RESOURCE_QUERY``, else ``resource-query`` on ``PATH``.
 """
@@ -15,14 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from replay import TESTDATA, Case, load_cases, normalise, run_case
+from replay import Case, Run, case_commands, load_cases, normalise, query_argv, run_query
 
 #: every named policy (custom strings are combinations of the same options)
 POLICIES = ["first", "firstnodex", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
@@ -36,28 +36,29 @@ def find_resource_query() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-def run_real(binary: str, case: Case, timeout: float = 300) -> str:
-    """The case's ``-t`` output as Fluxion's resource-query writes it."""
-    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
-    text = text.replace("@TEST_SRCDIR@", str(TESTDATA))
+def run_real(binary: str, case: Case, timeout: float = 300) -> Run:
+    """The case's ``-t`` output, exit status and stderr as Fluxion's resource-query gives them."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
-        argv = [binary, "-L", str(TESTDATA / case.graph), "-f", case.load_format,
-                "-S", case.subsystems, "-P", case.policy, "-F", case.match_format,
-                *shlex.split(case.extra), "-t", str(out)]
-        subprocess.run(argv, input=text, text=True, capture_output=True, timeout=timeout,
-                       cwd=tmp, check=False)
-        return out.read_text(encoding="utf-8") if out.exists() else ""
+        argv = [binary, *query_argv(case), "-t", str(out)]
+        proc = subprocess.run(argv, input=case_commands(case), text=True, capture_output=True,
+                              timeout=timeout, cwd=tmp, check=False)
+        return Run(out.read_text(encoding="utf-8") if out.exists() else "", proc.returncode,
+                   proc.stderr)
 
 
 def compare_live(binary: str, case: Case, policy: str) -> tuple[str, str]:
-    """(identical | normalised | differs, first differing line) for ``case`` under ``policy``."""
+    """(identical | normalised | differs, first difference) for ``case`` under ``policy``:
+    the ``-t`` outputs and the exit statuses of both programs."""
     case = dataclasses.replace(case, policy=policy)
-    expected = run_real(binary, case)
+    real = run_real(binary, case)
     try:
-        got = run_case(case)
+        ours = run_query(case)
     except Exception as exc:  # noqa: BLE001 - report, don't abort the replay
         return "differs", f"crashed: {type(exc).__name__}: {exc}"
+    if ours.status != real.status:
+        return "differs", f"exit status: resource-query {real.status}, fluxinfra {ours.status}"
+    expected, got = real.output, ours.output
     if got == expected:
         return "identical", ""
     status = "normalised" if normalise(got) == normalise(expected) else "differs"
