@@ -615,10 +615,22 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
         # Fluxion's JGF reader does not keep a vertex's unit, so its writers never print one
         graph.unit[:] = [""] * len(graph.unit)
     subsystems = _subsystems(opts.match_subsystems)
+    _check_prune_filters(opts.prune_filters)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
                       prune_filters=opts.prune_filters, exact=True,
                       flexible=opts.traverser_policy == "flexible")
     return QuerySession(matcher, out, opts.match_format, err, stdout)
+
+
+def _check_prune_filters(text: str | None) -> None:
+    """resource-query's rule for -p: comma-separated HIGH:LOW pairs, neither side empty."""
+    if text is None or not text.strip():
+        return  # resource-query keeps its default then
+    for pair in text.split(","):
+        high, sep, low = pair.partition(":")
+        if not sep or not high.strip() or not low.strip():
+            raise MatcherError(f"-p {text!r}: {pair!r} is not a HIGH:LOW pair; give pairs like "
+                               "ALL:core,rack:node (ALL = at every vertex)")
 
 
 def _reserve_vtx_vec(text: str | None) -> None:

@@ -14,7 +14,9 @@ The binary is found from ``$FLUXINFRA_RESOURCE_QUERY``, else ``resource-query`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import os
 import shutil
 import subprocess
@@ -22,7 +24,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from replay import Case, Run, case_commands, load_cases, normalise, query_argv, run_query
+from replay import (
+    TESTDATA,
+    Case,
+    Run,
+    case_commands,
+    load_cases,
+    normalise,
+    query_argv,
+    run_query,
+)
 
 #: every named policy (custom strings are combinations of the same options)
 POLICIES = ["first", "firstnodex", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
@@ -67,6 +78,77 @@ def compare_live(binary: str, case: Case, policy: str) -> tuple[str, str]:
         if a != b:
             return status, f"line {i + 1}: resource-query {a!r}, fluxinfra {b!r}"
     return status, f"length: resource-query {len(exp_lines)} lines, fluxinfra {len(got_lines)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """A command line ``resource-query`` refuses (or accepts) before any command is read."""
+    name: str
+    argv: tuple[str, ...]
+    #: resource-query v0.54.0's exit status (checked against the binary by test_live.py)
+    real: int
+    #: ours, where it differs on purpose (a C++ abort or crash is one line and exit 1 here)
+    ours: int | None = None
+
+
+_TINY = "@DATA@/grugs/tiny.graphml"
+#: what resource-query exits with before its session starts, by kind of bad input
+STARTS = [
+    Start("unknown option", ("-L", _TINY, "--bogus"), 1),
+    Start("no such -L file", ("-L", "/nonexistent.graphml"), 1),
+    Start("-L is a directory", ("-L", "@DATA@"), 1),
+    Start("no -L (conf/default absent)", (), 1),
+    Start("unknown -f", ("-L", _TINY, "-f", "yaml"), 1),
+    Start("unknown -F", ("-L", _TINY, "-F", "xml"), 1),
+    Start("unknown -g", ("-L", _TINY, "-g", "gif"), 1),
+    Start("an argument that is no option", ("-L", _TINY, "extra"), 1),
+    Start("graph in another format than -f", ("-L", _TINY, "-f", "jgf"), 1),
+    Start("unknown policy", ("-L", _TINY, "-P", "bogus"), 1),
+    Start("malformed prune filter", ("-L", _TINY, "-p", "bogus"), 1),
+    Start("unknown subsystem (resource-query aborts: std::out_of_range)",
+          ("-L", _TINY, "-S", "XYZ"), 134, ours=1),
+    Start("unknown traverser (resource-query crashes: SIGSEGV)",
+          ("-L", _TINY, "-T", "weird"), 139, ours=1),
+    Start("unwritable -t (resource-query aborts: std::ios_base::failure)",
+          ("-L", _TINY, "-t", "/nonexistent-dir/out"), 134, ours=1),
+    Start("-r out of range: a warning", ("-L", _TINY, "-r", "3000000"), 0),
+    Start("-r not a number: atoi gives 0", ("-L", _TINY, "-r", "abc"), 0),
+    Start("-o with -g: accepted (v0.54.0 writes nothing)", ("-L", _TINY, "-o", "g", "-g",
+                                                             "graphml"), 0),
+    Start("-h", ("-h",), 0),
+    Start("rv1exec_force of a GRUG file", ("-L", _TINY, "-f", "rv1exec_force"), 1),
+]
+
+
+def start_argv(start: Start) -> list[str]:
+    return [a.replace("@DATA@", str(TESTDATA / "data" / "resource")) for a in start.argv]
+
+
+def real_start_status(binary: str, start: Start) -> int:
+    """resource-query's exit status for ``start`` (a signal as 128 + its number, as a shell
+    reports it), with ``quit`` as its only command, in a scratch directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([binary, *start_argv(start)], input="quit\n", text=True,
+                              capture_output=True, timeout=60, cwd=tmp, check=False)
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+
+
+def our_start_status(start: Start) -> tuple[int, str]:
+    """``fluxinfra query``'s exit status for ``start`` (in process, in a scratch directory)
+    and what it printed on stderr."""
+    from fluxinfra.cli import query
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        cmds = Path(tmp) / "cmds.in"
+        cmds.write_text("quit\n")
+        argv = start_argv(start)
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = query.main([*argv, "--commands", str(cmds)])
+            except SystemExit as exc:  # argparse: -h, or a bad command line
+                status = exc.code if isinstance(exc.code, int) else 1
+        return status, stderr.getvalue()
 
 
 def load_known_live() -> dict[tuple[str, str], tuple[str, str]]:

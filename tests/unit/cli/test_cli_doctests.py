@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["fluxinfra.console", "fluxinfra.cli.graphs",
+@pytest.mark.parametrize("name", ["fluxinfra.console", "fluxinfra.cli.graphs", "fluxinfra.errors",
                                   "fluxinfra.matcher.graphout"])
 def test_docstring_examples_run(name):
     result = doctest.testmod(importlib.import_module(name))
