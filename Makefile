@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: setup render test bench lint image clean
+.PHONY: setup render test test-fast bench bench-full lint image clean
 setup:
 	@bash scripts/setup
 
@@ -14,7 +14,15 @@ render: setup
 test: setup
 	@bash scripts/test
 
+# The quick path while working: unit + render + conformance (about a minute; no lab, no image).
+test-fast: setup
+	@bash scripts/test tests/unit tests/render tests/conformance
+
+# Every benchmark at small sizes (a few minutes); bench-full: the sizes the README's figures use.
 bench: setup
+	$(BIN)/python benchmarks/run.py --quick
+
+bench-full: setup
 	$(BIN)/python benchmarks/run.py
 
 # The scheduler/service image (root, podman): local Debian base, host-built wheels, offline build.
