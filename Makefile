@@ -3,13 +3,15 @@
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
+# A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
+SEED ?=
 
 .PHONY: setup render test test-fast bench bench-full lint image clean
 setup:
 	@bash scripts/setup
 
 render: setup
-	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests
+	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED))
 
 test: setup
 	@bash scripts/test

@@ -60,7 +60,8 @@ def _find_root(start: Path) -> Path:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     root = args.root if args.root is not None else _find_root(Path.cwd().resolve())
-    from fluxinfra.render import ManifestInvalid, render, stream, write_manifests
+    from fluxinfra.console import warn
+    from fluxinfra.render import SECRETS_DIR, ManifestInvalid, render, stream, write_manifests
 
     start = time.monotonic()
     try:
@@ -87,4 +88,13 @@ def main(argv: list[str]) -> int:
               f"{time.monotonic() - start:.1f}s)", file=report)
         if args.out != "-":
             print(f"apply: kubectl apply -k {args.out}", file=report)
+    secrets = rendered.secret_files
+    if secrets and not args.quiet:
+        held = (f"in {Path(args.out) / SECRETS_DIR}/ (directory 0700, files 0600, git-ignored; "
+                "applied by the kubectl apply -k above)" if args.out != "-"
+                else "in the stream on stdout: keep it out of logs and version control")
+        print(f"secrets: {len(secrets)} Secret(s) with the CURVE certificate and munge key "
+              f"{held}", file=report)
+    for warning in rendered.warnings:
+        warn(warning, sys.stderr)
     return 0
