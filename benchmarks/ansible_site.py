@@ -3,11 +3,11 @@
     sudo .venv/bin/python benchmarks/ansible_site.py [--sizes 3 8] [--warm-runs 2] [--quick]
     .venv/bin/python benchmarks/run.py ansible_site
 
-Each size gets a fresh lab (scripts/lab, its own bridge and /24): one cold run on new hosts, then
-converged re-runs (which must report changed=0); the table shows the cold time, the median
-converged time and seconds per host. With a real Flux at /opt/flux (or $FLUXINFRA_FLUX_PREFIX)
-the brokers start and quorum is awaited; otherwise the CI test double is used and the broker
-start is skipped (the table says which).
+Each size gets a fresh lab (scripts/lab, a bridge and /24 of this run's own): one cold run on new
+hosts, then converged re-runs (which must report changed=0); the table shows the cold time, the
+median converged time and seconds per host. With a real Flux at /opt/flux (or
+$FLUXINFRA_FLUX_PREFIX) the brokers start and quorum is awaited; otherwise the CI test double is
+used and the broker start is skipped (the table says which).
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "ansible"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
 from _table import format_table  # noqa: E402
-from lab_harness import DOUBLE, Lab, real_flux_prefix, run_playbook, write_inventory  # noqa: E402
+from lab_harness import (  # noqa: E402
+    DOUBLE,
+    Lab,
+    claim_lab,
+    real_flux_prefix,
+    run_playbook,
+    write_inventory,
+)
 
 LEGEND = {
     "cold s": "first site.yml run on fresh hosts",
@@ -36,11 +43,7 @@ LEGEND = {
     "vs first": "cold s against the first size's",
 }
 
-LAB_ENV = {
-    "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-bench",
-    "FLUXINFRA_LAB_NAME": "fxbench",
-    "FLUXINFRA_LAB_NET": "10.244.252",
-}
+LAB_ENV = claim_lab("fxb")  # a lab network and name of this run's own
 
 
 def lab(*args: str) -> subprocess.CompletedProcess:
