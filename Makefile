@@ -16,9 +16,10 @@ render: setup
 test: setup
 	@bash scripts/test
 
-# The quick path while working: unit + render + conformance (about a minute; no lab, no image).
+# The quick path while working: unit + render + conformance, tests marked slow left out (about a
+# minute of CPU; no lab, no image build, no live resource-query replay).
 test-fast: setup
-	@bash scripts/test tests/unit tests/render tests/conformance
+	@bash scripts/test -m "not slow" tests/unit tests/render tests/conformance
 
 # Every benchmark at small sizes (a few minutes); bench-full: the sizes the README's figures use.
 bench: setup

@@ -35,6 +35,7 @@ KNOWN = load_known_live()
 _RANK = {"identical": 2, "normalised": 1, "differs": 0}
 
 
+@pytest.mark.slow  # 387 cases through both programs: minutes per policy
 @pytest.mark.parametrize("policy", POLICIES)
 def test_live_policy(policy):
     problems = []

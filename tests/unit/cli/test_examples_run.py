@@ -75,9 +75,14 @@ def _shell(line: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, **kwargs)
 
 
-@pytest.mark.parametrize(("doc", "line"), [a for a in ALL if " service " not in a[1]
-                                           and "fluxinfra.service.client" not in a[1]],
-                         ids=lambda v: v if "/" in str(v) or v.endswith(".md") else v[:60])
+#: examples that take more than a few seconds of CPU (skipped by `make test-fast`)
+SLOW = ("fluxinfra simulate ",)
+
+
+@pytest.mark.parametrize(("doc", "line"), [
+    pytest.param(doc, line, marks=[pytest.mark.slow] if line.startswith(SLOW) else [])
+    for doc, line in ALL if " service " not in line and "fluxinfra.service.client" not in line],
+    ids=lambda v: v if "/" in str(v) or v.endswith(".md") else v[:60])
 def test_example_runs_as_written(doc, line, scratch):
     if line.startswith("fluxinfra scheduler"):
         pytest.skip("fluxinfra scheduler needs a Kubernetes API server")
