@@ -50,10 +50,9 @@ _HEARTBEAT_FRESH = (f"import os, sys, time; "
 
 
 def _topology(value: str) -> str | None:
-    if value in ("", "binomial") or (value.startswith("kary:") and value[5:].isdigit()
-                                     and int(value[5:]) >= 1):
+    if value in ("", "binomial") or (value.startswith("kary:") and value[5:].isdigit()):
         return None
-    return "'' (use fanout), 'binomial' or 'kary:<k>'"
+    return "'' (use fanout), 'binomial' or 'kary:<k>' (kary:0 = flat)"
 
 
 def _host_target(value: str) -> str | None:
@@ -102,8 +101,11 @@ class FluxInstallerArgs:
     """Conda channel to install from."""
     broker_port: int = option(8050, "broker TCP port on every node", check=at_least(1024, 65535))
     """TCP port each broker binds on its node."""
-    fanout: int = option(2, "tree fan-out (tbon.topo kary:<fanout>)", check=at_least(1, 1024))
-    """Overlay tree fan-out, used when topology is ''."""
+    fanout: int = option(0, "tree fan-out, tbon.topo kary:<fanout>; 0 = flat (rank 0 is every "
+                         "rank's parent, so no node's leave cuts others off)",
+                         check=at_least(0, 1024))
+    """Overlay tree fan-out, used when topology is ''. In a tree, an interior rank's leave takes
+    its subtree offline until a node reuses the rank (joiners take the lowest free rank)."""
     topology: str = option("", "tbon.topo: '' (kary:<fanout>), binomial, kary:<k>",
                            check=_topology)
     """Overlay topology; '' means kary:<fanout>."""

@@ -90,6 +90,13 @@ def _flux_flags(value: list) -> str | None:
            "'-o cpu-affinity=per-task')"
 
 
+def _dns_config(value: dict) -> str | None:
+    if set(value) <= {"nameservers", "searches", "options"} and all(
+            isinstance(v, list) for v in value.values()):
+        return None
+    return "a mapping of nameservers, searches and options (lists), as a pod's dnsConfig"
+
+
 def _absolute_path(value: str) -> str | None:
     return None if value.startswith("/") and ".." not in value.split("/") else \
         "an absolute path without '..'"
@@ -156,11 +163,15 @@ class MiniClusterArgs:
     image_pull_secrets: list = option([], "names of Secrets to pull the images with",
                                       check=name_list)
     """imagePullSecrets (names)."""
+    image_pull_policy: str = option("IfNotPresent", "pull policy of the runner and view images",
+                                    check=one_of("IfNotPresent", "Always", "Never"))
+    """imagePullPolicy."""
     # -- Flux -------------------------------------------------------------------------------
     broker_port: int = option(8050, "broker TCP port", check=at_least(1024, 65535))
     """Broker port."""
-    fanout: int = option(2, "tree fan-out (tbon.topo kary:<fanout>)", check=at_least(1, 1024))
-    """Overlay tree fan-out."""
+    fanout: int = option(0, "tree fan-out, tbon.topo kary:<fanout>; 0 = flat (rank 0 is every "
+                         "broker's parent)", check=at_least(0, 1024))
+    """Overlay tree fan-out; flat suits up to a few hundred brokers."""
     cores_per_broker: int = option(0, "cores R gives each broker (0 = rank 0's own cores, as "
                                    "flux R encode --local sees them)", check=at_least(0, 4096))
     """Cores per broker in R."""
@@ -204,6 +215,15 @@ class MiniClusterArgs:
     host_network: bool = option(False, "pods use the node's network (brokers bind brokerPort "
                                 "on the node)")
     """hostNetwork."""
+    dns_policy: str = option("", "pod dnsPolicy ('' = ClusterFirst, or ClusterFirstWithHostNet "
+                             "with hostNetwork); the brokers find each other by DNS name",
+                             check=lambda v: None if v == "" else one_of(
+                                 "ClusterFirst", "ClusterFirstWithHostNet", "Default",
+                                 "None")(v))
+    """dnsPolicy."""
+    dns_config: dict = option({}, "pod dnsConfig (nameservers, searches, options), e.g. with "
+                              "dnsPolicy None", check=_dns_config)
+    """dnsConfig."""
     one_broker_per_node: bool = option(True, "required pod anti-affinity: never two brokers "
                                        "of this MiniCluster on one node")
     """Anti-affinity on kubernetes.io/hostname."""
@@ -378,7 +398,7 @@ def pod_template(args: MiniClusterArgs, digest: str) -> dict[str, Any]:
     runner: dict[str, Any] = {
         "name": "flux",
         "image": args.image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": args.image_pull_policy,
         "command": ["/bin/bash", f"{CONFIG_DIR}/start.sh"],
         "env": env,
         "ports": [{"name": "broker", "containerPort": args.broker_port, "protocol": "TCP"}],
@@ -397,7 +417,7 @@ def pod_template(args: MiniClusterArgs, digest: str) -> dict[str, Any]:
         init.append({
             "name": "flux-view",
             "image": args.flux_view_image,
-            "imagePullPolicy": "IfNotPresent",
+            "imagePullPolicy": args.image_pull_policy,
             "command": ["/bin/sh", "-c",
                         f'cp -a "{view}/." {VIEW_STAGING}/ && '
                         f"touch {VIEW_STAGING}/.fluxinfra-view-ready && "
@@ -449,6 +469,10 @@ def pod_template(args: MiniClusterArgs, digest: str) -> dict[str, Any]:
     if args.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"   # the brokers still resolve each other
+    if args.dns_policy:
+        spec["dnsPolicy"] = args.dns_policy
+    if args.dns_config:
+        spec["dnsConfig"] = dict(args.dns_config)
     if args.one_broker_per_node:
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": m.selector(COMPONENT, name)},

@@ -155,6 +155,9 @@ def _minicluster_problem(mc: MiniClusterArgs) -> tuple[str, Any, str] | None:
     if mc.gpus_per_broker and not mc.cores_per_broker:
         return ("gpusPerBroker", mc.gpus_per_broker, "0 unless coresPerBroker is set (with "
                 "coresPerBroker 0, R takes rank 0's own cores and GPUs)")
+    if mc.dns_policy == "None" and not mc.dns_config.get("nameservers"):
+        return ("dnsConfig", mc.dns_config, "a mapping with nameservers when dnsPolicy is "
+                "None (the brokers resolve each other's names)")
     if mc.pod_group and not mc.scheduler_name:
         return ("podGroup", True, "false, or set schedulerName to a scheduler that reads "
                 "PodGroups (the stack's scheduler, e.g. fluxion)")

@@ -166,6 +166,8 @@ def parent_rank(rank: int, topology: str) -> int | None:
     if topology == "binomial":
         return rank & (rank - 1)
     k = int(topology.split(":", 1)[1])
+    if k == 0:       # kary:0: rank 0 is every rank's parent (a flat tree)
+        return 0
     return rank - 1 if k == 1 else (rank - 1) // k
 
 
@@ -173,10 +175,23 @@ def rank_of(ranks: dict[str, Any], node: str) -> int | None:
     return next((int(r) for r, slot in ranks["slots"].items() if slot["node"] == node), None)
 
 
-def _new_epoch(ranks: dict[str, Any], why: str, notes: list[str]) -> None:
+def _new_epoch(ranks: dict[str, Any], live: dict[str, str], why: str,
+               notes: list[str]) -> None:
+    """Start a new epoch: every broker restarts anyway, so the live nodes close ranks up (in
+    their old order, the lead first if it lives) and gone nodes' ranks are let go."""
     ranks["epoch"] += 1
     ranks["R"] = None
     notes.append(f"epoch {ranks['epoch']}: {why}")
+    kept = [(int(r), slot) for r, slot in sorted(ranks["slots"].items(), key=lambda kv: int(kv[0]))
+            if slot["node"] in live]
+    ranks["slots"] = {}
+    for new, (old, slot) in enumerate(kept):
+        if new >= ranks["size"]:
+            notes.append(f"{slot['node']} loses rank {old}: maxNodes is {ranks['size']}")
+            continue
+        ranks["slots"][str(new)] = slot
+        if new != old:
+            notes.append(f"{slot['node']}: rank {old} -> {new}")
 
 
 def plan(current: dict[str, Any] | None, live: dict[str, str], me: str,
@@ -184,36 +199,34 @@ def plan(current: dict[str, Any] | None, live: dict[str, str], me: str,
          notes: list[str] | None = None) -> dict[str, Any]:
     """The rank map after this node's pass: ``live`` are the eligible nodes (name -> address),
     ``shape`` this node's ``{"cores", "gpus"}`` once Flux is installed. Changes only what this
-    pass is entitled to: epochs (the lead gone, a new size or generation), this node's own slot.
+    pass is entitled to: epochs (the lead gone, new instance settings), this node's own slot.
     ``notes`` collects one line per change, for the log."""
     notes = [] if notes is None else notes
     ranks = copy.deepcopy(current) if current else new_map(settings)
-    slots = ranks["slots"]
-    wanted = instance_settings(settings)
+    why = None
     # Only a pod of a newer DaemonSet template changes the instance's settings: during a rolling
     # update the old pods follow the map instead of turning it back.
     if settings["templateGeneration"] > ranks["templateGeneration"]:
         ranks["templateGeneration"] = settings["templateGeneration"]
+        wanted = instance_settings(settings)
         changed = {k: wanted[k] for k in INSTANCE_KEYS if ranks[k] != wanted[k]}
         if changed:
-            for r in [r for r in slots if int(r) >= wanted["size"]]:
-                notes.append(f"rank {r} ({slots.pop(r)['node']}) dropped: maxNodes is now "
-                             f"{wanted['size']}")
             ranks.update(changed)
-            _new_epoch(ranks, "new settings " + json.dumps(changed, sort_keys=True), notes)
-    lead = slots.get("0")
-    if lead is None or lead["node"] not in live:
-        held = sorted(int(r) for r, slot in slots.items() if slot["node"] in live)
-        if held:
-            slots["0"] = slots.pop(str(held[0]))
-            notes.append(f"rank 0 is now {slots['0']['node']} (was rank {held[0]})")
-        elif me in live:
-            slots["0"] = {"node": me, "address": live[me], "shape": shape}
-            notes.append(f"rank 0 is now {me}")
-        if "0" in slots and (lead is None or lead["node"] != slots["0"]["node"]):
-            why = "first lead" if lead is None else f"lead {lead['node']} is gone"
-            _new_epoch(ranks, why, notes)
-            ranks["leadSince"] = ranks["epoch"]
+            why = "new settings " + json.dumps(changed, sort_keys=True)
+    lead = ranks["slots"].get("0")
+    if lead is not None and lead["node"] not in live:
+        why = f"lead {lead['node']} is gone"
+    if why is not None:
+        _new_epoch(ranks, live, why, notes)
+    slots = ranks["slots"]
+    if "0" not in slots and me in live:
+        slots["0"] = {"node": me, "address": live[me], "shape": shape}
+        notes.append(f"rank 0 is now {me}")
+        if why is None:
+            _new_epoch(ranks, live, "first lead", notes)
+            slots = ranks["slots"]
+    if "0" in slots and (lead is None or slots["0"]["node"] != lead["node"]):
+        ranks["leadSince"] = ranks["epoch"]
     if me in live:
         mine = rank_of(ranks, me)
         if mine is None:

@@ -271,7 +271,8 @@ def test_minicluster_gang_view_sidecars_and_pod_options(recorded):
             "claimName": "d"}}], shm_size="1Gi", node_selector={"hpc": "yes"},
         tolerations=[{"key": "hpc", "operator": "Exists"}], service_account_name="runner",
         image_pull_secrets=["regcred"], runtime_class_name="gvisor", host_network=True,
-        priority_class_name="batch", pod_labels={"team": "a"})
+        priority_class_name="batch", pod_labels={"team": "a"}, image_pull_policy="Never",
+        dns_policy="None", dns_config={"nameservers": ["10.0.0.10"]})
     mc = MiniCluster("gv", args)
 
     def check(urns):
@@ -295,7 +296,10 @@ def test_minicluster_gang_view_sidecars_and_pod_options(recorded):
         vols = {v["name"]: v for v in spec["volumes"]}
         assert vols["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}, urn
         assert vols["data"]["persistentVolumeClaim"] == {"claimName": "d"}, urn
-        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "None", \
+            f"{urn}: the stack's dnsPolicy wins over hostNetwork's ClusterFirstWithHostNet"
+        assert spec["dnsConfig"] == {"nameservers": ["10.0.0.10"]}, urn
+        assert {c["imagePullPolicy"] for c in (*spec["containers"], view)} == {"Never"}, urn
         assert spec["imagePullSecrets"] == [{"name": "regcred"}], urn
         assert spec["runtimeClassName"] == "gvisor" and spec["priorityClassName"] == "batch"
         assert spec["serviceAccountName"] == "runner", urn

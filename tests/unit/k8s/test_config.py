@@ -115,6 +115,8 @@ def test_custom_policy_and_known_policies_are_accepted():
     ({"kubernetesVersions": {"min": "1.28"}, "miniclusters": [
         {"name": "a", "command": "x", "services": [{"name": "db", "image": "redis:7"}]}]},
      "fluxinfra:kubernetesVersions.min", "'1.28'", "native sidecars"),
+    ({"miniclusters": [{"name": "a", "command": "x", "dnsPolicy": "None"}]},
+     "fluxinfra:miniclusters[0].dnsConfig", "{}", "nameservers when dnsPolicy is None"),
     ({"installer": {"hostTarget": "/sbin/init"}}, "fluxinfra:installer.hostTarget",
      "'/sbin/init'", "command name of a host process"),
     ({"installer": {"hostPrefix": "node1"}}, "fluxinfra:installer.hostPrefix", "'node1'",
