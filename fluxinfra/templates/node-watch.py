@@ -412,25 +412,32 @@ def reconcile(store: RankStore, live: dict[str, str], me: str, shape: dict[str, 
 
 # -- the node ----------------------------------------------------------------------------------
 
-def host_target(settings: dict[str, Any], proc: str = "/proc") -> str:
-    """The PID whose namespaces are the node's: ``hostTarget`` as a number, or the oldest
-    process with that command name (the pod shares the host's PID namespace)."""
+def host_target(settings: dict[str, Any], proc: str = "/proc", node: str = "") -> str:
+    """The PID whose namespaces are the node's: ``hostTarget`` as a number, or a process with
+    that command name (the pod shares the host's PID namespace). Where several run (test beds
+    with a kubelet each), the one whose command line names this node wins; then the oldest."""
     target = str(settings["hostTarget"])
     if target.isdigit():
         return target
+    node = node or os.environ.get("NODE_NAME", "")
     found = []
     for pid in os.listdir(proc):
         if not pid.isdigit():
             continue
         try:
             with open(f"{proc}/{pid}/comm") as f:
-                if f.read().strip() == target:
-                    found.append(int(pid))
+                if f.read().strip() != target:
+                    continue
+            with open(f"{proc}/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")[1:]
         except OSError:
             continue
+        mine = node.encode()
+        names_node = bool(node) and any(a == mine or a.endswith(b"=" + mine) for a in args)
+        found.append((not names_node, int(pid)))
     if not found:
         raise RuntimeError(f"installer.hostTarget {target!r}: no such process on this node")
-    return str(min(found))
+    return str(min(found)[1])
 
 
 def on_host(settings: dict[str, Any], argv: list[str]) -> list[str]:
@@ -457,6 +464,8 @@ def install(settings: dict[str, Any]) -> None:
         for line in proc.stdout:
             print(line, end="", file=sys.stderr, flush=True)
             tail = (tail + [line.rstrip()])[-5:]
+    subprocess.run(on_host(settings, [f"{lib}/fluxinfra-host.sh", "remove",
+                                      "fluxinfra-install"]), check=False)
     if proc.returncode != 0:
         raise InstallFailed(f"flux-install.sh exited {proc.returncode}: " + " | ".join(tail))
 

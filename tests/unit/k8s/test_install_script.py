@@ -294,3 +294,15 @@ def test_a_new_lead_moves_an_earlier_instances_statedir_aside(tmp_path):
     start(3)  # the same instance: the statedir stays
     assert (tmp_path / "state/content.sqlite").read_text() == "epoch 3"
     assert (cg / "fluxinfra/fluxinfra-broker/cgroup.procs").exists(), "the broker's own cgroup"
+
+
+def test_removing_a_units_cgroup_leaves_others_and_busy_ones(tmp_path):
+    root = cgroup_v2(tmp_path)
+    for unit in ("done", "busy"):
+        (root / "fluxinfra" / unit).mkdir(parents=True)
+    (root / "fluxinfra/busy/cgroup.procs").write_text("42\n")  # rmdir fails on a non-empty dir
+    env = {**os.environ, "FLUXINFRA_CGROUP_ROOT": str(root), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(["bash", str(host_script(tmp_path)), "remove", "done"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not (root / "fluxinfra/done").exists() and (root / "fluxinfra/busy").exists()

@@ -334,12 +334,15 @@ def test_reconcile_writes_the_leads_r_when_asked(nw):
     assert nw.reconcile(store, live("w1"), "w1", CORES8, SETTINGS, lambda r: True) == ranks
 
 
-def test_host_target_is_a_pid_or_the_oldest_process_of_a_name(nw, tmp_path):
-    for pid, comm in ((12, "kubelet"), (7, "kubelet"), (3, "sshd")):
+def test_host_target_is_a_pid_or_a_process_of_a_name_preferring_this_nodes(nw, tmp_path):
+    for pid, comm, args in ((12, "kubelet", "--hostname-override=bed2-node"),
+                            (7, "kubelet", "--hostname-override=bed1-node"), (3, "sshd", "-D")):
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+        (tmp_path / str(pid) / "cmdline").write_bytes(f"/bin/{comm}\0{args}\0".encode())
     assert nw.host_target({"hostTarget": "1"}, str(tmp_path)) == "1"
-    assert nw.host_target({"hostTarget": "kubelet"}, str(tmp_path)) == "7"
+    assert nw.host_target({"hostTarget": "kubelet"}, str(tmp_path), node="x") == "7", "oldest"
+    assert nw.host_target({"hostTarget": "kubelet"}, str(tmp_path), node="bed2-node") == "12"
     with pytest.raises(RuntimeError, match="'containerd': no such process"):
         nw.host_target({"hostTarget": "containerd"}, str(tmp_path))
 
