@@ -13,11 +13,11 @@ import ssl
 from typing import Any
 
 import pytest
+from scheduler.kube_double import make_pod, validate
 
 from fluxinfra.queue.api import GATE, LABEL_FLUXJOB, LABEL_QUEUE_NAME
 from fluxinfra.queue.webhook import WebhookConfig, review, serve
 
-from scheduler.kube_double import make_pod, validate
 from .jsonpatch import apply_patch
 from .tlsutil import make_certs
 
