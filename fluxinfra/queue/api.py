@@ -96,18 +96,19 @@ def fluxjob_name(kind: str, name: str) -> str:
 
 def fluxjob_object(namespace: str, name: str, *, owners: list[dict[str, Any]],
                    queue: str, pod_sets: list[dict[str, Any]], priority: int, duration: int,
-                   jobspec: str) -> dict[str, Any]:
+                   jobspec: str, queued_at: str) -> dict[str, Any]:
     """A FluxJob as the controller creates it (no status: the status subresource sets that).
 
     ``owners`` are ownerReferences (the Job, the PodGroup, or the pods), so the garbage
-    collector deletes the FluxJob with its work; ``pod_sets`` are ``{name, count, requests}``.
+    collector deletes the FluxJob with its work; ``pod_sets`` are ``{name, count, requests}``;
+    ``queued_at`` (microseconds, unlike ``creationTimestamp``) is its place in FCFS order.
     """
     return {
         "apiVersion": API_VERSION, "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners,
                      "labels": {LABEL_QUEUE_NAME: queue}},
         "spec": {"queueName": queue, "podSets": pod_sets, "priority": priority,
-                 "duration": duration, "jobspec": jobspec},
+                 "duration": duration, "jobspec": jobspec, "queuedAt": queued_at},
     }
 
 
@@ -169,6 +170,8 @@ def fluxjob_crd(labels: dict[str, str] | None = None) -> dict[str, Any]:
                                     "what Fluxion reserves and backfills with."},
         "jobspec": {"type": "string",
                     "description": "The jobspec Fluxion matches (the scheduler's conversion)."},
+        "queuedAt": {**_TIME, "description": "When the work was queued (FCFS order, to the "
+                                             "microsecond)."},
     }}
     status = {"type": "object", "properties": {
         "state": {"type": "string", "enum": list(STATES)},

@@ -274,6 +274,7 @@ class QueueCore:
         self._pending_restore: set[str] = set()       # admitted units rebuilt at start-up
         self._pending_events: list[dict[str, Any]] = []
         self._startup_pods: dict[str, dict[str, Any]] = {}
+        self._last_queued = 0.0
         self.loaded = False
         self.metrics.depth.set_function(lambda: sum(
             1 for u in self.units.values() if u.state in ("Queued", "Reserved")))
@@ -423,7 +424,7 @@ class QueueCore:
                     count=sum(int(p.get("count") or 0) for p in pod_sets),
                     requests=_amounts(pod_sets[0].get("requests") or {}),
                     uid=str(meta.get("uid", "")),
-                    created=parse_time(meta.get("creationTimestamp")))
+                    created=parse_time(spec.get("queuedAt") or meta.get("creationTimestamp")))
         return unit
 
     def _duration(self, annotations: dict[str, str]) -> int:
@@ -492,9 +493,14 @@ class QueueCore:
             queue=(meta.get("labels") or {}).get(q.LABEL_QUEUE_NAME, q.DEFAULT_QUEUE),
             pod_sets=[{"name": "main", "count": count, "requests": _quantities(requests)}],
             priority=self._priority(template.get("spec") or {}), duration=duration,
-            jobspec=jobspec_text(pod, count, duration))
+            jobspec=jobspec_text(pod, count, duration), queued_at=self._queued_at())
         body["spec"]["owner"] = owner
         return body
+
+    def _queued_at(self) -> str:
+        """Now, to the microsecond, strictly after the last one (FCFS within one second)."""
+        self._last_queued = max(self.wall(), self._last_queued + 1e-6)
+        return micro_time(self._last_queued)
 
     def _gated_groups(self) -> dict[str, list[dict[str, Any]]]:
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -522,7 +528,7 @@ class QueueCore:
             queue=labels.get(q.LABEL_QUEUE_NAME, q.DEFAULT_QUEUE),
             pod_sets=[{"name": name, "count": count, "requests": _quantities(requests)}],
             priority=self._priority(first.get("spec") or {}), duration=duration,
-            jobspec=jobspec_text(first, count, duration))
+            jobspec=jobspec_text(first, count, duration), queued_at=self._queued_at())
         body["spec"]["owner"] = owner
         return body
 
@@ -635,7 +641,7 @@ class QueueCore:
         pod = self._template_pod(job, f"{unit.name}-slot-{slot.index}")
         meta, spec = pod["metadata"], pod["spec"]
         meta["uid"] = self._slot_uid(unit, slot.index)
-        meta["creationTimestamp"] = micro_time(unit.created)[:19] + "Z"
+        meta["creationTimestamp"] = micro_time(unit.created)
         meta["labels"] = self._slot_labels(unit, meta["labels"])
         meta["annotations"][ANNOT_DURATION] = f"{unit.duration}s"
         spec["schedulerName"] = self.config.scheduler_name
@@ -673,6 +679,10 @@ class QueueCore:
             return
         unit.slots = [Slot(i, n) for i, n in enumerate(nodes.split(","))]
         unit.fed = True
+        if unit.state in ("Queued", "Reserved"):  # admitted, but the status never said so
+            placed = [s.node for s in unit.slots]
+            self._transition(unit, "Admitted", "Admitted", f"on {_short(placed)} (read back "
+                             "from the Job)", nodes=placed, estimatedStart=None)
         for slot in unit.slots:
             self.slot_pods[self._slot_uid(unit, slot.index)] = (unit.key, slot.index)
         # running pods take their slots (on_pod); what no pod took is held as a running slot
@@ -946,8 +956,9 @@ class QueueCore:
             return
         if unit.state != state or not unit.status:
             self.metrics.transitions.inc(state=state)
-            self._event(unit, state, reason, message)
             unit.status["lastTransitionTime"] = _now_text()
+        if old[:2] != (state, reason):  # one Event per new state or reason, not per cycle
+            self._event(unit, state, reason, message)
         unit.status.update(state=state, reason=reason, message=message)
         for k, v in fields.items():
             if v is None:
