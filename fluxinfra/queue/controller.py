@@ -67,6 +67,7 @@ from fluxinfra.scheduler.pods import (
     PodInfo,
     PodSpecError,
     parse_duration,
+    pod_info,
 )
 
 __all__ = ["QueueConfig", "QueueCore", "Unit"]
@@ -117,7 +118,7 @@ class Unit:
     slots: list[Slot] = field(default_factory=list)
     members: set[str] = field(default_factory=set)   #: pods (gated units)
     admitting: bool = False
-
+    core_group: str = ""           #: the key of its group in the scheduler core
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -401,6 +402,11 @@ class QueueCore:
             self.units[key] = unit
             self.by_owner[unit.owner_uid] = key
             self.creating.discard(unit.owner_uid)
+            if unit.kind == "pods":
+                for uid, pod in self.pods.items():
+                    if _gated(pod) and _gated_group(pod) == unit.owner_uid:
+                        unit.members.add(uid)
+                        self.pod_unit[uid] = key
             if self.loaded:
                 self._restore(unit)
         else:
@@ -552,7 +558,9 @@ class QueueCore:
             self.pods[uid] = obj
         unit = self._unit_for_pod(uid, obj)
         if unit is None:
-            self._core_pod(etype, obj, now)
+            if etype == "DELETED" or not _gated(obj):
+                self._core_pod(etype, obj, now)
+            # a gated pod waits for its FluxJob (made next cycle) before the core sees it
             return
         if unit.kind == "pods":
             self._gated_pod(unit, uid, etype, obj, now)
@@ -588,7 +596,7 @@ class QueueCore:
         elif _gated(obj):
             if unit.fed:
                 self.ungate.add(uid)
-                self._core_pod(etype, _without_gate(obj), now)
+                self._core_pod(etype, _without_gate(obj, unit.created), now)
         else:
             self.ungate.discard(uid)
             self._core_pod(etype, obj, now)
@@ -753,18 +761,16 @@ class QueueCore:
             pod = self.pods.get(uid)
             if pod is not None and _gated(pod):
                 self.ungate.add(uid)
-                self._core_pod("ADDED", _without_gate(pod), now)
+                self._core_pod("ADDED", _without_gate(pod, unit.created), now)
         return True
 
     # ==== after the core's cycle =================================================================
     def _reserved(self, report: Any, now: int) -> None:
         reservations = getattr(report, "reservations", {}) or {}
-        by_group = {f"{u.namespace}/{u.group}": u for u in self.units.values()
-                    if u.kind == "job" and u.fed and not u.placed}
+        by_group = {self._core_group(u): u for u in self.units.values() if u.fed}
         for group_key, at in reservations.items():
-            unit = by_group.get(group_key) or self.units.get(
-                self.by_owner.get(group_key, ""))
-            if unit is None or unit.placed:
+            unit = by_group.get(group_key)
+            if unit is None or unit.state not in ("Queued", "Reserved"):
                 continue
             start = micro_time(self.wall() + max(0, at - now))[:19] + "Z"
             if unit.status.get("estimatedStart") != start or unit.state != "Reserved":
@@ -772,16 +778,34 @@ class QueueCore:
                                  f"Fluxion reserved its resources from {start}",
                                  estimatedStart=start)
         for unit in self.units.values():
-            if (unit.state == "Reserved" and not unit.placed
-                    and f"{unit.namespace}/{unit.group}" not in reservations
-                    and unit.owner_uid not in reservations):
+            if unit.state == "Reserved" and self._core_group(unit) not in reservations:
                 self._transition(unit, "Queued", "WaitingForResources",
                                  "waiting for Fluxion to place it", estimatedStart=None)
+
+    @staticmethod
+    def _waiting(unit: Unit) -> bool:
+        """Not admitted yet (an Unsatisfiable one too: the core tries it again when the
+        cluster changes)."""
+        return unit.state in ("Queued", "Reserved") or (
+            unit.state == "Failed" and unit.status.get("reason") == "Unsatisfiable")
+
+    def _core_group(self, unit: Unit) -> str:
+        """The key the scheduler core files the unit's pods under (its own rule)."""
+        if unit.kind == "job":
+            return f"{unit.namespace}/{unit.group}"
+        if not unit.core_group and unit.members:
+            pod = self.pods.get(next(iter(unit.members)))
+            if pod is not None:
+                try:
+                    unit.core_group = pod_info(pod).group_key
+                except PodSpecError:
+                    unit.core_group = "-"
+        return unit.core_group
 
     def _admit(self, now: int) -> None:
         """Every Job whose slots are all placed: un-suspend it, pinned to its nodes."""
         ready = [u for u in self.units.values() if u.kind == "job" and u.fed and u.placed
-                 and u.state in ("Queued", "Reserved") and not u.admitting]
+                 and self._waiting(u) and not u.admitting]
         if not ready:
             return
         for unit in ready:
@@ -976,7 +1000,7 @@ class QueueCore:
             self._transition(unit, "Failed", reason, message)
 
     def _job_state(self, unit: Unit) -> None:
-        if unit.state in ("Finished", "Failed") or not unit.placed:
+        if unit.state in ("Finished", "Failed", "Queued", "Reserved") or not unit.placed:
             return
         running = any((self.pods.get(s.pod) or {}).get("status", {}).get("phase") == "Running"
                       for s in unit.slots if s.pod)
@@ -985,7 +1009,7 @@ class QueueCore:
                              startedAt=_now_text())
 
     def _pods_state(self, unit: Unit) -> None:
-        if unit.state in ("Finished", "Failed"):
+        if unit.state in ("Finished", "Failed") and not self._waiting(unit):
             return
         phases = [(self.pods.get(uid) or {}).get("status", {}).get("phase", "Pending")
                   for uid in unit.members]
@@ -998,7 +1022,7 @@ class QueueCore:
                 self._finish(unit, "Failed", "PodFailed", "a pod failed")
             else:
                 self._finish(unit, "Finished", "Succeeded", "its pods succeeded")
-        elif all(placed) and unit.state in ("Queued", "Reserved"):
+        elif all(placed) and self._waiting(unit):
             self._transition(unit, "Admitted", "Admitted", f"on {_short(placed)}",
                              nodes=placed, admittedAt=_now_text(), estimatedStart=None)
             self.metrics.admitted.inc()
@@ -1083,8 +1107,11 @@ def _short(nodes: list[str]) -> str:
     return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
-def _without_gate(pod: dict[str, Any]) -> dict[str, Any]:
+def _without_gate(pod: dict[str, Any], queued: float) -> dict[str, Any]:
+    """The pod as the core sees it while queued: without our gate, in the FluxJob's place in
+    FCFS order (creationTimestamp counts whole seconds; queuedAt microseconds)."""
     shown = copy.copy(pod)
+    shown["metadata"] = {**_meta(pod), "creationTimestamp": micro_time(queued)}
     spec = dict(pod.get("spec") or {})
     spec["schedulingGates"] = [g for g in spec.get("schedulingGates") or []
                                if g.get("name") != q.GATE]

@@ -190,3 +190,149 @@ def test_unknown_queue_and_unsatisfiable_jobs_say_why():
     reasons = {e["reason"] for e in api.events if e["regarding"]["kind"] == "FluxJob"}
     assert {"Created", "QueueNotFound", "Unsatisfiable"} <= reasons
     check_books(h)
+
+
+def test_gated_pod_is_ungated_and_bound_where_fluxion_placed_it():
+    from .harness import gated_pod
+
+    api = QueueApiDouble()
+    nodes(api, 1)
+    h = QueueHarness(api).start()
+    api.create_pod(gated_pod("solo", cpu="3"))
+    api.create_pod(gated_pod("second", cpu="3"))
+    h.step()
+    assert h.state("pod-solo") == "Admitted"
+    solo = api.get("pods", "team-a/solo")
+    assert solo["spec"]["nodeName"] == "n0" and not solo["spec"].get("schedulingGates")
+    assert h.state("pod-second") == "Reserved"
+    assert api.get("pods", "team-a/second")["spec"]["schedulingGates"]
+    check_books(h)
+    api.set_phase("team-a/solo", "Running")
+    h.step()
+    assert h.state("pod-solo") == "Running"
+    api.set_phase("team-a/solo", "Succeeded")
+    h.step()
+    assert h.state("pod-solo") == "Finished"
+    assert h.state("pod-second") == "Admitted"
+    api.set_phase("team-a/second", "Failed")
+    h.step()
+    assert h.state("pod-second") == "Failed"
+    check_empty(h)
+
+
+def test_gated_group_is_admitted_all_or_nothing():
+    from .harness import gated_pod
+
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api).start()
+    group = {"fluxinfra.io/group": "ring", "fluxinfra.io/group-size": "3"}
+    for i in range(2):
+        api.create_pod(gated_pod(f"ring-{i}", cpu="3", labels=group))
+    h.step()
+    assert h.state("group-ring") != "Admitted"  # two of three: nothing binds
+    assert all(not p["spec"].get("nodeName") for p in api.objects["pods"].values())
+    api.create_pod(gated_pod("ring-2", cpu="3", labels=group))
+    h.step()
+    status = h.fluxjob("group-ring")["status"]  # 3 x 3 cores can never fit 2 x 4 cores
+    assert (status["state"], status["reason"]) == ("Failed", "Unsatisfiable")
+    assert all(not p["spec"].get("nodeName") for p in api.objects["pods"].values())
+    from scheduler.kube_double import make_node
+
+    api.create("nodes", make_node("n2", cpu="4", memory="64Gi"))  # the cluster grows
+    h.step()
+    assert h.state("group-ring") == "Admitted"
+    assert sorted(api.get("pods", f"team-a/ring-{i}")["spec"]["nodeName"]
+                  for i in range(3)) == ["n0", "n1", "n2"]
+    check_books(h)
+
+
+def test_queue_limits_hold_admission_back():
+    api = QueueApiDouble()
+    nodes(api, 4)
+    api.create("fluxjobqueues", {"apiVersion": "queue.fluxinfra.io/v1alpha1",
+                                 "kind": "FluxJobQueue",
+                                 "metadata": {"name": "default", "namespace": "team-a"},
+                                 "spec": {"maxRunning": 2, "maxCores": "6"}})
+    h = QueueHarness(api).start()
+    for i, name in enumerate(("a", "b", "c")):
+        api.clock_text = f"2026-01-01T00:00:0{i}Z"
+        api.create_job(job(name, pods=1, cpu="2"))
+    api.clock_text = "2026-01-01T00:00:05Z"
+    api.create_job(job("other", pods=4, cpu="1", namespace="team-b"))  # another queue
+    h.step()
+    assert [h.state(f"job-{n}") for n in "abc"] == ["Admitted", "Admitted", "Queued"]
+    status = h.fluxjob("job-c")["status"]
+    assert status["reason"] == "QuotaExceeded" and "maxRunning 2" in status["message"]
+    assert h.state("job-other", "team-b") == "Admitted"
+    h.finish("a")
+    h.step()
+    assert h.state("job-c") == "Admitted"
+    api.create_job(job("big", pods=2, cpu="2"))
+    h.step()
+    assert h.fluxjob("job-big")["status"]["reason"] == "QuotaExceeded"
+
+
+def test_cleanup_releases_everything_whatever_ends_the_work():
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api).start()
+    api.create_job(job("done", pods=2, cpu="1"))
+    api.create_job(job("deleted", pods=2, cpu="1"))
+    api.create_job(job("byhand", pods=2, cpu="1"))
+    api.create_job(job("waiting", pods=2, cpu="4"))   # Reserved: nothing to release yet
+    h.step()
+    for name in ("done", "deleted", "byhand"):
+        h.run(name)
+    h.step()
+    check_books(h)
+    # a finished pod releases its share at once; the Job completing, the rest
+    first = h.pods_of("done")[0]
+    api.set_phase(f"team-a/{first['metadata']['name']}", "Succeeded")
+    h.step()
+    check_books(h)
+    h.finish("done")
+    h.step()
+    # a deleted Job (its pods go with it) releases everything
+    for pod in h.pods_of("deleted"):
+        api.delete("pods", f"team-a/{pod['metadata']['name']}")
+    api.delete("jobs", "team-a/deleted")
+    h.step()
+    check_books(h)
+    # a FluxJob deleted by hand releases its slots; its running pods stay counted as pods
+    api.delete_fluxjob("team-a", "job-byhand")
+    h.step()
+    check_books(h)
+    running = [p for p in h.pods_of("byhand") if p["status"]["phase"] == "Running"]
+    held = {uid for shares in h.sched.held().values() for uid, _ in shares}
+    assert {p["metadata"]["uid"] for p in running} <= held
+    h.finish("byhand")
+    h.step()
+    assert h.state("job-waiting") == "Admitted"
+    h.run("waiting")
+    h.step()
+    h.finish("waiting")
+    h.step()
+    check_empty(h)
+
+
+def test_job_slots_are_kept_for_replacement_pods_and_released_when_not_needed():
+    api = QueueApiDouble()
+    nodes(api, 1)
+    h = QueueHarness(api).start()
+    api.create_job(job("waves", pods=2, cpu="1", completions=4))   # 2 at a time, 4 in all
+    h.step()
+    h.run("waves")
+    h.step()
+    first = h.pods_of("waves")[0]["metadata"]["name"]
+    api.set_phase(f"team-a/{first}", "Succeeded")
+    h.step()  # the Job controller starts a third pod in the freed slot
+    pods = h.pods_of("waves")
+    assert len(pods) == 3 and all(p["spec"].get("nodeName") == "n0" for p in pods)
+    check_books(h)
+    h.run("waves")
+    for _ in range(3):
+        h.finish("waves")
+        h.step()
+    assert h.state("job-waves") == "Finished"
+    check_empty(h)
