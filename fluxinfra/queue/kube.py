@@ -60,6 +60,18 @@ class QueueClient(ClientKubeApi):
         self._batch = client.BatchV1Api(api_client)
         self._scheduling = client.SchedulingV1Api(api_client)
 
+    @classmethod
+    def wrap(cls, base: ClientKubeApi) -> QueueClient:
+        """The queue's API on the scheduler's client (same connection, timeouts, settings)."""
+        from kubernetes import client
+
+        api = cls.__new__(cls)
+        api.__dict__.update(base.__dict__)
+        api_client = base._core.api_client
+        api._batch = client.BatchV1Api(api_client)
+        api._scheduling = client.SchedulingV1Api(api_client)
+        return api
+
     def _lister(self, kind: Any) -> tuple[Any, tuple[Any, ...]]:
         if kind == "jobs":
             return self._batch.list_job_for_all_namespaces, ()
@@ -82,7 +94,7 @@ class QueueClient(ClientKubeApi):
 
     def create_fluxjob(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._send(self._custom.create_namespaced_custom_object, GROUP, VERSION,
-                          namespace, PLURAL, body)
+                          namespace, PLURAL, body, _content_type="application/json")
 
     def patch_fluxjob_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._send(self._custom.patch_namespaced_custom_object_status, GROUP, VERSION,

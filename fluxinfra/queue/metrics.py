@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fluxinfra.scheduler.metrics import Counter, Gauge, Histogram
 
-__all__ = ["QueueMetrics"]
+__all__ = ["QueueMetrics", "combined"]
 
 #: Waits from minutes to days.
 _WAIT_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400)
@@ -34,3 +34,16 @@ class QueueMetrics:
         for metric in self.all():
             lines += metric.render()
         return "\n".join(lines) + "\n"
+
+
+class _Combined:
+    def __init__(self, *parts: object) -> None:
+        self.parts = parts
+
+    def render(self) -> str:
+        return "".join(part.render() for part in self.parts)  # type: ignore[attr-defined]
+
+
+def combined(*parts: object) -> _Combined:
+    """One ``/metrics`` page from several metric sets (the scheduler's and the queue's)."""
+    return _Combined(*parts)
