@@ -261,6 +261,9 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
 def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses its connections
+        # Headers and body go out as separate writes; with Nagle's algorithm on, the second
+        # waits for the client's delayed ACK (~40 ms on Linux): off, as every server does.
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             t0 = time.perf_counter()
