@@ -432,7 +432,8 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
     warnings: list[str] = []
     if seed is None:
         seed = f"fluxinfra-render:{stack}".encode()
-        warnings.append(f"the CURVE certificate and munge key are derived from the stack name "
+        warnings.append(f"the CURVE certificate and munge key (and the queue webhook's TLS key) "
+                        f"are derived from the stack name "
                         f"{stack!r}, which is public: anyone can recompute them. Fine for a "
                         "throw-away cluster; otherwise pass --seed-file FILE (e.g. head -c 64 "
                         "/dev/urandom > FILE, kept secret) or set FLUXINFRA_RENDER_SEED")
