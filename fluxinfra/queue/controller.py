@@ -187,14 +187,18 @@ def _now_text() -> str:
 
 
 def _pin(nodes: list[str], affinity: dict[str, Any] | None) -> dict[str, Any]:
-    """Required node affinity narrowed to ``nodes`` (each existing term gets the requirement)."""
-    requirement = {"key": "metadata.name", "operator": "In", "values": sorted(set(nodes))}
+    """Required node affinity narrowed to ``nodes``: one term per node (a ``metadata.name``
+    field requirement takes exactly one value), each carrying the Job's own terms' needs."""
     affinity = copy.deepcopy(affinity or {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    terms = (required or {}).get("nodeSelectorTerms") or [{}]
-    for term in terms:
-        term["matchFields"] = [*(term.get("matchFields") or []), requirement]
+    own = (required or {}).get("nodeSelectorTerms") or [{}]
+    terms = []
+    for node in sorted(set(nodes)):
+        pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+        for term in own:
+            terms.append({**copy.deepcopy(term),
+                          "matchFields": [*(term.get("matchFields") or []), pin]})
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
     return affinity
 
@@ -540,13 +544,14 @@ class QueueCore:
 
     def _template_pod(self, job: dict[str, Any], name: str) -> dict[str, Any]:
         meta = _meta(job)
-        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+        template = (job.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
+        # one level deep: the queue sets top-level fields only; the core only reads the rest
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": meta.get("namespace", ""),
                              "labels": dict(tmeta.get("labels") or {}),
                              "annotations": dict(tmeta.get("annotations") or {})},
-                "spec": template.get("spec") or {}, "status": {"phase": "Pending"}}
+                "spec": dict(template.get("spec") or {}), "status": {"phase": "Pending"}}
 
     # ==== pods ====================================================================================
     def on_pod(self, etype: str, obj: dict[str, Any], now: int = 0) -> None:

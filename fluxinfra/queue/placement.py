@@ -14,6 +14,7 @@ into a jobspec.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import yaml
@@ -32,4 +33,12 @@ def jobspec(pod: dict[str, Any], count: int, duration: int) -> dict[str, Any]:
 
 
 def jobspec_text(pod: dict[str, Any], count: int, duration: int) -> str:
-    return yaml.safe_dump(jobspec(pod, count, duration), sort_keys=False)
+    shape = pod_request(pod).shape()
+    return _text(shape.cores, shape.memory_mib, shape.gpus, max(1, count), duration)
+
+
+@functools.lru_cache(maxsize=1024)
+def _text(cores: int, memory_mib: int, gpus: int, count: int, duration: int) -> str:
+    """Jobs come in a few shapes: their text is made once per shape."""
+    return yaml.safe_dump(slots_jobspec(count, cores=cores, memory_mib=memory_mib, gpus=gpus,
+                                        duration=duration), sort_keys=False)

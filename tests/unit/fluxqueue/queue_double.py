@@ -122,6 +122,7 @@ class QueueApiDouble(KubeApiDouble):
             if not current["spec"].get("suspend") or started or \
                     not changed <= _MUTABLE_TEMPLATE_SPEC:
                 raise ApiError(422, "Invalid", f"spec.template: field is immutable ({changed})")
+        _check_node_fields(updated["spec"]["template"]["spec"])
         validate(updated)
         self.job_patches.append((namespace, name, copy.deepcopy(patch)))
         self.update("jobs", updated)  # type: ignore[arg-type]
@@ -205,6 +206,19 @@ class QueueApiDouble(KubeApiDouble):
                                                  "blockOwnerDeletion": True}]},
                "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
         return self.create_pod(pod)
+
+
+def _check_node_fields(spec: dict[str, Any]) -> None:
+    """The API server's rule the schemas do not carry (seen on the real one): a node field
+    selector requirement with In / NotIn takes exactly one value."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for i, term in enumerate(required.get("nodeSelectorTerms") or []):
+        for j, req in enumerate(term.get("matchFields") or []):
+            if req.get("operator") in ("In", "NotIn") and len(req.get("values") or []) != 1:
+                raise ApiError(422, "Invalid", f"nodeSelectorTerms[{i}].matchFields[{j}]."
+                               "values: Required value: must be only one value when "
+                               "`operator` is 'In' or 'NotIn' for node field selector")
 
 
 def _done(job: dict[str, Any]) -> bool:

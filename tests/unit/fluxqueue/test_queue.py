@@ -26,7 +26,7 @@ def test_job_is_admitted_whole_and_bound_to_the_nodes_fluxion_chose():
     terms = template["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                       "values": ["n0", "n1"]}]}]
+                                       "values": [n]}]} for n in ("n0", "n1")]
     pods = h.pods_of("train")
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(chosen)
     check_books(h)

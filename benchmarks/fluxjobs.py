@@ -1,7 +1,7 @@
 """Queue benchmark: the webhook's latency over real HTTPS, and FluxJobs admitted per second.
 
-    .venv/bin/python benchmarks/run.py fluxqueue            # full size
-    .venv/bin/python benchmarks/run.py fluxqueue --quick    # 1/10 of the Jobs, 100 nodes
+    .venv/bin/python benchmarks/run.py fluxjobs            # full size
+    .venv/bin/python benchmarks/run.py fluxjobs --quick    # 1/10 of the Jobs, 100 nodes
 
 * ``webhook``: ``fluxinfra queue webhook``'s server on loopback (real TLS, one kept-alive
   connection, as the API server keeps one) answering AdmissionReviews for a Job and a Pod;
@@ -113,7 +113,7 @@ def bench_admission(nodes: int, jobs: int, pods: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="benchmarks/run.py fluxqueue")
+    p = argparse.ArgumentParser(prog="benchmarks/run.py fluxjobs")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--requests", type=int, default=2000)
     args, _ = p.parse_known_args(argv)
