@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +89,9 @@ class QueueConfig:
     workers: int = 16
     #: who reports (Events' reportingController / reportingInstance)
     instance: str = "fluxion-queue"
+    #: send Events from a background thread (bounded; dropped and counted when full), so a
+    #: slow API server does not slow admission, as the scheduler's binder does
+    async_events: bool = False
 
 
 @dataclass
@@ -278,6 +283,11 @@ class QueueCore:
         self.creating: set[str] = set()               # owners whose FluxJob is being created
         self._pending_restore: set[str] = set()       # admitted units rebuilt at start-up
         self._pending_events: list[dict[str, Any]] = []
+        self._event_queue: queue.Queue[dict[str, Any] | None] | None = None
+        if self.config.async_events:
+            self._event_queue = queue.Queue(maxsize=10_000)
+            threading.Thread(target=self._send_events, name="queue-events",
+                             daemon=True).start()
         self._startup_pods: dict[str, dict[str, Any]] = {}
         self._last_queued = 0.0
         self.loaded = False
@@ -294,8 +304,22 @@ class QueueCore:
         return list(self._pool.map(fn, items))
 
     def close(self) -> None:
+        if self._event_queue is not None:
+            self._event_queue.put(None)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+    def _send_event(self, event: dict[str, Any]) -> None:
+        try:
+            self.api.create_event(event["metadata"]["namespace"], event)
+        except ApiError as exc:
+            log.debug("event about %s failed: %s", event["regarding"]["name"], exc)
+            self.metrics.errors.inc(source="event")
+
+    def _send_events(self) -> None:
+        assert self._event_queue is not None
+        while (event := self._event_queue.get()) is not None:
+            self._send_event(event)
 
     def unit_of_pod(self, uid: str) -> Unit | None:
         if uid in self.slot_pods:
@@ -1083,11 +1107,13 @@ class QueueCore:
                 self.metrics.errors.inc(source="status")
         events, self._pending_events = self._pending_events, []
         for event in events:
+            if self._event_queue is None:
+                self._send_event(event)
+                continue
             try:
-                self.api.create_event(event["metadata"]["namespace"], event)
-            except ApiError as exc:
-                log.debug("event about %s failed: %s", event["regarding"]["name"], exc)
-                self.metrics.errors.inc(source="event")
+                self._event_queue.put_nowait(event)
+            except queue.Full:
+                self.metrics.errors.inc(source="event_dropped")
 
 
 def _amounts(requests: dict[str, Any]) -> dict[str, int]:

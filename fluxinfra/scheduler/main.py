@@ -147,7 +147,7 @@ def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instanc
     queue_metrics = QueueMetrics()
     hosted = QueueCore(core, queue_api, QueueConfig(
         scheduler_name=args.scheduler_name, default_duration=default_duration,
-        instance=instance), queue_metrics)
+        instance=instance, async_events=True), queue_metrics)
     runner = Runner(queue_api, hosted, resync_seconds=args.resync, hosted_kinds=QUEUE_KINDS)
     return runner, combined(metrics, queue_metrics)
 
