@@ -172,7 +172,7 @@ def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, A
         bed.add_hollow_nodes([kubebed.node_object(f"h{i:04d}", cpu="32", memory="128Gi")
                               for i in range(nodes)])
         cluster = Cluster(bed.kubeconfig, work / "kubectl-cache", bed)
-        with running_queue(cluster, work, timeout_seconds=3):
+        with running_queue(cluster, work, timeout_seconds=3) as queue:
             api_client = cluster.client()
             batch = client.BatchV1Api(api_client)
             for jobs, pods in scenarios:
@@ -230,6 +230,16 @@ def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, A
                     "wait_p50_s": round(statistics.median(waits), 3) if waits else None,
                     "wait_p99_s": round(waits[int(0.99 * (len(waits) - 1))], 3)
                     if waits else None})
+            own = queue.webhook_metrics()
+            total = sum_ = 0.0
+            for line in own.splitlines():
+                if line.startswith("fluxinfra_queue_webhook_duration_seconds_sum"):
+                    sum_ = float(line.split()[-1])
+                elif line.startswith("fluxinfra_queue_webhook_duration_seconds_count"):
+                    total = float(line.split()[-1])
+            rows.append({"scenario": "real API: webhook's own handling time (mean)",
+                         "requests": int(total),
+                         "p50_ms": round(sum_ / total * 1e3, 3) if total else None})
             counts = _webhook_histogram(cluster.kubectl("get", "--raw", "/metrics").stdout)
             if counts:
                 total = counts[max(counts)]

@@ -63,6 +63,7 @@ class Queue:
         self.env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
         self.scheduler: subprocess.Popen | None = None
         self.restarts = 0
+        self.webhook_port = 0
 
     def start_scheduler(self) -> None:
         port = _free_port()
@@ -85,6 +86,17 @@ class Queue:
     def stop_scheduler(self) -> None:
         if self.scheduler is not None:
             _stop(self.scheduler)
+
+    def webhook_metrics(self) -> str:
+        """The webhook's own /metrics (its handling time, as it measures it)."""
+        import ssl
+
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        url = f"https://127.0.0.1:{self.webhook_port}/metrics"
+        with urllib.request.urlopen(url, context=context, timeout=5) as resp:
+            return resp.read().decode()
 
     def log(self) -> str:
         logs = sorted(self.work.glob("*.log"))
@@ -141,7 +153,7 @@ def running_queue(cluster: Cluster, work: Path, *, timeout_seconds: int = 5,
     (work / "tls").mkdir()
     (work / "tls" / "tls.crt").write_text(tls.server_cert)
     (work / "tls" / "tls.key").write_text(tls.server_key)
-    port = _free_port()
+    port = q.webhook_port = _free_port()
     webhook = _start(["queue", "webhook", "--tls-dir", str(work / "tls"), "--host",
                       "127.0.0.1", "--port", str(port), "--scheduler-name", SCHEDULER],
                      work / "webhook.log", q.env)
