@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.image,
 #: the broker run on the host, through nsenter), with a word of the script that shows the use.
 SCRIPT_COMMANDS = {"install": "install -m", "cat": "$(cat ", "chmod": "chmod 0755",
                    "mv": "mv \"$mamba.tmp\"", "python3": "python3 ", "touch": "touch ",
-                   "sleep": "sleep 30", "kill": "kill \"$beat\""}
+                   "sleep": "sleep 30"}
+#: ... and bash builtins it relies on (no file needed): kill "$beat" ends the heartbeat loop.
 #: Commands node-watch.py runs inside the container (the install and the broker run on the host).
 NODE_WATCH_COMMANDS = {"nsenter": '["nsenter", "-t"'}
 #: Standard-library modules the in-container Python (micromamba fetch, node-watch.py and the
