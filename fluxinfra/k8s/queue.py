@@ -48,6 +48,7 @@ from fluxinfra.pki import make_service_tls
 from fluxinfra.queue.api import (
     API_VERSION,
     GROUP,
+    LABEL_FLUXJOB,
     LABEL_NAMESPACE_OPT_IN,
     LABEL_QUEUE_NAME,
     NAMESPACE_OPT_IN_VALUE,
@@ -185,6 +186,9 @@ def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any) -> dic
     not_system = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                   "values": [*SYSTEM_NAMESPACES, args.namespace]}
     not_opted_out = {"key": LABEL_QUEUE_NAME, "operator": "NotIn", "values": [OPT_OUT_VALUE]}
+    # the pods of a Job the queue admitted are not called for (the webhook would only let
+    # them through): one call per pod, and per pod update, saved in the API server
+    not_admitted = {"key": LABEL_FLUXJOB, "operator": "DoesNotExist"}
     meta = m.metadata(name, None, m.labels(COMPONENT, name))
     if args.tls == "cert-manager":
         meta["annotations"] = {"cert-manager.io/inject-ca-from": f"{args.namespace}/{name}"}
@@ -196,13 +200,13 @@ def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any) -> dic
                      {"matchExpressions": [
                          {"key": LABEL_NAMESPACE_OPT_IN, "operator": "In",
                           "values": [NAMESPACE_OPT_IN_VALUE]}, not_system]},
-                     {"matchExpressions": [not_opted_out]}, ca_bundle),
+                     {"matchExpressions": [not_opted_out, not_admitted]}, ca_bundle),
             _webhook(name, args, "object",
                      {"matchExpressions": [
                          {"key": LABEL_NAMESPACE_OPT_IN, "operator": "NotIn",
                           "values": [NAMESPACE_OPT_IN_VALUE]}, not_system]},
                      {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"},
-                                           not_opted_out]}, ca_bundle),
+                                           not_opted_out, not_admitted]}, ca_bundle),
         ],
     }
 

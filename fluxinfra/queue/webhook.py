@@ -28,9 +28,11 @@ What it does to objects that opted in (:mod:`fluxinfra.queue.api`):
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -306,6 +308,38 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
     return Handler
 
 
+class _TLSServer(ThreadingHTTPServer):
+    """One thread per connection, the TLS handshake made in that thread.
+
+    Wrapping the listening socket instead would make every handshake in the one thread that
+    accepts: when the API server opens several connections at once (a burst of creates), each
+    would wait for the handshakes before it.
+    """
+
+    daemon_threads = True
+    handshake_timeout = 10.0
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(self.handshake_timeout)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:  # an untrusting or stray client: its problem
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        tls.settimeout(None)
+        try:
+            self.RequestHandlerClass(tls, client_address, self)
+        finally:
+            with contextlib.suppress(OSError):
+                tls.shutdown(socket.SHUT_RDWR)
+            tls.close()
+
+
 def serve(config: WebhookConfig, cert_file: str, key_file: str, host: str = "0.0.0.0",
           port: int = 9443, metrics: WebhookMetrics | None = None,
           reload_seconds: float = 60.0) -> ThreadingHTTPServer:
@@ -316,9 +350,7 @@ def serve(config: WebhookConfig, cert_file: str, key_file: str, host: str = "0.0
     """
     metrics = metrics or WebhookMetrics()
     context = tls_context(cert_file, key_file)
-    server = ThreadingHTTPServer((host, port), _handler(config, metrics))
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server = _TLSServer((host, port), _handler(config, metrics), context)
     server.metrics = metrics  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, name="webhook", daemon=True).start()
     _watch_certificate(context, cert_file, key_file, reload_seconds, server)
@@ -332,10 +364,15 @@ def _watch_certificate(context: ssl.SSLContext, cert_file: str, key_file: str,
 
     seen = stamp()
 
+    def serving() -> bool:
+        return getattr(server, "socket", None) is not None and server.socket.fileno() >= 0
+
     def loop(sleep: Callable[[float], Any] = time.sleep) -> None:
         nonlocal seen
-        while getattr(server, "socket", None) is not None and server.socket.fileno() >= 0:
+        while serving():
             sleep(every)
+            if not serving():  # closed while we slept: its files may be gone too
+                return
             try:
                 now = stamp()
                 if now != seen:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import ssl
+import time
 from typing import Any
 
 import pytest
@@ -219,6 +221,19 @@ def test_https_roundtrip_on_one_kept_alive_connection(https):
     assert 'fluxinfra_queue_webhook_requests_total{allowed="true",kind="Job",' \
            'operation="CREATE"} 3' in text
     conn.close()
+
+
+def test_a_connection_stuck_before_its_handshake_does_not_hold_up_the_next(https):
+    """Each connection makes its TLS handshake in its own thread: one that never starts it
+    (or a slow one, among the several the API server opens in a burst) delays no other."""
+    port, context, _ = https
+    with socket.create_connection(("127.0.0.1", port), timeout=5):  # plain TCP, no hello
+        time.sleep(0.2)  # accepted by now
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=2)
+        body = json.dumps(admission(make_job("after-stuck"))).encode()
+        conn.request("POST", "/mutate", body=body, headers={"Content-Type": "application/json"})
+        assert conn.getresponse().status == 200
+        conn.close()
 
 
 def test_https_refuses_clients_that_do_not_trust_it_and_answers_garbage_with_400(https):

@@ -50,6 +50,9 @@ def test_manifests_are_schema_valid_and_the_webhooks_opt_in_by_namespace_or_labe
         assert wh["timeoutSeconds"] == 3 and wh["admissionReviewVersions"] == ["v1"]
         assert wh["clientConfig"]["caBundle"] == "Q0E="
         assert {r["resources"][0] for r in wh["rules"]} == {"jobs", "pods"}
+        # pods of a Job the queue admitted never reach the webhook
+        assert {"key": "fluxinfra.io/fluxjob", "operator": "DoesNotExist"} in \
+            wh["objectSelector"]["matchExpressions"]
         system = next(e for e in wh["namespaceSelector"]["matchExpressions"]
                       if e["key"] == "kubernetes.io/metadata.name")
         assert {"kube-system", "fluxinfra-system"} <= set(system["values"])
