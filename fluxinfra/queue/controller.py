@@ -85,7 +85,9 @@ class QueueConfig:
     scheduler_name: str = "fluxion"
     #: seconds a FluxJob is expected to run without ``fluxinfra.io/duration``
     default_duration: int = 3600
-    #: parallel API writes (Job patches, FluxJob creates and status patches, pod binds)
+    #: API writes in flight at once (FluxJob creates and status patches, Job patches, pod
+    #: binds). Above 1 the loop never waits for them: each is handed to a pool of this many
+    #: threads and its result applied in a later cycle. 1: each made in place, in order.
     workers: int = 16
     #: who reports (Events' reportingController / reportingInstance)
     instance: str = "fluxion-queue"
@@ -290,6 +292,11 @@ class QueueCore:
                              daemon=True).start()
         self._startup_pods: dict[str, dict[str, Any]] = {}
         self._last_queued = 0.0
+        # API writes in flight: results come back on ``_done`` and are applied by the loop
+        self._done: queue.SimpleQueue[tuple[Callable[[Any], None], Any]] = queue.SimpleQueue()
+        self._in_flight = 0
+        self._binding: dict[str, Slot] = {}           # pod uid -> slot it is being bound to
+        self._writing: set[str] = set()               # FluxJobs whose status is being written
         self.loaded = False
         self.metrics.depth.set_function(lambda: sum(
             1 for u in self.units.values() if u.state in ("Queued", "Reserved")))
@@ -302,6 +309,35 @@ class QueueCore:
         if self._pool is None or len(items) < 2:
             return [fn(i) for i in items]
         return list(self._pool.map(fn, items))
+
+    def _write(self, call: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        """Make one API write; ``then(result)`` runs on the loop's thread once it is back.
+
+        With a pool the loop does not wait: the write joins the pool's queue (at most
+        ``workers`` in flight; the rest wait their turn in submission order) and ``then``
+        runs at the start of a later cycle (:meth:`collect`). ``call`` returns its
+        ``ApiError`` rather than raising it.
+        """
+        if self._pool is None:
+            then(_guarded(call))
+            return
+        self._in_flight += 1
+        self._pool.submit(lambda: self._done.put((then, _guarded(call))))
+
+    def collect(self, wait: float = 0.0) -> int:
+        """Apply the results of the writes that are back (waiting up to ``wait`` seconds for
+        every write in flight to return); returns how many are still in flight."""
+        deadline = time.monotonic() + wait
+        while self._in_flight:
+            try:
+                left = deadline - time.monotonic()
+                then, result = (self._done.get(timeout=left) if left > 0
+                                else self._done.get_nowait())
+            except queue.Empty:
+                break
+            self._in_flight -= 1
+            then(result)
+        return self._in_flight
 
     def close(self) -> None:
         if self._event_queue is not None:
@@ -373,6 +409,7 @@ class QueueCore:
                 self.priorities[name] = int(obj.get("value") or 0)
 
     def schedule(self, now: int) -> Any:
+        self.collect()
         self._create_fluxjobs(now)
         self._feed(now)
         report = self.core.schedule(now)
@@ -423,12 +460,14 @@ class QueueCore:
                 self._drop_unit(unit, now)
             return
         unit = self.units.get(key)
+        ours = False  # a FluxJob this controller just created
         if unit is None:
             unit = self._unit_from(obj)
             if unit is None:
                 return
             self.units[key] = unit
             self.by_owner[unit.owner_uid] = key
+            ours = unit.owner_uid in self.creating
             self.creating.discard(unit.owner_uid)
             if unit.kind == "pods":
                 for uid, pod in self.pods.items():
@@ -443,6 +482,9 @@ class QueueCore:
         if not unit.status and status:
             unit.status = dict(status)
             unit.written = dict(status)
+        elif ours and not unit.status:
+            self._transition(unit, "Queued", "Created", f"waiting in queue {unit.queue!r}",
+                             queuedAt=_now_text())
 
     def _unit_from(self, obj: dict[str, Any]) -> Unit | None:
         meta, spec = _meta(obj), obj.get("spec") or {}
@@ -475,8 +517,8 @@ class QueueCore:
         return self.priorities.get(spec.get("priorityClassName") or "", 0)
 
     def _create_fluxjobs(self, now: int) -> None:
-        """A FluxJob for every queued Job and gated group that has none (API creates in
-        parallel; the created object is taken at once, without waiting for the watch)."""
+        """A FluxJob for every queued Job and gated group that has none (the created object
+        is taken as soon as the create returns, or from the watch if that is first)."""
         todo: list[dict[str, Any]] = []
         for uid, job in self.jobs.items():
             spec = job.get("spec") or {}
@@ -491,17 +533,16 @@ class QueueCore:
                 continue
             todo.append(self._pods_fluxjob(group_key, pods))
             self.creating.add(group_key)
-        for body, created in zip(todo, self.pool_map(self._create, todo), strict=True):
-            if isinstance(created, dict):
-                self._on_fluxjob("ADDED", created, now)
-                unit = self.units.get(_key(created))
-                if unit is not None:
-                    self._transition(unit, "Queued", "Created", "waiting in queue "
-                                     f"{unit.queue!r}", queuedAt=_now_text())
-            elif isinstance(created, ApiError) and not created.conflict:
-                owner = body["spec"]["owner"]["uid"]
-                self.creating.discard(owner)  # try again next cycle
-            # 409: it exists; the watch brings it
+        for body in todo:
+            self._write(lambda body=body: self._create(body),
+                        lambda created, body=body: self._created(body, created, now))
+
+    def _created(self, body: dict[str, Any], created: Any, now: int) -> None:
+        if isinstance(created, dict):
+            self._on_fluxjob("ADDED", created, now)
+        elif isinstance(created, Exception) and not getattr(created, "conflict", False):
+            self.creating.discard(body["spec"]["owner"]["uid"])  # try again next cycle
+        # 409: it exists; the watch brings it
 
     def _create(self, body: dict[str, Any]) -> dict[str, Any] | ApiError:
         try:
@@ -645,8 +686,12 @@ class QueueCore:
             self._job_state(unit)
             return
         if slot is None and node:
-            slot = next((s for s in unit.slots if not s.released and not s.pod
-                         and s.node == node), None)
+            pending = self._binding.get(uid)  # our bind, seen on the watch before it returned
+            others = {id(s) for u, s in self._binding.items() if u != uid}
+            slot = pending if pending is not None and pending.node == node and not (
+                pending.pod or pending.released) else next(
+                (s for s in unit.slots if not s.released and not s.pod and s.node == node
+                 and id(s) not in others), None)
             if slot is None:  # bound where no slot is: count it as what it is
                 log.warning("pod %s of %s runs on %s outside its slots", _key(obj), unit.key,
                             node)
@@ -839,23 +884,25 @@ class QueueCore:
             return
         for unit in ready:
             unit.admitting = True
-        results = self.pool_map(self._unsuspend, ready)
-        for unit, error in zip(ready, results, strict=True):
-            unit.admitting = False
-            if error is None:
-                nodes = [s.node for s in unit.slots]
-                waited = max(0.0, self.wall() - unit.created)
-                self.metrics.admitted.inc()
-                self.metrics.wait.observe(waited)
-                self._transition(unit, "Admitted", "Admitted",
-                                 f"{len(nodes)} pods on {len(set(nodes))} nodes: "
-                                 f"{_short(nodes)}", nodes=nodes, admittedAt=_now_text(),
-                                 estimatedStart=None)
-            elif isinstance(error, ApiError) and error.not_found:
-                self._release_all(unit, now)
-                self._finish(unit, "Failed", "JobDeleted", "the Job is gone")
-            else:  # transient: the slots stay held, admission is tried again next cycle
-                self.metrics.errors.inc(source="admit")
+            self._write(lambda unit=unit: self._unsuspend(unit),
+                        lambda error, unit=unit: self._admitted(unit, error, now))
+
+    def _admitted(self, unit: Unit, error: Exception | None, now: int) -> None:
+        unit.admitting = False
+        if error is None:
+            nodes = [s.node for s in unit.slots]
+            waited = max(0.0, self.wall() - unit.created)
+            self.metrics.admitted.inc()
+            self.metrics.wait.observe(waited)
+            self._transition(unit, "Admitted", "Admitted",
+                             f"{len(nodes)} pods on {len(set(nodes))} nodes: "
+                             f"{_short(nodes)}", nodes=nodes, admittedAt=_now_text(),
+                             estimatedStart=None)
+        elif isinstance(error, ApiError) and error.not_found:
+            self._release_all(unit, now)
+            self._finish(unit, "Failed", "JobDeleted", "the Job is gone")
+        else:  # transient: the slots stay held, admission is tried again next cycle
+            self.metrics.errors.inc(source="admit")
 
     def _unsuspend(self, unit: Unit) -> Exception | None:
         job = self.jobs.get(unit.owner_uid)
@@ -882,7 +929,8 @@ class QueueCore:
         for uid, key in list(self.pod_unit.items()):
             unit = self.units.get(key)
             pod = self.pods.get(uid)
-            if unit is None or pod is None or unit.kind != "job" or not unit.placed:
+            if (unit is None or pod is None or unit.kind != "job" or not unit.placed
+                    or uid in self._binding):
                 continue
             if (pod.get("spec") or {}).get("nodeName") or any(s.pod == uid
                                                               for s in unit.slots):
@@ -890,24 +938,32 @@ class QueueCore:
             if (pod.get("status") or {}).get("phase") in _TERMINAL or _meta(pod).get(
                     "deletionTimestamp"):
                 continue
+            taken = {id(s) for s in self._binding.values()}
             slot = next((s for s in unit.slots if not s.released and not s.pod
-                         and not any(t[1] is s for t in todo)), None)
+                         and id(s) not in taken), None)
             if slot is None:
                 continue  # more pods than slots (parallelism raised): they wait
+            self._binding[uid] = slot
             todo.append((unit, slot, pod))
-        if not todo:
+        for unit, slot, pod in todo:
+            self._write(lambda pod=pod, node=slot.node: self._bind_one(pod, node),
+                        lambda error, unit=unit, slot=slot, pod=pod:
+                        self._bound(unit, slot, pod, error, now))
+
+    def _bound(self, unit: Unit, slot: Slot, pod: dict[str, Any], error: Exception | None,
+               now: int) -> None:
+        uid = _meta(pod)["uid"]
+        self._binding.pop(uid, None)
+        if error is not None:
+            self.metrics.errors.inc(source="bind")
             return
-        results = self.pool_map(lambda t: self._bind_one(t[2], t[1].node), todo)
-        for (unit, slot, pod), error in zip(todo, results, strict=True):
-            uid = _meta(pod)["uid"]
-            if error is None:
-                slot.pod = uid
-                bound = copy.deepcopy(pod)
-                bound["spec"]["nodeName"] = slot.node
-                self.shown[uid] = self._slot_uid(unit, slot.index)
-                self._core_pod("MODIFIED", self._as_slot(unit, slot, bound), now)
-            else:
-                self.metrics.errors.inc(source="bind")
+        if slot.released or slot.pod or any(s.pod == uid for s in unit.slots):
+            return  # the watch showed it bound first (on_pod gave it a slot) or it is gone
+        slot.pod = uid
+        bound = copy.deepcopy(pod)
+        bound["spec"]["nodeName"] = slot.node
+        self.shown[uid] = self._slot_uid(unit, slot.index)
+        self._core_pod("MODIFIED", self._as_slot(unit, slot, bound), now)
 
     def _bind_one(self, pod: dict[str, Any], node: str) -> Exception | None:
         meta = _meta(pod)
@@ -1060,6 +1116,13 @@ class QueueCore:
             self._transition(unit, "Running", "Running", "its pods run",
                              startedAt=_now_text())
 
+    def _status_written(self, unit: Unit, status: dict[str, Any], error: Any) -> None:
+        self._writing.discard(unit.key)
+        if error is None or (isinstance(error, ApiError) and error.not_found):
+            unit.written = status  # (404: the FluxJob is gone; its DELETED event follows)
+        else:
+            self.metrics.errors.inc(source="status")
+
     def _event(self, unit: Unit, state: str, reason: str, message: str) -> None:
         if not unit.uid:
             return
@@ -1082,29 +1145,23 @@ class QueueCore:
         self._pending_events.append(event)
 
     def _write_status(self) -> None:
-        """Every changed FluxJob status, and queued Events, in parallel; failures retried."""
-        dirty = [u for u in self.units.values() if u.uid and u.status != u.written]
-        snapshots = [dict(u.status) for u in dirty]
-
-        def write(item: tuple[Unit, dict[str, Any]]) -> Exception | None:
-            unit, status = item
+        """Every changed FluxJob status (one write per FluxJob in flight; a change made
+        meanwhile goes in the next), and queued Events; failures retried. A Job being
+        un-suspended waits for the answer: its next state is known then, so a FluxJob placed
+        as soon as it was made gets one status write (Admitted), not one per cycle it took."""
+        for unit in self.units.values():
+            if (not unit.uid or unit.admitting or unit.key in self._writing
+                    or unit.status == unit.written):
+                continue
+            status = dict(unit.status)
             patch = dict(status)
             for k in unit.written:
                 patch.setdefault(k, None)  # merge patch: a removed field is null
-            try:
-                self.api.patch_fluxjob_status(unit.namespace, unit.name, patch)
-            except ApiError as exc:
-                return exc
-            return None
-
-        results = self.pool_map(write, list(zip(dirty, snapshots, strict=True)))
-        for unit, status, error in zip(dirty, snapshots, results, strict=True):
-            if error is None:
-                unit.written = status
-            elif isinstance(error, ApiError) and error.not_found:
-                unit.written = status  # the FluxJob is gone; its DELETED event follows
-            else:
-                self.metrics.errors.inc(source="status")
+            self._writing.add(unit.key)
+            self._write(lambda unit=unit, patch=patch: self.api.patch_fluxjob_status(
+                unit.namespace, unit.name, patch),
+                lambda error, unit=unit, status=status: self._status_written(unit, status,
+                                                                             error))
         events, self._pending_events = self._pending_events, []
         for event in events:
             if self._event_queue is None:
@@ -1114,6 +1171,17 @@ class QueueCore:
                 self._event_queue.put_nowait(event)
             except queue.Full:
                 self.metrics.errors.inc(source="event_dropped")
+
+
+def _guarded(call: Callable[[], Any]) -> Any:
+    """``call()``, or the exception it raised (a write's failure is its result)."""
+    try:
+        return call()
+    except ApiError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - handed to the loop, which counts it
+        log.warning("API write failed: %s", exc, exc_info=True)
+        return exc
 
 
 def _amounts(requests: dict[str, Any]) -> dict[str, int]:

@@ -61,13 +61,26 @@ class QueueClient(ClientKubeApi):
         self._scheduling = client.SchedulingV1Api(api_client)
 
     @classmethod
-    def wrap(cls, base: ClientKubeApi) -> QueueClient:
-        """The queue's API on the scheduler's client (same connection, timeouts, settings)."""
+    def wrap(cls, base: ClientKubeApi, connections: int = 32) -> QueueClient:
+        """The queue's API with the scheduler's settings (server, credentials, timeouts) on
+        a connection pool of its own, ``connections`` deep.
+
+        The runner's watches each hold a pooled connection for as long as they stream (seven
+        kinds with the queue's), and the client's default pool is ``5 x cores`` deep: on a
+        small machine the queue's parallel writes found it empty, opened a new TLS connection
+        per request and dropped it again afterwards (urllib3 keeps at most ``maxsize``).
+        """
+        import copy
+
         from kubernetes import client
 
+        settings = copy.copy(base._core.api_client.configuration)
+        settings.connection_pool_maxsize = connections
+        api_client = client.ApiClient(settings)
         api = cls.__new__(cls)
-        api.__dict__.update(base.__dict__)
-        api_client = base._core.api_client
+        ClientKubeApi.__init__(api, api_client)
+        for name, value in base.__dict__.items():
+            api.__dict__.setdefault(name, value)
         api._batch = client.BatchV1Api(api_client)
         api._scheduling = client.SchedulingV1Api(api_client)
         return api

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -56,13 +57,18 @@ def gated_pod(name: str, *, cpu: str = "1", labels: dict[str, str] | None = None
 
 
 class QueueHarness:
-    def __init__(self, api: QueueApiDouble, *, policy: str = "first") -> None:
+    """``workers`` > 1 (the default, as in production): the queue's API writes run on its
+    pool and the loop does not wait for them; each pump is followed by collecting every write
+    that is out, so a step is deterministic. ``workers=1``: each write made in place."""
+
+    def __init__(self, api: QueueApiDouble, *, policy: str = "first",
+                 workers: int = int(os.environ.get("FLUXQUEUE_TEST_WORKERS", "4"))) -> None:
         self.api = api
         self.clock = Clock()
         self.binder = KubeBinder(api)
         self.sched = SchedulerCore(FluxionAllocator(policy), self.binder, SchedulerConfig(),
                                    clock=self.clock)
-        self.queue = QueueCore(self.sched, api, QueueConfig(workers=1),
+        self.queue = QueueCore(self.sched, api, QueueConfig(workers=workers),
                                wall=lambda: self.clock.t)
         self.runner = Runner(api, self.queue, clock=self.clock, hosted_kinds=QUEUE_KINDS)
         self.runner.t0 = self.clock.t
@@ -76,7 +82,12 @@ class QueueHarness:
         self.clock.t += seconds
         for _ in range(rounds):
             self.api.run_job_controller()
-            self.runner.pump()
+            self.pump()
+
+    def pump(self) -> None:
+        """One cycle of the scheduler, then every API write it started comes back."""
+        self.runner.pump()
+        assert self.queue.collect(wait=10.0) == 0, "API writes still out after 10 s"
 
     def fluxjob(self, name: str, namespace: str = "team-a") -> dict[str, Any]:
         return self.api.get("fluxjobs", f"{namespace}/{name}")  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
 from typing import Any
 
 import jsonschema
@@ -60,8 +61,14 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class QueueApiDouble(KubeApiDouble):
+    """The scheduler's double plus the queue's kinds; safe to call from several threads (the
+    queue makes its writes from a pool), as the API server is."""
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # one write at a time: resourceVersions handed out and logged in order, so a watch
+        # never skips an event that a slower writer logged after a faster one's
+        self._lock = threading.RLock()
         self._names = itertools.count(1)
         self.job_patches: list[tuple[str, str, dict[str, Any]]] = []
         self.pod_patches: list[tuple[str, str, list[dict[str, Any]]]] = []
@@ -152,6 +159,10 @@ class QueueApiDouble(KubeApiDouble):
                            f'"{pod}": pod {pod} has non-empty .spec.schedulingGates')
         super().bind(namespace, pod, uid, node)
 
+    def _record(self, kind: Any, etype: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            super()._record(kind, etype, obj)
+
     def delete_fluxjob(self, namespace: str, name: str) -> None:
         self.delete("fluxjobs", f"{namespace}/{name}")  # type: ignore[arg-type]
 
@@ -224,3 +235,18 @@ def _check_node_fields(spec: dict[str, Any]) -> None:
 def _done(job: dict[str, Any]) -> bool:
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
                for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _one_at_a_time(method: Any) -> Any:
+    def locked(self: QueueApiDouble, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    locked.__name__ = method.__name__
+    locked.__doc__ = method.__doc__
+    return locked
+
+
+for _name in ("create_fluxjob", "patch_fluxjob_status", "patch_fluxjobqueue_status", "patch_job",
+              "patch_pod", "bind", "create_event"):
+    setattr(QueueApiDouble, _name, _one_at_a_time(getattr(QueueApiDouble, _name)))

@@ -101,3 +101,20 @@ def test_lists_jobs_and_maps_conflicts(client):
     with pytest.raises(ApiError) as err:
         client.create_fluxjob("ns", body)
     assert err.value.conflict
+
+
+def test_the_queue_has_a_connection_pool_of_its_own():
+    """Its watches hold pooled connections while they stream; its writes need more than the
+    client's default (5 x cores) beside them, and the scheduler's binds keep their own."""
+    from kubernetes import client as k8s
+
+    config = k8s.Configuration()
+    config.host = "http://127.0.0.1:1"
+    base = ClientKubeApi(k8s.ApiClient(config))
+    queue = QueueClient.wrap(base, connections=40)
+    pool = queue._core.api_client.rest_client.pool_manager.connection_pool_kw["maxsize"]
+    assert pool == 40
+    assert queue._batch.api_client is queue._core.api_client is queue._custom.api_client
+    assert base._core.api_client.configuration.connection_pool_maxsize == config.\
+        connection_pool_maxsize != 40
+    assert queue._core.api_client.configuration.host == "http://127.0.0.1:1"
