@@ -9,7 +9,12 @@
 no kube-scheduler, no real node) with 1,000 hollow nodes (32 cores, 128 GiB), the webhook and
 the scheduler with the queue as their own processes (``tests/e2e/queue_env.py``), and creates
 the Jobs through the API as fast as 8 client threads can: Jobs/s is the number of Jobs over the
-time from the first create call to the last un-suspend seen on a watch; the webhook's latency is
+time from the first create call to the last un-suspend seen on a watch (so it can be no faster
+than the API server takes the creates). A third run, ``a backlog of``, creates 1,000 Jobs while
+the scheduler is stopped (the webhook suspends them) and starts it: Jobs/s from its start
+(initial LIST and rebuild included) to the last un-suspend, the queue's own pace against the
+API server. Before the queue starts, the bench waits until the node-lifecycle controller has
+lifted the not-ready taint from every hollow node. The webhook's latency is
 the API server's own histogram, ``apiserver_admission_webhook_admission_duration_seconds``
 (its buckets are coarse: 5 ms, 25 ms, 100 ms; quantiles are interpolated within a bucket, and
 the share answered under 5 ms is printed beside them).
@@ -23,9 +28,8 @@ the share answered under 5 ms is printed beside them).
   queue runs hosted in the real scheduler core with the real matcher, against the tests' API
   double (every object stored, watched and patched in memory; schema validation off), so the
   figure is the controller's own cost from a Job's creation to its un-suspend patch: Jobs/s
-  = Jobs / wall time from the first Job created to the last admitted. Against a real API server
-  the writes (FluxJob create, Job patch, FluxJob status) add their round trips; the queue makes
-  them in parallel (``QueueConfig.workers``).
+  = Jobs / wall time from the first Job created to the last admitted. The writes go through
+  the queue's pool as in the daemon (``QueueConfig.workers``; the loop never waits for them).
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ def bench_admission(nodes: int, jobs: int, pods: int) -> dict[str, Any]:
     import scheduler.kube_double as kd  # noqa: E402
     from fluxqueue.harness import QueueHarness, job  # noqa: E402
 
+    from fluxinfra.queue.controller import QueueConfig
+
     def off(*_: Any, **__: Any) -> None:
         return None
 
@@ -106,15 +112,14 @@ def bench_admission(nodes: int, jobs: int, pods: int) -> dict[str, Any]:
     api = qd.QueueApiDouble(history=10**7)
     for i in range(nodes):
         api.create("nodes", kd.make_node(f"n{i:04d}", cpu="32", memory="128Gi"))
-    h = QueueHarness(api).start()
-    h.queue.config.workers = 1
+    h = QueueHarness(api, workers=QueueConfig.workers).start()  # the production path
     t0 = time.perf_counter()
     for i in range(jobs):
         api.create_job(job(f"j{i:05d}", pods=pods, cpu="1", duration="3600s"))
     admitted = 0
     cycles = 0
     while admitted < jobs and cycles < 10_000:
-        h.runner.pump()
+        h.runner.pump()  # writes are collected by later cycles, as in the daemon
         cycles += 1
         admitted = sum(1 for j in api.objects["jobs"].values()
                        if j["spec"].get("suspend") is False)
@@ -139,6 +144,27 @@ def _webhook_histogram(text: str) -> dict[float, float]:
     return counts
 
 
+def _api_writes(text: str) -> dict[str, float]:
+    """Writes (create, patch, update) the API server answered, by resource[/subresource]:
+    ``apiserver_request_total`` summed over codes and scopes; the resources the queue and the
+    Job controller touch."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line[len("apiserver_request_total{"):].rsplit("} ", 1)
+        fields = dict(part.split("=", 1) for part in labels.split(",") if "=" in part)
+        fields = {k: v.strip('"') for k, v in fields.items()}
+        resource = fields.get("resource", "")
+        if fields.get("verb") not in ("POST", "PATCH", "PUT") or resource not in (
+                "jobs", "fluxjobs", "pods", "events"):
+            continue
+        key = resource + (f"/{fields['subresource']}" if fields.get("subresource") else "")
+        key = f"{fields['verb'].lower()}:{key}"
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
 def _quantile(counts: dict[float, float], q: float) -> float:
     bounds = sorted(counts)
     total = counts[bounds[-1]]
@@ -153,7 +179,24 @@ def _quantile(counts: dict[float, float], q: float) -> float:
     return lower
 
 
-def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def _settle_nodes(cluster: Any, count: int, timeout: float = 300.0) -> None:
+    """Wait until the node-lifecycle controller has lifted the not-ready taint it puts on
+    every new node, so the queue starts on the cluster it is measured on (each lifted taint
+    is a node entering the scheduler's graph, work that is no part of admitting Jobs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        tainted = [n for n in items if any(t.get("key", "").startswith("node.kubernetes.io/")
+                                           for t in n["spec"].get("taints") or [])]
+        if len(items) >= count and not tainted:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(tainted)} of {len(items)} nodes still tainted after "
+                               f"{timeout:.0f} s")
+        time.sleep(2)
+
+
+def bench_real(nodes: int, scenarios: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -172,11 +215,12 @@ def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, A
         bed.add_hollow_nodes([kubebed.node_object(f"h{i:04d}", cpu="32", memory="128Gi")
                               for i in range(nodes)])
         cluster = Cluster(bed.kubeconfig, work / "kubectl-cache", bed)
+        _settle_nodes(cluster, nodes)
         with running_queue(cluster, work, timeout_seconds=3) as queue:
             api_client = cluster.client()
             batch = client.BatchV1Api(api_client)
-            for jobs, pods in scenarios:
-                ns = f"bench-{jobs}x{pods}"
+            for jobs, pods, backlog in scenarios:
+                ns = f"bench-{jobs}x{pods}" + ("-backlog" if backlog else "")
                 cluster.kubectl("create", "namespace", ns)
                 cluster.kubectl("label", "namespace", ns, "fluxinfra.io/queue=enabled")
                 started: dict[str, float] = {}
@@ -215,15 +259,22 @@ def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, A
                     when[name] = time.perf_counter()
                     batch.create_namespaced_job(namespace, body, _preload_content=False)
 
+                if backlog:
+                    queue.stop_scheduler()
                 t0 = time.perf_counter()
                 with ThreadPoolExecutor(8) as pool:
                     list(pool.map(create, range(jobs)))
                 created = time.perf_counter() - t0
+                if backlog:  # the queue's own pace: from its start to the last un-suspend
+                    t0 = time.perf_counter()
+                    started = dict.fromkeys(started, t0)
+                    queue.start_scheduler()
                 done.wait(600)
                 last = max(admitted.values(), default=t0)
                 waits = sorted(admitted[n] - started[n] for n in admitted)
+                what = "a backlog of " if backlog else ""
                 rows.append({
-                    "scenario": f"real API: admit {jobs} x {pods}-pod Jobs, {nodes} nodes",
+                    "scenario": f"real API: admit {what}{jobs} x {pods}-pod Jobs, {nodes} nodes",
                     "admitted": len(admitted), "jobs_per_s": round(len(admitted) / (last - t0),
                                                                    1),
                     "create_s": round(created, 2), "wall_s": round(last - t0, 2),
@@ -240,7 +291,12 @@ def bench_real(nodes: int, scenarios: list[tuple[int, int]]) -> list[dict[str, A
             rows.append({"scenario": "real API: webhook's own handling time (mean)",
                          "requests": int(total),
                          "p50_ms": round(sum_ / total * 1e3, 3) if total else None})
-            counts = _webhook_histogram(cluster.kubectl("get", "--raw", "/metrics").stdout)
+            metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
+            jobs_made = sum(j for j, _, _ in scenarios)
+            requests = _api_writes(metrics)
+            rows.append({"scenario": "real API: writes the API server took, per Job",
+                         **{k: round(v / jobs_made, 2) for k, v in sorted(requests.items())}})
+            counts = _webhook_histogram(metrics)
             if counts:
                 total = counts[max(counts)]
                 rows.append({"scenario": "real API: webhook admission duration (API server)",
@@ -266,7 +322,8 @@ def main(argv: list[str]) -> int:
     rows.append(bench_admission(nodes, 1000 // scale, 1))
     rows.append(bench_admission(nodes, 200 // scale, 16))
     if args.real:
-        rows += bench_real(nodes, [(1000 // scale, 1), (200 // scale, 16)])
+        rows += bench_real(nodes, [(1000 // scale, 1, False), (200 // scale, 16, False),
+                                   (1000 // scale, 1, True)])
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     return 0
