@@ -889,6 +889,8 @@ class QueueCore:
 
     def _admitted(self, unit: Unit, error: Exception | None, now: int) -> None:
         unit.admitting = False
+        if self.units.get(unit.key) is not unit or all(s.released for s in unit.slots):
+            return  # released while the patch was out (Job or FluxJob deleted): nothing to do
         if error is None:
             nodes = [s.node for s in unit.slots]
             waited = max(0.0, self.wall() - unit.created)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fluxinfra.queue.api import ANNOT_ADMITTED_NODES, LABEL_FLUXJOB
 
 from .harness import QueueHarness, check_books, check_empty, job, nodes
@@ -335,4 +337,27 @@ def test_job_slots_are_kept_for_replacement_pods_and_released_when_not_needed():
         h.finish("waves")
         h.step()
     assert h.state("job-waves") == "Finished"
+    check_empty(h)
+
+
+def test_a_job_deleted_while_its_unsuspend_is_out_stays_failed_and_holds_nothing():
+    """The loop does not wait for its writes: the Job's deletion can arrive before the answer
+    to its un-suspend. The late answer must not turn the FluxJob back into Admitted."""
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api).start()
+    api.create_job(job("gone", pods=2, cpu="2"))
+    h.pump()                       # the FluxJob is made
+    h.runner.pump()                # placed; the un-suspend goes out, its answer not taken yet
+    deadline = time.monotonic() + 10
+    while not api.job_patches and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert api.job_patches, "the un-suspend never reached the API"
+    time.sleep(0.05)               # its answer is back in the queue's inbox by now
+    api.delete("jobs", "team-a/gone")
+    h.pump()                       # the deletion first, then the late answer
+    h.pump()
+    status = h.fluxjob("job-gone")["status"]
+    assert (status["state"], status["reason"]) == ("Failed", "JobDeleted"), status
+    check_books(h)
     check_empty(h)
