@@ -2,7 +2,7 @@
 
 Two kubelets on one machine would trample each other's machine-wide files, and a kubelet alone
 changes kernel settings the whole machine shares. So each bed's containerd and kubelet run in a
-**mount namespace of their own**, held open by a ``sleep`` (the *holder*), in which:
+**mount namespace of their own**, held open by an idle process (the *holder*), in which:
 
 - ``/var`` and ``/run`` are overlays whose writable layer is in the bed's state directory: what
   the kubelet and containerd write there (``/var/lib/kubelet/device-plugins``, ``/var/log/pods``,
@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import textwrap
 import time
 import urllib.request
@@ -132,7 +133,8 @@ class Node:
             "mount --make-shared /run/netns",
             *binds,
             "echo ready > " + str(ns / "ready"),
-            "exec sleep infinity",
+            # The holder: names the bed's state in its command line, so it can be told apart.
+            f"exec {sys.executable} -c 'import signal; signal.pause()' {self.dir}",
             "",
         ]))
         proc = launch("namespace", ["unshare", "--mount", "--propagation", "private",
