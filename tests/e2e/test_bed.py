@@ -124,3 +124,56 @@ spec:
              == "Running", 30, "the pod on the hollow node to run")
     cluster.kubectl("delete", "pod", "resident", "-n", namespace, "--wait=true",
                     "--timeout=20s")
+
+
+def test_pods_reach_services_and_each_other_by_name(cluster: Cluster, real_node: str,
+                                                    busybox: str, namespace: str) -> None:
+    """Cluster DNS and Services on the real node (the bed's services process): a ClusterIP
+    Service by its short name (the pod reaches itself through it: hairpin), a headless
+    Service's pod by ``<hostname>.<subdomain>``, and a name outside the cluster through the
+    machine's resolver."""
+    if cluster.bed is None:
+        pytest.skip("the bed's own Services and DNS")
+    cluster.apply(f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {namespace}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: peers, namespace: {namespace}}}
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector: {{app: web}}
+  ports: [{{port: 8080}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-0, namespace: {namespace}, labels: {{app: web}}}}
+spec:
+  nodeSelector: {{fluxinfra.io/bed-node: real}}
+  hostname: web-0
+  subdomain: peers
+  containers:
+  - name: main
+    image: {busybox}
+    imagePullPolicy: Never
+    command: [sh, -c, 'mkdir /www && echo hello-from-web-0 > /www/index.html &&
+              exec httpd -f -p 8080 -h /www']
+""")
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/web-0",
+                    "--timeout=90s")
+
+    def fetch(url: str) -> str:
+        return cluster.kubectl("exec", "-n", namespace, "web-0", "--", "wget", "-q", "-O-",
+                               url, check=False).stdout
+    for url in ("http://web/", f"http://web.{namespace}.svc.cluster.local/",
+                "http://web-0.peers:8080/"):
+        wait_for(lambda url=url: "hello-from-web-0" in fetch(url), 30, f"{url} from the pod")
+    host = cluster.kubectl("exec", "-n", namespace, "web-0", "--", "nslookup",
+                           "kubernetes.default").stdout
+    assert cluster.bed.layout.service_ip in host, host

@@ -286,6 +286,15 @@ def exercised(stack: AppliedStack, cluster: Cluster, real_node: str,
         meta = deployment["metadata"]
         cluster.kubectl("rollout", "status", f"deployment/{meta['name']}", "-n",
                         meta["namespace"], "--timeout=240s", timeout=260)
+    # The stack's MiniCluster Job would take the nodes added below (kube-scheduler places it
+    # at once): suspend it, so the exercise has them to itself.
+    for job in stack.of_kind("Job"):
+        meta = job["metadata"]
+        cluster.kubectl("patch", "job", meta["name"], "-n", meta["namespace"], "--type=merge",
+                        "-p", '{"spec": {"suspend": true}}')
+        wait_for(lambda meta=meta: not cluster.get(
+            "pods", "-n", meta["namespace"], "-l", f"job-name={meta['name']}")["items"], 120,
+            f"the pods of Job {meta['name']} to go")
     scheduler = next(d for d in stack.of_kind("Deployment") if "scheduler" in d["metadata"]["name"])
     args = scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
     name = args[args.index("--scheduler-name") + 1]
