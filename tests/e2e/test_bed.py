@@ -175,5 +175,5 @@ spec:
                 "http://web-0.peers:8080/"):
         wait_for(lambda url=url: "hello-from-web-0" in fetch(url), 30, f"{url} from the pod")
     host = cluster.kubectl("exec", "-n", namespace, "web-0", "--", "nslookup",
-                           "kubernetes.default").stdout
+                           "kubernetes.default.svc.cluster.local").stdout
     assert cluster.bed.layout.service_ip in host, host
