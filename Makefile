@@ -3,18 +3,29 @@
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
+# A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
+SEED ?=
 
-.PHONY: setup render test bench lint image e2e clean
+.PHONY: setup render test test-fast bench bench-full lint image e2e clean
 setup:
 	@bash scripts/setup
 
 render: setup
-	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests
+	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED))
 
 test: setup
 	@bash scripts/test
 
+# The quick path while working: unit + render + conformance, tests marked slow left out (about a
+# minute of CPU; no lab, no image build, no live resource-query replay).
+test-fast: setup
+	@bash scripts/test -m "not slow" tests/unit tests/render tests/conformance
+
+# Every benchmark at small sizes (a few minutes); bench-full: the sizes the README's figures use.
 bench: setup
+	$(BIN)/python benchmarks/run.py --quick
+
+bench-full: setup
 	$(BIN)/python benchmarks/run.py
 
 # The scheduler/service image (root, podman): local Debian base, host-built wheels, offline build.
