@@ -292,6 +292,28 @@ class HollowKubelet:
                 stop.wait(1.0)
 
 
+class _RosterNames:
+    """The roster's node names, re-read only when the file changed (asked once per pod
+    event). Every write replaces the file, so its inode, times and size together tell a new
+    roster from the one read (a time alone can repeat within a clock tick)."""
+
+    def __init__(self, state: Path) -> None:
+        self.path = _roster(state)
+        self.stamp: tuple[int, ...] | None = None
+        self.names: set[str] = set()
+
+    def __call__(self) -> set[str]:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return set()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        if stamp != self.stamp:
+            self.names = set(_read_roster(self.path.parent)["nodes"])
+            self.stamp = stamp
+        return self.names
+
+
 def keeper_main(argv: list[str]) -> int:
     """``python -m kubebed.hollow STATE_DIR``: renew the Leases of the nodes listed in
     ``STATE_DIR/hollow.json`` until SIGTERM; SIGHUP re-reads the list at once."""
@@ -307,7 +329,7 @@ def keeper_main(argv: list[str]) -> int:
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
-    kubelet = HollowKubelet(rest, lambda: set(_read_roster(state)["nodes"]), log)
+    kubelet = HollowKubelet(rest, _RosterNames(state), log)
     for loop in (kubelet.watch_pods, kubelet.finish_due):
         threading.Thread(target=loop, args=(stop,), daemon=True).start()
     while not stop.is_set():

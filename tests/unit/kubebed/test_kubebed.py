@@ -126,6 +126,21 @@ def test_the_hollow_kubelet_writes_statuses_a_pod_can_hold() -> None:
                for c in done["containerStatuses"]), "running must be cleared by the merge"
 
 
+def test_the_keeper_sees_every_roster_written_back_to_back(tmp_path) -> None:
+    names = hollow._RosterNames(tmp_path)
+    assert names() == set(), "no roster yet: no hollow nodes"
+    roster = {"nodes": ["h1"], "interval": 10, "lease_seconds": 40}
+    hollow._write_roster(tmp_path, roster)
+    assert names() == {"h1"}
+    for n in range(2, 30):  # back to back, as add() and remove() can write
+        roster["nodes"] = [f"h{i}" for i in range(1, n + 1)]
+        hollow._write_roster(tmp_path, roster)
+        assert names() == set(roster["nodes"])
+    roster["nodes"] = ["h1"]
+    hollow._write_roster(tmp_path, roster)
+    assert names() == {"h1"}
+
+
 def test_machine_changes_are_told_apart_by_whose_they_are() -> None:
     mine = Layout.for_slot("a", 3, Path("/tmp/fluxinfra-kube/beds/a"))
     before = {"links": {"lo master=-"}, "nftables": set(), "kernel settings": {"vm.x=0"},
