@@ -100,6 +100,13 @@ class Cluster:
         # kubectl caches discovery under ~/.kube unless told otherwise: keep it in the session.
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(cache_dir))
 
+    def with_cache(self, cache_dir: Path) -> Cluster:
+        """The same cluster seen by a kubectl with an empty discovery cache, as a new user's
+        (a warm cache can still map a kind whose CRD is gone, or not yet there)."""
+        other = Cluster(self.kubeconfig, cache_dir, self.bed, owned=False)
+        other.machine_before = self.machine_before
+        return other
+
     @property
     def real_node(self) -> str | None:
         """The bed's kubelet node, or None (an existing cluster: nodes are not ours to use)."""

@@ -28,8 +28,10 @@ class AppliedStack:
     name: str
     manifests: Path
     docs: list[dict[str, Any]]
-    #: the dry run before anything exists, and the one after the stack's Namespaces do
+    #: the dry run before anything exists, the first real apply (as the README tells users)
+    #: and the dry run once the stack's Namespaces and CRDs exist
     dry_run_cold: subprocess.CompletedProcess[str]
+    first_apply: subprocess.CompletedProcess[str]
     dry_run: subprocess.CompletedProcess[str]
     images: set[str] = field(default_factory=set)
     #: when the stack was applied (audit-log time): requests before are an earlier run's
@@ -49,7 +51,7 @@ def render(stack: str, out: Path) -> list[dict[str, Any]]:
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, f"render --stack {stack}:\n{proc.stderr[-3000:]}"
     docs = []
-    for path in sorted(out.glob("*.yaml")):
+    for path in sorted(out.rglob("*.yaml")):  # secrets/ is a kustomization of its own
         if path.name != "kustomization.yaml":
             docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs
@@ -78,10 +80,15 @@ def stack(request: pytest.FixtureRequest, cluster: Cluster,
         ours = request.getfixturevalue("fluxinfra_image")
         cluster.bed.tag_image(ours, *[i for i in images if i.endswith(ours)])
     applied_at = now()
-    cold = dry_run(cluster, out)
-    namespaces = [d for d in docs if d["kind"] == "Namespace"]
-    cluster.apply(yaml.safe_dump_all(namespaces))
-    applied = AppliedStack(name, out, docs, cold, dry_run(cluster, out), images, applied_at)
+    newcomer = cluster.with_cache(tmp_path_factory.mktemp(f"kubectl-cache-{name}"))
+    cold = dry_run(newcomer, out)
+    first = newcomer.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k",
+                             str(out), check=False)
+    for crd in (d for d in docs if d["kind"] == "CustomResourceDefinition"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}",
+                        "--timeout=60s")
+    applied = AppliedStack(name, out, docs, cold, first, dry_run(cluster, out), images,
+                           applied_at)
     cluster.apply(out)
     yield applied
     cluster.kubectl("delete", "-k", str(out), "--ignore-not-found", "--wait=true",
@@ -94,14 +101,25 @@ def test_server_dry_run_accepts_every_object(stack: AppliedStack) -> None:
     assert len(applied) == len(stack.docs), stack.dry_run.stdout
 
 
-def test_cold_dry_run_refuses_only_objects_in_namespaces_it_would_create(
+def test_cold_dry_run_refuses_only_what_the_stack_itself_would_create_first(
         stack: AppliedStack) -> None:
-    """A dry run makes no Namespace, so on an empty cluster the objects inside the stack's own
-    Namespaces are refused with NotFound, and nothing else is."""
-    errors = [line for line in stack.dry_run_cold.stderr.splitlines() if line.strip()]
-    for line in errors:
-        match = re.search(r'namespaces "([^"]+)" not found', line)
-        assert match and match.group(1) in stack.namespaces, line
+    """A dry run makes no Namespace and no CRD, so on an empty cluster the objects inside the
+    stack's own new Namespaces, and those of its own new kinds, are refused; nothing else is."""
+    kinds = {d["spec"]["names"]["kind"] for d in stack.of_kind("CustomResourceDefinition")}
+    for line in (x for x in stack.dry_run_cold.stderr.splitlines() if x.strip()):
+        namespace = re.search(r'namespaces "([^"]+)" not found', line)
+        kind = re.search(r'no matches for kind "([^"]+)"', line)
+        assert (namespace and namespace.group(1) in stack.namespaces) or \
+            (kind and kind.group(1) in kinds) or "ensure CRDs are installed first" in line, line
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found 2026-11-24: both stacks hold a FluxJobQueue beside its CRD, so one `kubectl apply "
+    "-k` on an empty cluster refuses it ('ensure CRDs are installed first'; a second apply "
+    "works): for the render and queue owners to apply CRDs first or say so"))
+def test_one_apply_on_an_empty_cluster_creates_everything(stack: AppliedStack) -> None:
+    """``kubectl apply -k`` once, as the README tells users, on a cluster without the stack."""
+    assert stack.first_apply.returncode == 0, stack.first_apply.stderr[-3000:]
 
 
 def test_every_object_exists_after_apply(stack: AppliedStack, cluster: Cluster) -> None:
@@ -143,12 +161,47 @@ def test_second_server_side_apply_changes_nothing(stack: AppliedStack, cluster: 
     assert diff.returncode == 0, f"kubectl diff found changes:\n{diff.stdout[-3000:]}"
 
 
-def test_stack_deployments_become_available_on_the_real_node(
-        stack: AppliedStack, cluster: Cluster, real_node: str) -> None:
+def cpu_millis(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+@pytest.fixture(scope="module")
+def running(stack: AppliedStack, cluster: Cluster, real_node: str) -> AppliedStack:
+    """The stack's Deployments rolled out on the real node. A stack sized for a production
+    cluster may ask for more CPU than this one node has (prod: 2.1 cores of 2); then every
+    Deployment's CPU requests are scaled down alike until they fit (limits untouched), after
+    the apply tests have seen the manifests as rendered."""
+    node = cluster.get("node", real_node)
+    room = int(cpu_millis(node["status"]["allocatable"]["cpu"]) * 0.8)
+    wanted = sum(cpu_millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                 * d["spec"].get("replicas", 1)
+                 for d in stack.of_kind("Deployment")
+                 for c in d["spec"]["template"]["spec"]["containers"])
+    if wanted > room:
+        for d in stack.of_kind("Deployment"):
+            where = (f"deployment/{d['metadata']['name']}", "-n", d["metadata"]["namespace"])
+            # Down to no pods first: a rolling update would need room for old and new at once.
+            cluster.kubectl("scale", *where, "--replicas=0")
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                cpu = c.get("resources", {}).get("requests", {}).get("cpu")
+                if cpu:
+                    scaled = max(10, cpu_millis(cpu) * room // wanted)
+                    cluster.kubectl("set", "resources", *where, "-c", c["name"],
+                                    f"--requests=cpu={scaled}m")
+            cluster.kubectl("scale", *where, f"--replicas={d['spec'].get('replicas', 1)}")
+        print(f"\n{stack.name}: Deployments ask {wanted}m CPU, the node has room for {room}m: "
+              "requests scaled to fit")
     for deployment in stack.of_kind("Deployment"):
         meta = deployment["metadata"]
         cluster.kubectl("rollout", "status", f"deployment/{meta['name']}", "-n",
                         meta["namespace"], "--timeout=240s", timeout=260)
+    return stack
+
+
+def test_stack_deployments_become_available_on_the_real_node(
+        running: AppliedStack, cluster: Cluster, real_node: str) -> None:
+    for deployment in running.of_kind("Deployment"):
+        meta = deployment["metadata"]
         pods = cluster.get("pods", "-n", meta["namespace"], "-l", ",".join(
             f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()))
         assert {p["spec"]["nodeName"] for p in pods["items"]
@@ -156,7 +209,7 @@ def test_stack_deployments_become_available_on_the_real_node(
 
 
 def test_fluxion_service_from_the_stack_answers_a_grpc_match(
-        stack: AppliedStack, cluster: Cluster, real_node: str) -> None:
+        running: AppliedStack, cluster: Cluster, real_node: str) -> None:
     """The service pod (the project's image, on the real node) built its graph from this
     cluster's nodes; a Match from the test places one core there (now, or reserved for later
     under a whole-node policy on a node already running pods), and a request no node can hold
@@ -165,10 +218,9 @@ def test_fluxion_service_from_the_stack_answers_a_grpc_match(
     from fluxinfra.service.client import FluxionClient
     from fluxinfra.service.jobspecs import slots_jobspec
 
-    service = next(d for d in stack.of_kind("Deployment") if "service" in d["metadata"]["name"])
+    service = next(d for d in running.of_kind("Deployment")
+                   if "service" in d["metadata"]["name"])
     meta = service["metadata"]
-    cluster.kubectl("rollout", "status", f"deployment/{meta['name']}", "-n", meta["namespace"],
-                    "--timeout=240s", timeout=260)
     pods = cluster.get("pods", "-n", meta["namespace"], "-l", ",".join(
         f"{k}={v}" for k, v in service["spec"]["selector"]["matchLabels"].items()))
     pod_ip = next(p["status"]["podIP"] for p in pods["items"] if p["status"].get("podIP"))
@@ -256,6 +308,39 @@ def run_node_watch(stack: AppliedStack, cluster: Cluster, workdir: Path,
     return out
 
 
+QUEUED_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: queued, namespace: {namespace}}}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    metadata:
+      annotations: {{fluxinfra.io/hollow-run-seconds: "2", fluxinfra.io/duration: 1m}}
+    spec:
+      schedulerName: {scheduler}
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: main
+        image: {image}
+        imagePullPolicy: Never
+        resources: {{requests: {{cpu: "1", memory: 64Mi}}}}
+"""
+
+
+def run_queued_job(cluster: Cluster, namespace: str, scheduler: str, image: str) -> None:
+    """The stack's queue at work: a Job in a queue-enabled namespace is suspended by the
+    webhook, admitted by the queue (a FluxJob) and completed."""
+    cluster.kubectl("label", "namespace", namespace, "fluxinfra.io/queue=enabled")
+    cluster.apply(QUEUED_JOB.format(namespace=namespace, scheduler=scheduler, image=image))
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/queued",
+                    "--timeout=180s", timeout=200)
+    fluxjobs = cluster.get("fluxjobs", "-n", namespace)["items"]
+    assert fluxjobs, "the queue made no FluxJob for the Job"
+
+
 SCHEDULED_POD = """
 apiVersion: v1
 kind: Pod
@@ -275,17 +360,14 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def exercised(stack: AppliedStack, cluster: Cluster, real_node: str,
+def exercised(running: AppliedStack, cluster: Cluster, real_node: str,
               tmp_path_factory: pytest.TempPathFactory) -> Exercise:
     """Each component does what it exists for: the scheduler binds a pod and a gang and marks a
     pod that can never fit; the service builds its graph; the installer's node-watch lists and
     watches nodes."""
     from kubebed.images import PAUSE_IMAGE
 
-    for deployment in stack.of_kind("Deployment"):
-        meta = deployment["metadata"]
-        cluster.kubectl("rollout", "status", f"deployment/{meta['name']}", "-n",
-                        meta["namespace"], "--timeout=240s", timeout=260)
+    stack = running
     # The stack's MiniCluster Job would take the nodes added below (kube-scheduler places it
     # at once): suspend it, so the exercise has them to itself.
     for job in stack.of_kind("Job"):
@@ -298,7 +380,9 @@ def exercised(stack: AppliedStack, cluster: Cluster, real_node: str,
     scheduler = next(d for d in stack.of_kind("Deployment") if "scheduler" in d["metadata"]["name"])
     args = scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
     name = args[args.index("--scheduler-name") + 1]
-    hollow = cluster.add_hollow_nodes([f"rbac-{stack.name}-{i}" for i in range(2)], cpu="8",
+    # Whole-node policies (lonodex, hinodex) give each pod a node: the pod, the gang and the
+    # queued Job take five.
+    hollow = cluster.add_hollow_nodes([f"rbac-{stack.name}-{i}" for i in range(6)], cpu="8",
                                       memory="16Gi")
     namespace = f"e2e-rbac-{stack.name}"
     cluster.kubectl("create", "namespace", namespace)
@@ -328,6 +412,8 @@ spec: {{minMember: 2}}
         wait_for(never_marked, 120, "pod never to be marked unschedulable")
         wait_for(lambda: cluster.get("podgroup", "gang", "-n", namespace).get(
             "status", {}).get("phase") == "Scheduled", 120, "PodGroup gang to be Scheduled")
+        if stack.of_kind("MutatingWebhookConfiguration"):
+            run_queued_job(cluster, namespace, name, PAUSE_IMAGE)
         log = run_node_watch(stack, cluster, tmp_path_factory.mktemp("node-watch"))
         assert "not eligible" in log, log
     finally:
