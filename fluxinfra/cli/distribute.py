@@ -1,7 +1,8 @@
 """``fluxinfra distribute SOURCE``: pull once on the lead node, fan out through the broker tree.
 
 Runs against the Flux instance that ``flux`` reaches (``FLUX_URI``, ``flux proxy``, or
-``--flux-command``). Exit status: 0 every target rank has the
+``--flux-command``), or with ``--kubernetes`` against the instance the installer DaemonSet runs
+(through ``kubectl exec`` into the installer pods). Exit status: 0 every target rank has the
 content, 1 some do not (``--resume`` retries only those), 2 bad input, 130 interrupted.
 See docs/distribute.md.
 """
@@ -66,6 +67,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--containerd-namespace", default="k8s.io", metavar="NS",
                    help="containerd namespace for --import containerd (default k8s.io)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    kube = p.add_argument_group("Kubernetes (the installer's instance, through kubectl exec)")
+    kube.add_argument("--kubernetes", action="store_true",
+                      help="talk to the instance of the fluxinfra installer DaemonSet")
+    kube.add_argument("--namespace", default="flux-installer",
+                      help="installer namespace (default flux-installer)")
+    kube.add_argument("--installer", default="flux-installer",
+                      help="installer name, i.e. its app.kubernetes.io/instance label "
+                           "(default flux-installer)")
+    kube.add_argument("--context", help="kubeconfig context")
+    kube.add_argument("--kubectl", default="kubectl", help="kubectl command (default kubectl)")
+    kube.add_argument("--flux-prefix", default="/opt/fluxinfra/flux",
+                      help="Flux prefix on the nodes (the installer's prefix)")
+    kube.add_argument("--flux-user", default="flux",
+                      help="the instance owner on the nodes (the installer's fluxUser)")
     return p
 
 
@@ -83,10 +98,21 @@ def main(argv: list[str]) -> int:
         stall_timeout=args.stall_timeout, state_dir=args.state_dir,
         staging_dir=args.staging_dir, containerd_namespace=args.containerd_namespace)
     listener = TextListener(sys.stderr)
-    if args.flux_command is not None and not shlex.split(args.flux_command):
-        raise DistributeError("--flux-command '': give the flux command, e.g. flux")
-    flux = FluxClient(shlex.split(args.flux_command) if args.flux_command else ["flux"])
-    distribution = Distribution(opts, flux, listener=listener)
+    if args.kubernetes:
+        from fluxinfra.distribute.kube import KubeTarget
+
+        if args.flux_command is not None:
+            raise DistributeError("--flux-command and --kubernetes: --kubernetes runs flux in "
+                                  "the installer pods; drop --flux-command (or --kubernetes)")
+        target = KubeTarget(kubectl=shlex.split(args.kubectl), namespace=args.namespace,
+                            installer=args.installer, context=args.context,
+                            flux_prefix=args.flux_prefix, flux_user=args.flux_user)
+        distribution = target.distribution(opts, listener)
+    else:
+        if args.flux_command is not None and not shlex.split(args.flux_command):
+            raise DistributeError("--flux-command '': give the flux command, e.g. flux")
+        flux = FluxClient(shlex.split(args.flux_command) if args.flux_command else ["flux"])
+        distribution = Distribution(opts, flux, listener=listener)
     try:
         report = distribution.run()
     finally:

@@ -22,7 +22,8 @@ What it does on one rank, in order:
    load``) when asked.
 
 Events go to standard output as lines ``@fluxinfra {json}`` (``flux exec -l`` prefixes the rank):
-``start``, ``progress`` (allocated bytes so far, every ``progress_interval`` seconds), ``done``
+``start``, ``progress`` (allocated bytes so far, every ``progress_interval`` seconds while they
+grow), ``verify`` (bytes hashed, as often), ``done``
 with ``status`` ``ok``, ``present`` or ``failed`` (and ``stage`` + ``reason`` when failed). Exit
 status 0 means ok/present, 1 failed, 130/143 interrupted (the staging directory is removed).
 
@@ -57,39 +58,43 @@ EVENT_PREFIX = "@fluxinfra "
 _READ_SIZE = 1 << 20
 
 
-def hash_file(path: str) -> str:
+def hash_file(path: str, progress=None) -> str:
+    """sha256 of a file; ``progress(n)`` is called with the bytes of each block read."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         block = handle.read(_READ_SIZE)
         while block:
             digest.update(block)
+            if progress is not None:
+                progress(len(block))
             block = handle.read(_READ_SIZE)
     return digest.hexdigest()
 
 
-def _walk(root: str, rel: str, out: list) -> None:
+def _walk(root: str, rel: str, out: list, progress=None) -> None:
     path = os.path.join(root, rel)
     if os.path.islink(path):
         out.append(["l", rel, 0, os.readlink(path)])
     elif os.path.isdir(path):
         out.append(["d", rel, 0, ""])
         for name in sorted(os.listdir(path)):
-            _walk(root, f"{rel}/{name}", out)
+            _walk(root, f"{rel}/{name}", out, progress)
     elif os.path.isfile(path):
-        out.append(["f", rel, os.path.getsize(path), hash_file(path)])
+        out.append(["f", rel, os.path.getsize(path), hash_file(path, progress)])
     else:
         raise ValueError(f"{path} is neither a regular file, a directory nor a symlink")
 
 
-def manifest(root: str, entries: list) -> dict:
+def manifest(root: str, entries: list, progress=None) -> dict:
     """Every file, directory and symlink under ``root/<entry>``: ``{"files": [[kind, path, size,
     sha256 | link target]], "bytes": total file bytes, "digest": sha256 of the whole listing}``.
 
     Modes are left out on purpose: ``flux archive extract`` applies the extracting user's umask.
+    ``progress(n)`` is called as file bytes are hashed.
     """
     files: list = []
     for entry in entries:
-        _walk(root, entry, files)
+        _walk(root, entry, files, progress)
     digest = hashlib.sha256()
     for kind, path, size, value in files:
         digest.update(f"{kind}\t{path}\t{size}\t{value}\n".encode())
@@ -125,27 +130,44 @@ _KINDS = {"f": "file", "d": "directory", "l": "symlink"}
 
 
 def inspect(path: str) -> dict:
-    """What ``path`` is: ``{"kind": "file"|"directory"|"missing"|"other", "image": format}``,
-    format ``"oci"`` (an ``oci-layout`` member), ``"docker"`` (``manifest.json``) or ``""``."""
+    """What ``path`` is: ``{"kind": "file"|"directory"|"missing"|"other", "image": format,
+    "refs": [image names]}``, format ``"oci"`` (an ``oci-layout`` member), ``"docker"``
+    (``manifest.json``) or ``""``; refs from docker's ``RepoTags`` or OCI's ``ref.name``."""
     if not os.path.lexists(path):
-        return {"kind": "missing", "image": ""}
+        return {"kind": "missing", "image": "", "refs": []}
     if os.path.isdir(path):
-        return {"kind": "directory", "image": ""}
+        return {"kind": "directory", "image": "", "refs": []}
     if not os.path.isfile(path):
-        return {"kind": "other", "image": ""}
-    image = ""
+        return {"kind": "other", "image": "", "refs": []}
+    image, refs = "", []
     try:
         with tarfile.open(path, "r:") as tar:
             for member in tar:
-                name = member.name.lstrip("./")
+                name = member.name.lstrip("./") if member.name != "./" else ""
                 if name == "oci-layout":
-                    image = "oci"
-                    break
-                if name == "manifest.json":
-                    image = "docker"
+                    image = image or "oci"
+                elif name in ("manifest.json", "index.json") and member.isfile():
+                    refs += _image_refs(name, tar.extractfile(member).read())
+                    if name == "manifest.json":
+                        image = "docker"
     except (tarfile.TarError, OSError, EOFError):
         image = ""
-    return {"kind": "file", "image": image}
+    return {"kind": "file", "image": image, "refs": refs if image else []}
+
+
+def _image_refs(name: str, data: bytes) -> list:
+    try:
+        doc = json.loads(data.decode())
+    except ValueError:
+        return []
+    if name == "manifest.json" and isinstance(doc, list):
+        return [tag for entry in doc if isinstance(entry, dict)
+                for tag in entry.get("RepoTags") or []]
+    if name == "index.json" and isinstance(doc, dict):
+        return [m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+                for m in doc.get("manifests", [])
+                if m.get("annotations", {}).get("org.opencontainers.image.ref.name")]
+    return []
 
 
 def expand_dest(template: str, rank: int, host: str) -> str:
@@ -272,8 +294,17 @@ class Agent:
 
     def verify(self, stage: str) -> None:
         started = time.monotonic()
+        interval = float(self.spec.get("progress_interval", 1.0))
+        hashed = [0, started]
+
+        def progress(n: int) -> None:  # hashing a big file is not silence
+            hashed[0] += n
+            if time.monotonic() - hashed[1] >= interval:
+                hashed[1] = time.monotonic()
+                self.emit("verify", bytes=hashed[0], total=int(self.expected["bytes"]))
+
         try:
-            have = manifest(stage, self.entries)
+            have = manifest(stage, self.entries, progress)
         except (OSError, ValueError) as exc:
             raise Failed("verify", f"cannot read the extracted content: {exc}") from None
         self.timings["verify"] = round(time.monotonic() - started, 3)
@@ -329,6 +360,8 @@ class Agent:
         stage = None
         try:
             self.rank = self.flux_rank()
+            # the name the instance knows this node by (flux matched it to `hostname` at start)
+            self.host = self.spec.get("hosts", {}).get(str(self.rank), self.host)
             dest = expand_dest(self.spec["dest"], self.rank, self.host)
             self.emit("start", dest=dest, pid=os.getpid())
             self.lock(dest)

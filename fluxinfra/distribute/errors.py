@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from fluxinfra.errors import FluxinfraError
 
-__all__ = ["DistributeError", "FluxCommandError"]
+__all__ = ["DistributeError", "FluxCommandError", "last_line"]
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line a command printed (where its error message is)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 class DistributeError(FluxinfraError):
@@ -17,8 +23,7 @@ class FluxCommandError(DistributeError):
     """A ``flux`` subcommand exited non-zero; ``message`` is the last line it printed."""
 
     def __init__(self, args: Sequence[str], returncode: int, stderr: str):
-        lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
         self.args_ = list(args)
         self.returncode = returncode
-        self.message = lines[-1] if lines else f"exit {returncode}"
+        self.message = last_line(stderr) or f"exit {returncode}"
         super().__init__(f"flux {' '.join(self.args_[:2])}: {self.message}")

@@ -91,6 +91,9 @@ class TextListener(Listener):
         self._print(rank_line(result))
         self._bar(force=True)
 
+    def imported(self, result: RankResult) -> None:
+        self._print(rank_line(result))
+
     def note(self, text: str) -> None:
         self._print(f"note: {text}")
 

@@ -97,6 +97,8 @@ class Report:
     seconds: dict
     notes: list[str] = dataclasses.field(default_factory=list)
     state_file: str = ""
+    entries: list[str] = dataclasses.field(default_factory=list)  # names under --dest
+    refs: list[str] = dataclasses.field(default_factory=list)  # image names, for importers
     interrupted: int = 0  # the signal that stopped the run, if one did
 
     @property
@@ -173,14 +175,23 @@ class Listener:
 
     def rank_done(self, result: RankResult) -> None: ...
 
+    def imported(self, result: RankResult) -> None: ...
+
     def note(self, text: str) -> None: ...
+
+
+#: imports image archives on the nodes after the fan-out, as root, when the agents (running as the
+#: instance owner) cannot: (ranks that have the content, payload, options); it updates the results
+Importer = Callable[[list[RankResult], Payload, Options], None]
 
 
 # -- the run -------------------------------------------------------------------------------------
 class Distribution:
     def __init__(self, opts: Options, flux: FluxClient, host: Host | None = None,
-                 listener: Listener | None = None, remote_flux: str | None = None):
+                 listener: Listener | None = None, remote_flux: str | None = None,
+                 importer: Importer | None = None):
         check_options(opts)
+        self.importer = importer
         self.opts = opts
         self.flux = flux
         self.host = host or LocalHost()
@@ -189,6 +200,7 @@ class Distribution:
         self.store = StateStore(opts.state_dir or default_state_dir())
         self.proc: subprocess.Popen | None = None
         self.interrupted = 0
+        self.hosts: dict[int, str] = {}
 
     # -- planning --------------------------------------------------------------------------
     def _payload(self, state: RunState | None) -> tuple[Payload, dict]:
@@ -233,7 +245,8 @@ class Distribution:
             bytes=manifest["bytes"], files=sum(f[0] == "f" for f in manifest["files"]),
             topo=inst.topo, depth=inst.tree.depth(), targets=targets,
             lead_copies=copies.get(0, 0), mmap=False, results={},
-            seconds={"prepare": round(time.monotonic() - started, 3)})
+            seconds={"prepare": round(time.monotonic() - started, 3)},
+            entries=list(payload.entries), refs=list(payload.refs))
         for rank in sorted(earlier & set(requested)):
             report.results[rank] = RankResult(rank, inst.host(rank), "earlier",
                                               reason="done by an earlier run")
@@ -290,15 +303,18 @@ class Distribution:
         return {
             "version": 1, "name": report.name, "dest": self.opts.dest,
             "entries": payload.entries, "images": payload.images, "manifest": manifest,
-            "import": self.opts.importer, "overwrite": self.opts.overwrite,
+            "import": "none" if self.importer else self.opts.importer,
+            "overwrite": self.opts.overwrite,
             "flux": [self.remote_flux], "progress_interval": self.opts.progress_interval,
             "containerd_namespace": self.opts.containerd_namespace,
             "space_margin": self.opts.space_margin,
+            "hosts": {str(r): h for r, h in self.hosts.items()},
         }
 
     def _fan_out(self, report: Report, payload: Payload, manifest: dict, inst: Instance,
                  live: list[int]) -> None:
         started = time.monotonic()
+        self.hosts = inst.hosts
         command = [self.remote_flux, "python", "-c", agent_source(), "run"]
         self.proc = self.flux.exec_popen(live, command)
         lines: queue.Queue = queue.Queue()
@@ -328,6 +344,13 @@ class Distribution:
             _restore_signals(previous)
         report.results.update(collector.results(self.opts.stall_timeout, self.interrupted))
         report.seconds["fan_out"] = round(time.monotonic() - started, 3)
+        if self.importer and payload.images and not self.interrupted:
+            started = time.monotonic()
+            done = [r for r in report.results.values() if r.status in ("ok", "present")]
+            self.importer(done, payload, self.opts)
+            for result in done:
+                self.listener.imported(result)
+            report.seconds["import"] = round(time.monotonic() - started, 3)
 
     def _interrupt(self, signum: int, frame) -> None:
         self.interrupted = signum
@@ -394,7 +417,7 @@ class Collector:
         elif kind == "progress":
             self.listener.progress(rank, int(event.get("bytes", 0)), int(event.get("total", 0)))
         elif kind == "done":
-            result = RankResult(rank, event.get("host") or self.inst.host(rank),
+            result = RankResult(rank, self.inst.hosts.get(rank) or event.get("host", "?"),
                                 event.get("status", "failed"), event.get("stage", ""),
                                 event.get("reason", ""), event.get("dest", self.dest.get(rank, "")),
                                 event.get("seconds", {}), event.get("imported", []))

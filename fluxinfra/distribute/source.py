@@ -98,6 +98,7 @@ class Payload:
     entries: list[str]
     images: list[str]
     staged: str | None = None  # a directory this run made (pulled images), removed at the end
+    refs: list[str] = dataclasses.field(default_factory=list)  # image names inside, if known
 
 
 def _image_file_name(ref: str) -> str:
@@ -152,7 +153,7 @@ def resolve_source(source: str, *, importer: str, host: Host, staging: str) -> P
         path = _pull_and_save(host, source, runtime, staging)
         name = os.path.basename(path)
         return Payload(source, "image", staging, [name], [name] if importer != "none" else [],
-                       staged=staging)
+                       staged=staging, refs=host.inspect(path)["refs"] or [source])
     if info["kind"] == "other":
         raise DistributeError(f"SOURCE {source!r}: not a regular file, directory or image "
                               "reference")
@@ -169,4 +170,5 @@ def resolve_source(source: str, *, importer: str, host: Host, staging: str) -> P
                               "image archive (no oci-layout or manifest.json inside): pass "
                               "--import none to copy it as a plain file")
     kind = "image-archive" if info["image"] else "file"
-    return Payload(source, kind, directory, [name], [name] if importer != "none" else [])
+    return Payload(source, kind, directory, [name], [name] if importer != "none" else [],
+                   refs=info["refs"])

@@ -50,21 +50,23 @@ def test_differences_name_missing_extra_and_kind_changes():
     assert agent.differences(want, have, limit=2)[-1] == "and 2 more"
 
 
-@pytest.mark.parametrize(("members", "image"), [
-    ({"manifest.json": b"[]", "layer.tar": b"x"}, "docker"),
-    ({"oci-layout": b"{}", "index.json": b"{}"}, "oci"),
-    ({"./oci-layout": b"{}"}, "oci"),
-    ({"readme.txt": b"hi"}, ""),
+@pytest.mark.parametrize(("members", "image", "refs"), [
+    ({"manifest.json": b'[{"RepoTags": ["docker.io/library/app:1"]}]', "layer.tar": b"x"},
+     "docker", ["docker.io/library/app:1"]),
+    ({"oci-layout": b"{}", "index.json": b'{"manifests": [{"annotations": '
+      b'{"org.opencontainers.image.ref.name": "localhost/app:2"}}]}'}, "oci", ["localhost/app:2"]),
+    ({"./oci-layout": b"{}"}, "oci", []),
+    ({"readme.txt": b"hi", "index.json": b"{}"}, "", []),
 ])
-def test_image_archives_are_recognised(tmp_path, members, image):
-    assert agent.inspect(str(make_tar(tmp_path / "x.tar", members))) == {"kind": "file",
-                                                                        "image": image}
+def test_image_archives_are_recognised(tmp_path, members, image, refs):
+    assert agent.inspect(str(make_tar(tmp_path / "x.tar", members))) == {
+        "kind": "file", "image": image, "refs": refs}
 
 
 def test_inspect_kinds(tmp_path):
     (tmp_path / "plain").write_bytes(b"\x00not a tar")
-    assert agent.inspect(str(tmp_path / "plain")) == {"kind": "file", "image": ""}
-    assert agent.inspect(str(tmp_path)) == {"kind": "directory", "image": ""}
+    assert agent.inspect(str(tmp_path / "plain")) == {"kind": "file", "image": "", "refs": []}
+    assert agent.inspect(str(tmp_path)) == {"kind": "directory", "image": "", "refs": []}
     assert agent.inspect(str(tmp_path / "none"))["kind"] == "missing"
 
 
