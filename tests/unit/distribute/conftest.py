@@ -10,11 +10,13 @@ reason; with it, ``flux start --test-size=N`` runs a real instance of N brokers 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,16 @@ def double_instance(tmp_path):
     yield factory
     for inst in made:
         inst.stop()
+
+
+def make_tar(path: Path, members: dict[str, bytes]) -> Path:
+    """A tar holding ``members`` (name -> bytes), e.g. a stand-in image archive."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
 
 
 def real_flux_path() -> str | None:

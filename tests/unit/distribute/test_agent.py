@@ -3,12 +3,10 @@ separate process ``flux exec`` starts (here under the flux double's ``flux pytho
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,14 +14,7 @@ import pytest
 from fluxinfra.distribute import agent
 from fluxinfra.distribute.run import agent_source
 
-
-def make_tar(path: Path, members: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
+from .conftest import make_tar
 
 
 def test_manifest_is_stable_and_ignores_modes(tmp_path):

@@ -13,6 +13,8 @@ import pytest
 from fluxinfra.distribute import DistributeError, Options
 from fluxinfra.distribute.kube import INSTALLER_COMPONENT, NSENTER, KubeTarget
 
+from .conftest import make_tar
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -52,16 +54,7 @@ def opts(tmp_path: Path, source: str, **kw) -> Options:
 
 
 def docker_archive(path: Path) -> Path:
-    import io
-    import tarfile
-
-    with tarfile.open(path, "w") as tar:
-        members = {"manifest.json": b'[{"RepoTags": ["app:1"]}]', "l.tar": b"x" * 5000}
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
+    return make_tar(path, {"manifest.json": b'[{"RepoTags": ["app:1"]}]', "l.tar": b"x" * 5000})
 
 
 def test_the_lead_is_rank_0_s_node_and_flux_runs_there_as_the_owner(cluster):
