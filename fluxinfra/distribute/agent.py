@@ -335,18 +335,18 @@ class Agent:
                         "images", "import", path]
             else:
                 argv = ["podman", "load", "-i", path]
+            hint = ""
             if os.geteuid() != 0:
+                hint = (f" (the broker runs as {_user()}, not root: allow it `sudo -n "
+                        f"{argv[0]}`, or import as root: playbooks/distribute.yml and "
+                        "--kubernetes do)")
                 argv = ["sudo", "-n"] + argv
             try:
                 out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
             except OSError as exc:
-                raise Failed("import", f"cannot run {argv[0]}: {exc}") from None
+                raise Failed("import", f"cannot run {argv[0]}: {exc.strerror}{hint}") from None
             if out.returncode != 0:
-                hint = ""
-                if argv[0] == "sudo":
-                    hint = (f" (the broker runs as {_user()}, not root: allow it `sudo -n "
-                            f"{argv[2]}`, or import as root: playbooks/distribute.yml does)")
                 raise Failed("import", f"{' '.join(argv[:-1])} exited {out.returncode}: "
                              f"{_last_line(out.stdout)}{hint}")
             done.append(image)

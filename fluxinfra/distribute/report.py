@@ -120,10 +120,9 @@ class TextListener(Listener):
         width = 30
         filled = int(fraction * width)
         elapsed = now - self.started
-        rate = sum(self.done.values()) / elapsed if elapsed > 0 else 0
+        rate = f", {human_size(sum(self.done.values()) / elapsed)}/s" if elapsed >= 1 else ""
         self.out.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%} "
-                       f"{self.finished}/{self.live} ranks done, {human_size(rate)}/s, "
-                       f"{elapsed:.0f} s")
+                       f"{self.finished}/{self.live} ranks done{rate}, {elapsed:.0f} s")
         self.out.flush()
         self.last_draw = now
         self.bar_visible = True
