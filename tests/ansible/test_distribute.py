@@ -1,12 +1,13 @@
 """``fluxinfra distribute`` and playbooks/distribute.yml on real brokers over real ssh hosts.
 
-A private lab of three hosts (its own bridge and /24, so the session lab of the other tests is
-untouched) gets a Flux instance from playbooks/site.yml (fanout 2) with the real Flux build; then
-100 MB goes to every host through the tree with every host's sha256 checked independently, a
-broker is killed in the middle of a run and ``--resume`` finishes the job, and the playbook
-distributes (and imports a podman image) twice, the second time changing nothing. Needs root, the
-lab and a real Flux (``/opt/flux`` or ``FLUXINFRA_FLUX_PREFIX``); skipped with the reason
-otherwise (CI has no Flux: tests/unit/distribute covers the logic against the flux double).
+A private lab of three hosts (a bridge and /24 of this run's own, from ``claim_lab``, so the
+session lab of the other tests is untouched) gets a Flux instance from playbooks/site.yml
+(fanout 2) with the real Flux build; then 100 MB goes to every host through the tree with every
+host's sha256 checked independently, a broker is killed in the middle of a run and ``--resume``
+finishes the job, and the playbook distributes (and imports a podman image) twice, the second
+time changing nothing. Needs root, the lab and a real Flux (``/opt/flux`` or
+``FLUXINFRA_FLUX_PREFIX``); skipped with the reason otherwise (CI has no Flux:
+tests/unit/distribute covers the logic against the flux double).
 """
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_harness import REPO, Lab, lab_unavailable, real_flux_prefix, run_playbook, write_inventory
+from lab_harness import (
+    REPO,
+    Lab,
+    claim_lab,
+    lab_unavailable,
+    real_flux_prefix,
+    run_playbook,
+    write_inventory,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.needs_flux]
 
-LAB_ENV = {"FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-distribute", "FLUXINFRA_LAB_NAME": "fxdtest",
-           "FLUXINFRA_LAB_NET": "10.244.254"}
+LAB_ENV = claim_lab("fxd")
 HOSTS = ["lab1", "lab2", "lab3"]
-WORK = Path("/tmp/fluxinfra-distribute-test")  # shared by the lab hosts, readable by flux
+WORK = Path(f"/tmp/{LAB_ENV['FLUXINFRA_LAB_NAME']}-payload")  # shared by the lab hosts
 FLUXINFRA = str(REPO / ".venv" / "bin" / "fluxinfra")
 
 
