@@ -12,7 +12,8 @@ What it does on one rank, in order:
    makes ``--resume`` and re-runs cheap); other content under the same name is refused unless the
    spec says ``overwrite``;
 3. check the free space (the whole payload plus a margin) before writing anything;
-4. ``flux archive extract`` into a private staging directory ``DEST/.fluxinfra-DIGEST.partial``
+4. ``flux archive extract`` (on the lead node, which holds SOURCE, a local copy instead) into a
+   private staging directory ``DEST/.fluxinfra-DIGEST.partial``
    (one run at a time per destination: a lock on the directory; ``flux
    archive`` sizes a file before writing its blocks, so a killed extract leaves a file that looks
    complete: nothing is ever read from the staging directory except by step 5);
@@ -292,6 +293,32 @@ class Agent:
         self.timings["extract"] = round(time.monotonic() - started, 3)
         self.emit("progress", bytes=total, total=total)
 
+    def copy_local(self, stage: str) -> bool:
+        """The lead node holds SOURCE already: copy it (kernel copy_file_range) rather than
+        pull it back through its own broker, which is busy serving the tree. False when the
+        copy cannot be made (then the archive is extracted as on every other rank)."""
+        source = self.spec.get("local_copy", {}).get("directory")
+        if not source or self.spec["local_copy"].get("rank") != self.rank:
+            return False
+        started = time.monotonic()
+        try:
+            for entry in self.entries:
+                src, dst = os.path.join(source, entry), os.path.join(stage, entry)
+                if os.path.islink(src):
+                    os.symlink(os.readlink(src), dst)
+                elif os.path.isdir(src):
+                    shutil.copytree(src, dst, symlinks=True)
+                else:
+                    shutil.copyfile(src, dst)
+        except OSError:
+            for entry in self.entries:
+                _remove(os.path.join(stage, entry))
+            return False
+        self.timings["copy"] = round(time.monotonic() - started, 3)
+        total = int(self.expected["bytes"])
+        self.emit("progress", bytes=total, total=total)
+        return True
+
     def verify(self, stage: str) -> None:
         started = time.monotonic()
         interval = float(self.spec.get("progress_interval", 1.0))
@@ -371,7 +398,8 @@ class Agent:
             if not present:
                 self.check_space(dest)
                 os.mkdir(stage, 0o700)
-                self.extract(stage)
+                if not self.copy_local(stage):
+                    self.extract(stage)
                 self.check_interrupted()
                 self.verify(stage)
                 self.check_interrupted()
@@ -408,8 +436,11 @@ def _allocated(root: str) -> int:
 
 
 def _remove(path: str) -> None:
-    if os.path.lexists(path):
+    if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _fsync_dir(path: str) -> None:

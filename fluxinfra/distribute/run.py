@@ -201,6 +201,7 @@ class Distribution:
         self.proc: subprocess.Popen | None = None
         self.interrupted = 0
         self.hosts: dict[int, str] = {}
+        self.lead_rank = -1
 
     # -- planning --------------------------------------------------------------------------
     def _payload(self, state: RunState | None) -> tuple[Payload, dict]:
@@ -309,12 +310,16 @@ class Distribution:
             "containerd_namespace": self.opts.containerd_namespace,
             "space_margin": self.opts.space_margin,
             "hosts": {str(r): h for r, h in self.hosts.items()},
+            # the rank on the host where SOURCE lives copies it instead of extracting it
+            "local_copy": {"rank": self.lead_rank, "directory": payload.directory},
         }
 
     def _fan_out(self, report: Report, payload: Payload, manifest: dict, inst: Instance,
                  live: list[int]) -> None:
         started = time.monotonic()
         self.hosts = inst.hosts
+        here = self.host.hostname()
+        self.lead_rank = next((r for r in live if inst.host(r) == here), -1)
         command = [self.remote_flux, "python", "-c", agent_source(), "run"]
         self.proc = self.flux.exec_popen(live, command)
         lines: queue.Queue = queue.Queue()

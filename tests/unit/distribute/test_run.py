@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -77,13 +78,27 @@ def test_the_content_is_chunked_at_the_chunk_size(double_instance, tmp_path, pay
     assert sizes == [17, 1 << 20, 1 << 20, 1 << 20]
 
 
-def test_a_directory_tree_with_a_symlink_arrives_whole(double_instance, tmp_path):
+def test_the_rank_on_the_source_s_host_copies_it_locally(double_instance, tmp_path, payload):
+    """The lead node holds SOURCE: its rank copies the file instead of pulling it back through
+    its own broker (which is busy serving the tree); the others extract."""
+    inst = double_instance(3, "kary:2", hosts=[socket.gethostname(), "node1", "node2"])
+    report = distribute(inst, payload, tmp_path)
+    assert report.ok, report.results
+    assert set(report.results[0].seconds) == {"copy", "verify"}
+    assert set(report.results[1].seconds) == {"extract", "verify"}
+    for rank in range(3):
+        assert sha256(tmp_path / "out" / str(rank) / "model.bin") == sha256(payload)
+
+
+@pytest.mark.parametrize("lead_here", [False, True], ids=["extracted", "copied-on-the-lead"])
+def test_a_directory_tree_with_a_symlink_arrives_whole(double_instance, tmp_path, lead_here):
     src = tmp_path / "src" / "dataset"
     (src / "a" / "b").mkdir(parents=True)
     (src / "a" / "b" / "x.txt").write_text("x" * 5000)
     (src / "top.txt").write_text("top")
     (src / "a" / "link").symlink_to("b/x.txt")
-    inst = double_instance(3, "kary:2")
+    hosts = [socket.gethostname() if lead_here else "node0", "node1", "node2"]
+    inst = double_instance(3, "kary:2", hosts=hosts)
     report = distribute(inst, src, tmp_path)
     assert report.ok, report.results
     assert report.kind == "directory" and report.files == 2
