@@ -61,6 +61,10 @@ def test_inspect_kinds(tmp_path):
     assert agent.inspect(str(tmp_path / "none"))["kind"] == "missing"
 
 
+#: the agent as its own process under the flux double: seconds each
+as_a_process = pytest.mark.slow
+
+
 def run_agent(inst, rank: int, spec: dict, env_extra: dict | None = None):
     """The agent as flux exec starts it on ``rank``: ``flux python -c <source> run``."""
     env = {**inst.env, "FLUX_URI": f"local://{inst.dir}/rank{rank}/local", **(env_extra or {})}
@@ -86,6 +90,7 @@ def spec_for(name: str, dest: Path, manifest: dict, inst, **extra) -> dict:
             "manifest": manifest, "flux": [inst.flux], "progress_interval": 0.05, **extra}
 
 
+@as_a_process
 def test_a_checksum_mismatch_fails_and_leaves_nothing(double_instance, tmp_path):
     inst = double_instance(2, "kary:2")
     real = archived(inst, tmp_path, "a1", b"the real content")
@@ -99,6 +104,7 @@ def test_a_checksum_mismatch_fails_and_leaves_nothing(double_instance, tmp_path)
     assert os.listdir(tmp_path / "out") == []  # no final file, no staging directory
 
 
+@as_a_process
 def test_the_agent_reports_start_progress_and_done(double_instance, tmp_path):
     inst = double_instance(2, "kary:2")
     manifest = archived(inst, tmp_path, "a2", os.urandom(3 << 20))
@@ -113,6 +119,7 @@ def test_the_agent_reports_start_progress_and_done(double_instance, tmp_path):
     assert set(events[-1]["seconds"]) == {"extract", "verify"}
 
 
+@as_a_process
 def test_a_missing_archive_is_an_extract_failure_with_flux_s_message(double_instance, tmp_path):
     inst = double_instance(2, "kary:2")
     manifest = {"files": [["f", "blob.bin", 1, "a" * 64]], "bytes": 1, "digest": "b" * 64}
@@ -123,6 +130,7 @@ def test_a_missing_archive_is_an_extract_failure_with_flux_s_message(double_inst
                                     "key was not created within timeout window")
 
 
+@as_a_process
 def test_a_destination_that_cannot_be_made_names_the_broker_user(double_instance, tmp_path):
     inst = double_instance(1, "kary:2")
     (tmp_path / "a-file").write_text("not a directory")
@@ -146,6 +154,7 @@ def recording_tool(bin_dir: Path, name: str, log: Path, fail: bool = False) -> N
     (bin_dir / name).chmod(0o755)
 
 
+@as_a_process
 @pytest.mark.parametrize("runtime", ["podman", "containerd"])
 def test_images_are_imported_with_the_runtime_s_own_command(double_instance, tmp_path, runtime):
     inst = double_instance(1, "kary:2")
@@ -169,6 +178,7 @@ def test_images_are_imported_with_the_runtime_s_own_command(double_instance, tmp
         assert calls[0].startswith("sudo -n ")
 
 
+@as_a_process
 def test_a_failed_import_keeps_the_verified_file_and_says_why(double_instance, tmp_path):
     inst = double_instance(1, "kary:2")
     bin_dir = tmp_path / "tools"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the CLI as a process against the flux double: seconds each
+
 CLI = [sys.executable, "-m", "fluxinfra"]
 
 

@@ -122,6 +122,7 @@ def run_double(inst, work) -> str:
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_double_reproduces_the_recording(double_instance, tmp_path):
     inst = double_instance(4, "kary:2")
     got = sections(run_double(inst, tmp_path), {f"node{r}" for r in range(4)})

@@ -15,6 +15,8 @@ from fluxinfra.distribute.kube import INSTALLER_COMPONENT, NSENTER, KubeTarget
 
 from .conftest import make_tar
 
+pytestmark = pytest.mark.slow  # through the kubectl and flux doubles: seconds each
+
 HERE = Path(__file__).resolve().parent
 
 

@@ -21,6 +21,8 @@ import pytest
 from fluxinfra.distribute import DistributeError, Distribution, FluxClient, Options
 from fluxinfra.distribute.run import Listener
 
+pytestmark = pytest.mark.slow  # a distribution per test against the flux double: seconds each
+
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
