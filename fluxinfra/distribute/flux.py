@@ -164,8 +164,9 @@ class FluxClient:
 
     # -- exec ----------------------------------------------------------------------------------
     def exec_popen(self, ranks: Iterable[int], command: Sequence[str]) -> subprocess.Popen:
-        """``flux exec -r IDSET -l COMMAND`` with pipes for stdin, stdout and stderr."""
-        argv = self.argv + ["exec", "-r", encode_idset(list(ranks)), "-l", *command]
+        """``flux exec -r IDSET -l -d / COMMAND`` with pipes for stdin, stdout and stderr."""
+        # -d /: the caller's working directory need not exist on the other nodes
+        argv = self.argv + ["exec", "-r", encode_idset(list(ranks)), "-l", "-d", "/", *command]
         # Its own session: a Ctrl-C on the terminal reaches only us, and we forward exactly one
         # SIGINT (two in quick succession make flux exec quit without waiting for the ranks).
         return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

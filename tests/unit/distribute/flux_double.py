@@ -16,7 +16,7 @@ the processes it starts. Killing a rank's placeholder (its ``broker.pid``) is a 
 
 Implemented: version, getattr, overlay status, python, archive create|extract|list|remove (RFC 37
 blobvec, chunked at --chunksize, default 1M; a file is sized before its blocks are written, like
-libarchive), exec (-r, -l, -n; stdin broadcast; SIGINT/SIGTERM forwarded). Anything else fails
+libarchive), exec (-r, -l, -n, -d; stdin broadcast; SIGINT/SIGTERM forwarded). Anything else fails
 loudly. ``FLUX_DOUBLE_EXTRACT_DELAY`` (seconds per blob) slows extraction down for tests that
 interrupt it; ``FLUX_DOUBLE_HANG_RANKS`` (an id list) makes extraction on those ranks hang.
 """
@@ -335,7 +335,7 @@ def encode_idset(ids: list[int]) -> str:
 
 def cmd_exec(inst: Instance, args: list[str]) -> int:
     inst.my_rank()
-    ranks_arg, label, noinput = "all", False, False
+    ranks_arg, label, noinput, cwd = "all", False, False, None
     while args and args[0].startswith("-"):
         a = args.pop(0)
         if a in ("-r", "--rank"):
@@ -346,6 +346,8 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
             label = True
         elif a in ("-n", "--noinput"):
             noinput = True
+        elif a in ("-d", "--dir"):
+            cwd = args.pop(0)
         else:
             die("flux-double", f"exec {a}: not implemented", 97)
     if ranks_arg == "all":
@@ -379,7 +381,7 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
         env = dict(os.environ, FLUX_URI=uri(rank))
         try:
             procs[rank] = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, env=env,
+                                           stderr=subprocess.PIPE, env=env, cwd=cwd,
                                            start_new_session=True)
         except FileNotFoundError:
             error(rank, "error launching process: No such file or directory", 127)
@@ -443,6 +445,8 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    # a C program dies quietly of SIGPIPE when its reader goes away (`... | grep -q`)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if argv[:1] == ["version"]:
         print("commands:    \t\t0.88.0\nlibflux-core:\t\t0.88.0\n"
               "build-options:\t\t+fluxinfra-test-double")
