@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("fluxinfra.cli.simulate", "replay a workload through the scheduler core"),
     "distribute": ("fluxinfra.cli.distribute",
                    "fan content out to every node through the Flux broker tree"),
+    "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
 }
 
 #: pyproject.toml's extras -> the top-level modules their packages provide
