@@ -34,7 +34,7 @@ __all__ = ["KubeTarget", "INSTALLER_COMPONENT", "NSENTER"]
 
 #: the installer's app.kubernetes.io/name label (fluxinfra.k8s.installer.COMPONENT)
 INSTALLER_COMPONENT = "flux-installer"
-#: how an installer pod enters its node (as the installer's own preStop hook does)
+#: how an installer pod enters its node (as node-watch.py does at the default hostTarget, PID 1)
 NSENTER = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
 
 

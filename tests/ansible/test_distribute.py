@@ -1,12 +1,13 @@
 """``fluxinfra distribute`` and playbooks/distribute.yml on real brokers over real ssh hosts.
 
-A private lab of three hosts (a bridge and /24 of this run's own, from ``claim_lab``, so the
-session lab of the other tests is untouched) gets a Flux instance from playbooks/site.yml
-(fanout 2) with the real Flux build; then 100 MB goes to every host through the tree with every
-host's sha256 checked independently, a broker is killed in the middle of a run and ``--resume``
-finishes the job, and the playbook distributes (and imports a podman image) twice, the second
-time changing nothing. Needs root, the lab and a real Flux (``/opt/flux`` or
-``FLUXINFRA_FLUX_PREFIX``); skipped with the reason otherwise (CI has no Flux:
+Private labs (a bridge and /24 of this run's own, from ``claim_lab``, so the session lab of the
+other tests is untouched) of three and then eight hosts get a Flux instance from playbooks/site.yml
+(fanout 2) with the real Flux build. On each, 100 MB and 1 GB go to every host through the tree
+with every host's sha256 checked independently, and an interior broker is killed in the middle of
+a run: the report names it and the ranks below it, nothing is left under the final name, and
+``--resume`` finishes only those. On three hosts the playbook also distributes (and imports a
+podman image) twice, the second time changing nothing. Needs root, the lab and a real Flux
+(``/opt/flux`` or ``FLUXINFRA_FLUX_PREFIX``); skipped with the reason otherwise (CI has no Flux:
 tests/unit/distribute covers the logic against the flux double).
 """
 
@@ -36,7 +37,9 @@ from lab_harness import (
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.needs_flux]
 
 LAB_ENV = claim_lab("fxd")
-HOSTS = ["lab1", "lab2", "lab3"]
+FANOUT = 2
+#: the lab sizes the proof runs on (each a fresh lab and instance)
+SIZES = [3, 8]
 WORK = Path(f"/tmp/{LAB_ENV['FLUXINFRA_LAB_NAME']}-payload")  # shared by the lab hosts
 FLUXINFRA = str(REPO / ".venv" / "bin" / "fluxinfra")
 
@@ -50,8 +53,9 @@ def on(host: str, command: str, timeout: float = 600) -> subprocess.CompletedPro
     return lab("exec", host, "--", "/bin/sh", "-c", command, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def instance(tmp_path_factory):
+@pytest.fixture(scope="module", params=SIZES, ids=lambda n: f"{n}hosts")
+def instance(request, tmp_path_factory):
+    count = request.param
     reason = lab_unavailable()
     if reason:
         pytest.skip(reason)
@@ -60,24 +64,25 @@ def instance(tmp_path_factory):
         pytest.skip("no real Flux build (/opt/flux or FLUXINFRA_FLUX_PREFIX): brokers cannot "
                     "start, so nothing can be distributed; tests/unit/distribute covers the logic")
     lab("down")
-    up = lab("up", str(len(HOSTS)))
+    up = lab("up", str(count))
     assert up.returncode == 0, up.stderr
     state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
     hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    names = [h["name"] for h in state["hosts"]]
     version = subprocess.run([f"{prefix}/bin/flux", "version"], capture_output=True,
                              text=True).stdout.split()[1]
     inventory = write_inventory(
-        tmp_path_factory.mktemp("distribute") / "inventory.yml", hosts, HOSTS,
+        tmp_path_factory.mktemp("distribute") / "inventory.yml", hosts, names,
         {"flux_install_method": "prefix", "flux_install_prefix": prefix,
          "flux_install_core_version": version, "flux_broker_start": True,
-         "flux_broker_tbon_fanout": 2, "flux_broker_quorum_timeout": 120})
-    site = run_playbook(inventory, timeout=1200)
+         "flux_broker_tbon_fanout": FANOUT, "flux_broker_quorum_timeout": 300})
+    site = run_playbook(inventory, timeout=2400)
     if site.rc != 0:
         lab("down")
         pytest.fail(f"site.yml failed:\n{site.output[-4000:]}")
     WORK.mkdir(mode=0o755, exist_ok=True)
     WORK.chmod(0o755)
-    yield {"inventory": inventory, "prefix": prefix}
+    yield {"inventory": inventory, "prefix": prefix, "hosts": names}
     shutil.rmtree(WORK, ignore_errors=True)
     down = lab("down")
     assert down.returncode == 0, down.stderr
@@ -85,12 +90,29 @@ def instance(tmp_path_factory):
 
 def payload(name: str, size: int) -> tuple[Path, str]:
     path = WORK / name
+    digest = hashlib.sha256()
     if not path.exists():
         with open(path, "wb") as out:
             for _ in range(size >> 20):
-                out.write(os.urandom(1 << 20))
+                block = os.urandom(1 << 20)
+                digest.update(block)
+                out.write(block)
         path.chmod(0o644)
-    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+        return path, digest.hexdigest()
+    with open(path, "rb") as source:
+        while block := source.read(1 << 20):
+            digest.update(block)
+    return path, digest.hexdigest()
+
+
+def subtree(rank: int, size: int, fanout: int = FANOUT) -> set[int]:
+    """``rank`` and every rank below it in a ``kary:fanout`` tree of ``size`` brokers."""
+    below, level = {rank}, [rank]
+    while level:
+        level = [c for r in level for c in range(fanout * r + 1, fanout * r + fanout + 1)
+                 if c < size]
+        below.update(level)
+    return below
 
 
 def distribute_argv(instance, source: Path, *args: str) -> list[str]:
@@ -105,11 +127,15 @@ def distribute(instance, source: Path, *args: str) -> tuple[int, dict, str]:
     return proc.returncode, report, proc.stderr
 
 
-def checksums(path: str) -> dict[str, str]:
-    return {h: on(h, f"sha256sum {path} | cut -d' ' -f1").stdout.strip() for h in HOSTS}
+def checksums(hosts: list[str], path: str) -> dict[str, str]:
+    procs = {h: subprocess.Popen(
+        [str(REPO / "scripts" / "lab"), "exec", h, "--", "/bin/sh", "-c",
+         f"sha256sum {path} | cut -d' ' -f1"], env={**os.environ, **LAB_ENV}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for h in hosts}
+    return {h: p.communicate(timeout=600)[0].strip() for h, p in procs.items()}
 
 
-def wait_all_online(instance, timeout: float = 120) -> str:
+def wait_all_online(instance, timeout: float = 300) -> str:
     status = ""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -121,62 +147,87 @@ def wait_all_online(instance, timeout: float = 120) -> str:
     raise AssertionError(f"brokers not all back within {timeout} s:\n{status}")
 
 
-def test_100_mb_reaches_every_host_with_equal_checksums(instance):
-    source, digest = payload("p100m", 100 << 20)
-    rc, report, stderr = distribute(instance, source, "--dest", "/var/tmp/fxd-a")
+#: the playbook tests run on the three-host lab only: the eight-host lab proves the CLI, and the
+#: playbook is the same CLI started once
+ON_THREE = pytest.mark.parametrize("instance", [3], indirect=True, ids=["3hosts"])
+
+
+@pytest.mark.parametrize("size_mb", [100, 1024], ids=["100MB", "1GB"])
+def test_content_reaches_every_host_with_equal_checksums(instance, size_mb):
+    hosts = instance["hosts"]
+    source, digest = payload(f"p{size_mb}m", size_mb << 20)
+    dest = f"/var/tmp/fxd-a{size_mb}"
+    rc, report, stderr = distribute(instance, source, "--dest", dest)
     assert rc == 0, stderr
-    assert report["ok"] and sorted(report["results"]) == ["0", "1", "2"]
-    assert {r["host"] for r in report["results"].values()} == set(HOSTS)
-    assert report["topo"] == "kary:2" and report["lead_copies"] == 2
-    assert checksums("/var/tmp/fxd-a/p100m") == {h: digest for h in HOSTS}
+    assert report["ok"] and sorted(report["results"], key=int) == [
+        str(r) for r in range(len(hosts))]
+    assert {r["host"] for r in report["results"].values()} == set(hosts)
+    assert {r["status"] for r in report["results"].values()} == {"ok"}
+    assert report["topo"] == f"kary:{FANOUT}" and report["lead_copies"] == FANOUT
+    assert checksums(hosts, f"{dest}/{source.name}") == {h: digest for h in hosts}
     archives = on("lab1", f"runuser -u flux -- env FLUX_URI=local:///run/flux/local "
                           f"{instance['prefix']}/bin/flux kvs ls archive 2>&1")
     assert report["name"] not in archives.stdout, "the archive was removed"
+    for host in hosts:  # nothing staged is left beside the content
+        assert on(host, f"ls -a {dest}").stdout.split() == [".", "..", source.name], host
+        on(host, f"rm -rf {dest}")
 
 
 def test_a_broker_killed_mid_run_is_named_and_resume_finishes(instance):
-    source, digest = payload("p100m", 100 << 20)
+    """Rank 1, an interior broker: it and the ranks below it are reported by name, the others
+    finish; ``--resume`` asks only those once the supervisor has restarted the brokers."""
+    hosts = instance["hosts"]
+    size_mb = 100 if len(hosts) <= 3 else 1024
+    source, digest = payload(f"p{size_mb}m", size_mb << 20)
+    dest = "/var/tmp/fxd-b"
+    cut = subtree(1, len(hosts))
     wait_all_online(instance)
     flux = f"runuser -u flux -- env FLUX_URI=local:///run/flux/local {instance['prefix']}/bin/flux"
     pid = on("lab1", f"{flux} exec -r 1 {instance['prefix']}/bin/flux getattr broker.pid")
     broker = int(pid.stdout.strip())
     run = subprocess.Popen(
-        [str(REPO / "scripts" / "lab"), *distribute_argv(instance, source, "--dest",
-                                                          "/var/tmp/fxd-b", "--no-mmap")],
+        [str(REPO / "scripts" / "lab"), *distribute_argv(instance, source, "--dest", dest,
+                                                          "--no-mmap")],
         env={**os.environ, **LAB_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline and run.poll() is None:
-        staged = on("lab2", "du -sk /var/tmp/fxd-b/.fluxinfra-*.partial 2>/dev/null | cut -f1")
+        staged = on("lab2", f"du -sk {dest}/.fluxinfra-*.partial 2>/dev/null | cut -f1")
         if staged.stdout.strip() and int(staged.stdout.split()[0]) > 1024:
             break
         time.sleep(0.2)
     assert run.poll() is None, "the run ended before rank 1 started extracting"
     os.kill(broker, 9)  # lab hosts share this machine's PID namespace
-    out, err = run.communicate(timeout=600)
+    out, err = run.communicate(timeout=1200)
     assert run.returncode == 1, err
     report = json.loads(out)
-    assert report["results"]["1"]["status"] == "lost", report["results"]
-    assert report["results"]["0"]["status"] == "ok" and report["results"]["2"]["status"] == "ok"
+    statuses = {int(r): v["status"] for r, v in report["results"].items()}
+    assert statuses[1] == "lost", report["results"]
+    assert {r for r, s in statuses.items() if s != "ok"} == cut, report["results"]
     assert "lab2" in err and "--resume" in err.splitlines()[-1]
-    assert on("lab2", "test -e /var/tmp/fxd-b/p100m").returncode != 0, "nothing half-written"
-    wait_all_online(instance)  # the supervisor restarts the killed broker
-    rc, resumed, stderr = distribute(instance, source, "--dest", "/var/tmp/fxd-b", "--resume")
+    for rank in cut:  # nothing half-written under the final name
+        assert on(hosts[rank], f"test -e {dest}/{source.name}").returncode != 0, hosts[rank]
+    wait_all_online(instance)  # the supervisor restarts the killed broker (and those below)
+    rc, resumed, stderr = distribute(instance, source, "--dest", dest, "--resume")
     assert rc == 0, stderr
-    assert resumed["targets"] == [1]
-    assert {r: v["status"] for r, v in resumed["results"].items()} == {
-        "0": "earlier", "1": "ok", "2": "earlier"}
-    assert checksums("/var/tmp/fxd-b/p100m") == {h: digest for h in HOSTS}
-    assert on("lab2", "ls -a /var/tmp/fxd-b").stdout.split() == [".", "..", "p100m"]
+    assert sorted(resumed["targets"]) == sorted(cut)
+    assert {int(r): v["status"] for r, v in resumed["results"].items()} == {
+        r: "ok" if r in cut else "earlier" for r in range(len(hosts))}
+    assert checksums(hosts, f"{dest}/{source.name}") == {h: digest for h in hosts}
+    for host in hosts:
+        assert on(host, f"ls -a {dest}").stdout.split() == [".", "..", source.name], host
+        on(host, f"rm -rf {dest}")
 
 
+@ON_THREE
 def test_the_playbook_distributes_and_then_changes_nothing(instance):
+    hosts = instance["hosts"]
     source, digest = payload("p10m", 10 << 20)
     extra = ["-e", f"distribute_source={source}", "-e", "distribute_dest=/var/lib/fxd-play",
              "-e", f"distribute_fluxinfra={FLUXINFRA}"]
     first = run_playbook(instance["inventory"], "distribute.yml", *extra)
     assert first.rc == 0, first.output[-4000:]
     assert first.recap["lab1"]["changed"] > 0
-    assert checksums("/var/lib/fxd-play/p10m") == {h: digest for h in HOSTS}
+    assert checksums(hosts, "/var/lib/fxd-play/p10m") == {h: digest for h in hosts}
     assert on("lab3", "stat -c %U /var/lib/fxd-play").stdout.strip() == "flux"
     second = run_playbook(instance["inventory"], "distribute.yml", *extra)
     assert second.rc == 0, second.output[-4000:]
@@ -207,7 +258,9 @@ def image_archive(path: Path, tag: str) -> Path:
     return path
 
 
+@ON_THREE
 def test_the_playbook_imports_an_image_on_every_host_once(instance):
+    hosts = instance["hosts"]
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (scripts/apt-packages.txt installs it)")
     tag = "localhost/fluxinfra-distribute-test:1"
@@ -217,15 +270,17 @@ def test_the_playbook_imports_an_image_on_every_host_once(instance):
     first = run_playbook(instance["inventory"], "distribute.yml", *extra)
     assert first.rc == 0, first.output[-4000:]
     assert "Import the image archive as root" in first.output
-    for host in HOSTS:
+    for host in hosts:
         assert on(host, f"podman image exists {tag}").returncode == 0, host
     second = run_playbook(instance["inventory"], "distribute.yml", *extra)
     assert second.rc == 0, second.output[-4000:]
     assert second.changed_hosts() == {}, second.output[-4000:]
 
 
+@ON_THREE
 def test_the_cli_s_own_import_names_the_root_problem(instance):
     """The agents run as the broker's user: without sudo rights the import fails, saying how."""
+    hosts = instance["hosts"]
     source = image_archive(WORK / "image2.tar", "localhost/fluxinfra-distribute-test:2")
     rc, report, stderr = distribute(instance, source, "--dest", "/var/tmp/fxd-c",
                                     "--import", "podman")
@@ -234,10 +289,11 @@ def test_the_cli_s_own_import_names_the_root_problem(instance):
         assert result["stage"] == "import"
         assert "the broker runs as flux, not root" in result["reason"]
         assert "playbooks/distribute.yml" in result["reason"]
-    assert checksums("/var/tmp/fxd-c/image2.tar") == {
-        h: hashlib.sha256(source.read_bytes()).hexdigest() for h in HOSTS}
+    assert checksums(hosts, "/var/tmp/fxd-c/image2.tar") == {
+        h: hashlib.sha256(source.read_bytes()).hexdigest() for h in hosts}
 
 
+@ON_THREE
 def test_the_playbook_refuses_a_relative_destination(instance):
     run = run_playbook(instance["inventory"], "distribute.yml", "-e", "distribute_source=/x",
                        "-e", "distribute_dest=relative")

@@ -3,6 +3,7 @@ node found from the overlay, flux run there as the owner, images imported per no
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import fluxinfra
 from fluxinfra.distribute import DistributeError, Options
 from fluxinfra.distribute.kube import INSTALLER_COMPONENT, NSENTER, KubeTarget
 
@@ -132,8 +134,12 @@ def test_the_defaults_match_the_installer():
     assert daemonset["metadata"]["namespace"] == target.namespace == args.namespace
     assert (target.flux_prefix, target.flux_user, target.run_dir) == (
         args.prefix, args.flux_user, args.run_dir)
-    pre_stop = daemonset["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]
-    assert pre_stop["exec"]["command"][:len(NSENTER)] == NSENTER
+    # the installer's own way into its node (node-watch.py's on_host), at its default hostTarget
+    spec = importlib.util.spec_from_file_location(
+        "node_watch", Path(fluxinfra.__file__).parent / "templates" / "node-watch.py")
+    node_watch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(node_watch)
+    assert node_watch.on_host({"hostTarget": args.host_target}, []) == NSENTER
 
 
 def test_the_cli_refuses_flux_command_with_kubernetes():
