@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import time
@@ -135,6 +136,18 @@ def checksums(hosts: list[str], path: str) -> dict[str, str]:
     return {h: p.communicate(timeout=600)[0].strip() for h, p in procs.items()}
 
 
+def archives(instance) -> str:
+    """The instance's archive names (``flux archive`` keeps each under the KVS ``archive.``)."""
+    listing = on("lab1", f"runuser -u flux -- env FLUX_URI=local:///run/flux/local "
+                         f"{instance['prefix']}/bin/flux kvs ls archive 2>&1")
+    return listing.stdout
+
+
+def staged_kib(host: str, dest: str) -> int:
+    staged = on(host, f"du -sk {dest}/.fluxinfra-*.partial 2>/dev/null | cut -f1").stdout
+    return int(staged.split()[0]) if staged.strip() else 0
+
+
 def wait_all_online(instance, timeout: float = 300) -> str:
     status = ""
     deadline = time.monotonic() + timeout
@@ -145,6 +158,38 @@ def wait_all_online(instance, timeout: float = 300) -> str:
             return status
         time.sleep(1)
     raise AssertionError(f"brokers not all back within {timeout} s:\n{status}")
+
+
+def test_ctrl_c_mid_run_leaves_the_content_store_and_the_hosts_clean(instance):
+    """SIGINT to the CLI (what Ctrl-C sends it) while every rank extracts: the archive is removed
+    from the instance, no host keeps a staging directory or a file under the final name, and the
+    run exits 130 naming --resume."""
+    hosts = instance["hosts"]
+    source, _ = payload("p100m", 100 << 20)
+    dest = "/var/tmp/fxd-i"
+    wait_all_online(instance)
+    run = subprocess.Popen(
+        [str(REPO / "scripts" / "lab"), *distribute_argv(instance, source, "--dest", dest,
+                                                          "--no-mmap")],
+        env={**os.environ, **LAB_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while (time.monotonic() < deadline and run.poll() is None
+           and staged_kib(hosts[-1], dest) < 1024):
+        time.sleep(0.2)
+    assert run.poll() is None, "the run ended before the last rank started extracting"
+    # scripts/lab exec -> nsenter -> env -> the CLI, each exec'd: the CLI is scripts/lab's child
+    # (scripts/lab itself would SIGKILL it on an interrupt of its own, so it is not signalled)
+    cli_pid = int(Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()[0])
+    assert "distribute" in Path(f"/proc/{cli_pid}/cmdline").read_text()
+    os.kill(cli_pid, signal.SIGINT)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 130, err
+    assert "Interrupted." in err and "--resume" in err
+    report = json.loads(out)
+    assert report["name"] not in archives(instance), "the archive was removed"
+    for host in hosts:
+        assert on(host, f"ls -a {dest} 2>/dev/null").stdout.split() in ([], [".", ".."]), host
+        on(host, f"rm -rf {dest}")
 
 
 #: the playbook tests run on the three-host lab only: the eight-host lab proves the CLI, and the
@@ -165,9 +210,7 @@ def test_content_reaches_every_host_with_equal_checksums(instance, size_mb):
     assert {r["status"] for r in report["results"].values()} == {"ok"}
     assert report["topo"] == f"kary:{FANOUT}" and report["lead_copies"] == FANOUT
     assert checksums(hosts, f"{dest}/{source.name}") == {h: digest for h in hosts}
-    archives = on("lab1", f"runuser -u flux -- env FLUX_URI=local:///run/flux/local "
-                          f"{instance['prefix']}/bin/flux kvs ls archive 2>&1")
-    assert report["name"] not in archives.stdout, "the archive was removed"
+    assert report["name"] not in archives(instance), "the archive was removed"
     for host in hosts:  # nothing staged is left beside the content
         assert on(host, f"ls -a {dest}").stdout.split() == [".", "..", source.name], host
         on(host, f"rm -rf {dest}")
@@ -190,16 +233,14 @@ def test_a_broker_killed_mid_run_is_named_and_resume_finishes(instance):
                                                           "--no-mmap")],
         env={**os.environ, **LAB_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and run.poll() is None:
-        staged = on("lab2", f"du -sk {dest}/.fluxinfra-*.partial 2>/dev/null | cut -f1")
-        if staged.stdout.strip() and int(staged.stdout.split()[0]) > 1024:
-            break
+    while time.monotonic() < deadline and run.poll() is None and staged_kib("lab2", dest) < 1024:
         time.sleep(0.2)
     assert run.poll() is None, "the run ended before rank 1 started extracting"
     os.kill(broker, 9)  # lab hosts share this machine's PID namespace
     out, err = run.communicate(timeout=1200)
     assert run.returncode == 1, err
     report = json.loads(out)
+    assert report["name"] not in archives(instance), "the archive was removed"
     statuses = {int(r): v["status"] for r, v in report["results"].items()}
     assert statuses[1] == "lost", report["results"]
     assert {r for r, s in statuses.items() if s != "ok"} == cut, report["results"]
