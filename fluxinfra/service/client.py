@@ -166,6 +166,21 @@ class FluxionClient:
             target=target, status=status))
         self._call("UpdateGraph", req)
 
+    def add_subgraph(self, jgf: dict[str, Any] | str, parent: str = "") -> dict[str, Any]:
+        """Attach a JGF subgraph (vertices whose containment path exists are reused); with
+        ``parent``, every vertex must lie under that vertex. Returns the graph's statistics."""
+        text = jgf if isinstance(jgf, str) else json.dumps(jgf)
+        req = pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(
+            jgf=text, parent=parent))
+        return json.loads(self._call("UpdateGraph", req).stat or "{}")
+
+    def remove_subgraph(self, path: str) -> dict[str, Any]:
+        """Remove a vertex (containment path or unique name) and everything below it; jobs
+        lose those resources. Returns the graph's statistics."""
+        req = pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph(
+            path=path))
+        return json.loads(self._call("UpdateGraph", req).stat or "{}")
+
     def dump(self, include_graph: bool = False) -> dict[str, Any]:
         resp = self._call("Dump", pb.DumpRequest(include_graph=include_graph))
         return {"now": resp.now, "stat": json.loads(resp.stat or "{}"),

@@ -243,21 +243,20 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                                  "load_nodes.nodes_json: not a JSON list of Node objects")
                 self.matcher = matcher_from_nodes(nodes, self.policy)
-            elif change in ("add_subgraph", "remove_subgraph"):
-                op = getattr(self.matcher, change, None)
-                if op is None:
-                    raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
-                                 f"{change}: the matcher cannot change its graph in place yet; "
-                                 "use load_nodes to replace the graph")
-                if change == "add_subgraph":
-                    op(request.add_subgraph.parent,
-                       _json_field(request.add_subgraph.jgf, "add_subgraph.jgf"))
-                else:
-                    op(request.remove_subgraph.path)
+            elif change == "add_subgraph":
+                jgf = _json_field(request.add_subgraph.jgf, "add_subgraph.jgf")
+                check_subgraph_parent(self.matcher.graph, jgf, request.add_subgraph.parent)
+                self.matcher.add_subgraph(jgf)
+            elif change == "remove_subgraph":
+                if not request.remove_subgraph.path:
+                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "remove_subgraph.path: empty; give a vertex's containment "
+                                 "path (/cluster0/node3) or unique name")
+                self.matcher.remove_subgraph(request.remove_subgraph.path)
             else:
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                              "change: empty; set one of set_status, add_subgraph, "
-                             "remove_subgraph")
+                             "remove_subgraph, load_nodes")
             return pb.GraphUpdateResponse(stat=json.dumps(self.matcher.stat(), default=str))
         return self._run(context, run)
 
@@ -276,6 +275,25 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
             return pb.DumpResponse(stat=json.dumps(self.matcher.stat(), default=str),
                                    jobs=jobs, jgf=jgf, now=int(self.matcher.now))
         return self._run(context, run)
+
+
+def check_subgraph_parent(graph: Any, jgf: Any, parent: str) -> None:
+    """``add_subgraph.parent``, when given, must name an existing vertex, and every vertex of
+    the JGF must lie at or under it (by containment path): a subgraph lands where the caller
+    said or not at all."""
+    from fluxinfra.matcher.graph import CONTAINMENT, read_jgf_parts
+
+    if not parent:
+        return
+    top = graph.resolve(parent)  # GraphError (INVALID_ARGUMENT) when there is no such vertex
+    prefix = graph.path(top)
+    for vid, kwargs in read_jgf_parts(jgf)[0]:
+        path = (kwargs.get("paths") or {}).get(CONTAINMENT) or ""
+        if path != prefix and not path.startswith(prefix + "/"):
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                         f"add_subgraph.jgf: vertex {vid!r} has containment path {path!r}, "
+                         f"not under add_subgraph.parent {parent!r} ({prefix}); give every "
+                         "vertex a paths.containment below the parent")
 
 
 def matcher_from_nodes(nodes: list[dict[str, Any]], policy: str) -> Matcher:

@@ -213,3 +213,62 @@ def test_concurrent_matches_never_oversubscribe(server: str) -> None:
         assert sum(pool.map(grab, range(8))) == 8
     with FluxionClient(server, timeout=10) as c:
         assert len(c.dump()["jobs"]) == 8
+
+
+def _node_jgf(server_nodes: int, name: str) -> dict:
+    """The JGF the scheduler would attach for one more node (the service's own graph shape)."""
+    from fluxinfra.matcher.k8s import node_insertion
+    from fluxinfra.scheduler.allocator import node_specs
+    from fluxinfra.scheduler.fluxion import insertion_jgf
+
+    graph = graph_from_k8s(k8s_nodes(server_nodes), [], subtract_pods=False)
+    node = {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4",
+                                                                   "memory": "8Gi"}}}
+    return insertion_jgf(graph, node_insertion(graph, node_specs([node])[0][0]))
+
+
+def test_add_subgraph_attaches_a_node_and_remove_subgraph_takes_it_away(
+        client: FluxionClient) -> None:
+    """UpdateGraph add_subgraph used to answer INTERNAL (a TypeError in the service)."""
+    three = slots_jobspec(3, cores=4, duration=60)
+    with pytest.raises(Unsatisfiable):
+        client.match(three, op="allocate_with_satisfiability")
+    stat = client.add_subgraph(_node_jgf(2, "node9"), parent="/cluster0")
+    assert stat["vertices"] > 0
+    placed = client.match(three, op="allocate")
+    assert sorted(placed.nodes) == ["node0", "node1", "node9"]
+    client.cancel(placed.jobid)
+    client.remove_subgraph("node9")
+    with pytest.raises(Unsatisfiable):
+        client.match(three, op="allocate_with_satisfiability")
+
+
+@pytest.mark.parametrize(("parent", "needle"), [
+    ("/cluster0/node0", "not under add_subgraph.parent '/cluster0/node0'"),
+    ("/nowhere", "no vertex at path '/nowhere'"),
+])
+def test_add_subgraph_outside_its_parent_is_invalid_argument(stub, parent: str,
+                                                             needle: str) -> None:
+    req = pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(
+        jgf=json.dumps(_node_jgf(2, "node9")), parent=parent))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateGraph(req, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in info.value.details()
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    (pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(jgf="{")),
+     "add_subgraph.jgf: not valid JSON"),
+    (pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(jgf="{}")),
+     "JGF: top-level key 'graph'"),
+    (pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph()),
+     "remove_subgraph.path: empty"),
+    (pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph(path="ghost")),
+     "no vertex named 'ghost'"),
+])
+def test_bad_graph_updates_are_invalid_argument(stub, change, needle: str) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateGraph(change, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in info.value.details()
