@@ -39,7 +39,16 @@ from fluxinfra.matcher.errors import (
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 
-__all__ = ["FluxionClient", "RemoteResult", "ServiceError", "main"]
+#: Reconnect within seconds of a restarted service coming back (gRPC's default backoff grows
+#: to two minutes), on a channel of our own (not one shared with other clients in the process).
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 500),
+                   ("grpc.max_reconnect_backoff_ms", 5000),
+                   ("grpc.use_local_subchannel_pool", 1)]
+
+#: Trailing-metadata key of the service instance's epoch (on every answer, errors included).
+EPOCH_KEY = "fluxion-epoch"
+
+__all__ = ["EPOCH_KEY", "FluxionClient", "RemoteResult", "ServiceError", "main"]
 
 
 class ServiceError(FluxinfraError):
@@ -88,8 +97,11 @@ class FluxionClient:
                  channel: grpc.Channel | None = None) -> None:
         self.target = target
         self.timeout = timeout
-        self.channel = channel or grpc.insecure_channel(target)
+        self.channel = channel or grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.FluxcliServiceStub(self.channel)
+        #: the service epoch of the last answer ("" before the first): changes when the
+        #: service restarted (and so forgot every job)
+        self.epoch = ""
 
     def close(self) -> None:
         self.channel.close()
@@ -100,10 +112,19 @@ class FluxionClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _note_epoch(self, call: Any) -> None:
+        for key, value in call.trailing_metadata() or ():
+            if key == EPOCH_KEY:
+                self.epoch = value if isinstance(value, str) else value.decode()
+
     def _call(self, method: str, request: Any) -> Any:
         try:
-            return getattr(self.stub, method)(request, timeout=self.timeout)
+            response, call = getattr(self.stub, method).with_call(request, timeout=self.timeout)
+            self._note_epoch(call)
+            return response
         except grpc.RpcError as exc:
+            if isinstance(exc, grpc.Call):
+                self._note_epoch(exc)
             code, details = exc.code(), exc.details() or ""
             if code in _ERRORS:
                 raise _ERRORS[code](details) from None
@@ -187,6 +208,11 @@ class FluxionClient:
                 "jobs": [{"jobid": j.jobID, "status": j.status, "at": j.at,
                           "duration": j.duration, "nodes": list(j.nodes)} for j in resp.jobs],
                 **({"jgf": json.loads(resp.jgf)} if resp.jgf else {})}
+
+    def service_epoch(self) -> dict[str, Any]:
+        """The service instance: ``epoch`` (new at every start), ``started``, ``jobs`` held."""
+        resp = self._call("Epoch", pb.EpochRequest())
+        return {"epoch": resp.epoch, "started": int(resp.started), "jobs": int(resp.jobs)}
 
     def health(self, service: str = "") -> str:
         stub = health_pb2_grpc.HealthStub(self.channel)

@@ -14,6 +14,11 @@ Unsatisfiable           FAILED_PRECONDITION   can never fit this graph
 UnknownJob              NOT_FOUND             no such job id
 ======================  ====================  =============================================
 
+Every answer, errors included, carries the service's **epoch** in its trailing metadata (key
+``fluxion-epoch``; also the ``Epoch`` RPC): ``<start time>/<random UUID>``, new each time a
+service starts. A restarted service holds none of the jobs its clients made, so a client that
+sees the epoch change knows it must replay them (the scheduler's ``RemoteBackend`` does).
+
 Start one with :func:`serve` (also what ``fluxinfra service`` runs); it registers the standard
 ``grpc.health.v1`` health service, reporting SERVING for "" and ``fluxcli.FluxcliService``.
 """
@@ -24,6 +29,8 @@ import json
 import logging
 import math
 import threading
+import time
+import uuid
 from concurrent import futures
 from typing import Any
 
@@ -43,9 +50,10 @@ from fluxinfra.matcher import (
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.allocations import register_amounts
+from fluxinfra.service.client import EPOCH_KEY
 from fluxinfra.service.jobspecs import slots_jobspec
 
-__all__ = ["OPERATIONS", "SERVICE_NAME", "FluxionServicer", "serve"]
+__all__ = ["EPOCH_KEY", "OPERATIONS", "SERVICE_NAME", "FluxionServicer", "new_epoch", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,13 @@ SERVICE_NAME = "fluxcli.FluxcliService"
 OPERATIONS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
               "satisfiability", "without_allocating")
 MIB = 2**20
+
+
+def new_epoch(started: float | None = None) -> str:
+    """``<start time, RFC 3339>/<random UUID>``: unique per service start, readable in logs."""
+    started = time.time() if started is None else started
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    return f"{stamp}/{uuid.uuid4()}"
 
 
 class _Abort(Exception):
@@ -130,12 +145,15 @@ def request_jobspec(request: pb.MatchRequest) -> Jobspec:
 class FluxionServicer(pb_grpc.FluxcliServiceServicer):
     """Implements every RPC of ``fluxcli.FluxcliService`` over one matcher."""
 
-    def __init__(self, matcher: Matcher, policy: str = "first") -> None:
+    def __init__(self, matcher: Matcher, policy: str = "first", epoch: str | None = None) -> None:
         self.matcher = matcher
         self.policy = policy
         self.lock = threading.Lock()
+        self.started = time.time()
+        self.epoch = epoch or new_epoch(self.started)
 
     def _run(self, context: grpc.ServicerContext, fn: Any) -> Any:
+        context.set_trailing_metadata(((EPOCH_KEY, self.epoch),))
         try:
             with self.lock:
                 return fn()
@@ -275,6 +293,10 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
             return pb.DumpResponse(stat=json.dumps(self.matcher.stat(), default=str),
                                    jobs=jobs, jgf=jgf, now=int(self.matcher.now))
         return self._run(context, run)
+
+    def Epoch(self, request: pb.EpochRequest, context: grpc.ServicerContext) -> pb.EpochResponse:  # noqa: N802
+        return self._run(context, lambda: pb.EpochResponse(
+            epoch=self.epoch, started=int(self.started), jobs=len(self.matcher.jobs)))
 
 
 def check_subgraph_parent(graph: Any, jgf: Any, parent: str) -> None:
