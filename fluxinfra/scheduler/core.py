@@ -641,6 +641,22 @@ class SchedulerCore:
                                        "Unschedulable", group.unschedulable)
 
     # ==== introspection (tests, simulator, metrics) ===============================================
+    def next_due(self, now: int) -> float | None:
+        """Seconds until timed work falls due, None when only a cluster change can bring any.
+
+        Timed work: an overrunning job's extension (a job's declared end, which is also when a
+        reservation behind it may start) and a bind retry after its cool-down. The daemon
+        loop sleeps until then or until an event arrives, so an idle scheduler does nothing.
+        """
+        due: list[float] = []
+        if self._ends:
+            due.append(self._ends[0][0] - now)
+        wall = self.clock()
+        holds = [t - wall for t in self.hold_until.values() if t > wall]
+        if holds:
+            due.append(min(holds))
+        return max(0.0, min(due)) if due else None
+
     def pending_pods(self) -> int:
         return sum(len(g.pending) for g in self.groups.values())
 

@@ -38,15 +38,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Placement, node_specs
 from fluxinfra.scheduler.pods import Shape
 from fluxinfra.service.jobspecs import slots_jobspec
 
-__all__ = ["FluxionAllocator", "InProcessBackend", "MatcherBackend", "RemoteBackend"]
+__all__ = ["BackendUnavailable", "FluxionAllocator", "InProcessBackend", "MatcherBackend",
+           "RemoteBackend"]
+
+log = logging.getLogger(__name__)
 
 
 def graph_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,49 +197,139 @@ def insertion_jgf(graph: Any, plan: dict[str, Any]) -> dict[str, Any]:
     return {"graph": {"nodes": nodes, "edges": edges}}
 
 
+class BackendUnavailable(FluxinfraError):
+    """The remote matcher restarted (a new epoch) or cannot be reached: nothing can be matched
+    until the allocator has replayed its books into it (:meth:`FluxionAllocator.sync_backend`).
+    Not a :class:`~fluxinfra.matcher.errors.MatcherError`: the request itself is fine."""
+
+
 class RemoteBackend:
-    """The gRPC Fluxion service (``fluxinfra service``); the scheduler owns its graph."""
+    """The gRPC Fluxion service (``fluxinfra service``); the scheduler owns its graph and books.
 
-    def __init__(self, target: str, timeout: float = 30.0) -> None:
-        from fluxinfra.service.client import FluxionClient
+    The service is a cache of the allocator's books, never their only copy. Every answer
+    carries the service's epoch; :meth:`load` (which replaces the service's graph and forgets
+    its jobs) records it. An answer from another epoch (the service restarted and forgot every
+    job), or no answer at all (unreachable, deadline exceeded: the outcome is unknown), marks
+    the backend ``stale``. While stale, changes to the books (cancel, release, register,
+    status) are not sent, only kept in the allocator, and a match raises
+    :class:`BackendUnavailable` before anything is booked; the allocator's
+    :meth:`~FluxionAllocator.sync_backend` then replays everything (``load`` + one
+    ``register`` per piece) and the backend is fresh again. So a restarted service never
+    answers a match from an empty (or half-known) graph, and nothing is placed twice.
+    """
 
-        self.client = FluxionClient(target, timeout=timeout)
+    def __init__(self, target: str, timeout: float = 30.0, *, client: Any = None) -> None:
+        if client is None:
+            from fluxinfra.service.client import FluxionClient
+
+            client = FluxionClient(target, timeout=timeout)
+        self.client = client
         self.names: set[str] = set()
+        #: the service epoch our books were loaded into ("" before the first load)
+        self.epoch = ""
+        #: True when the service may not hold our books: replay before the next match
+        self.stale = True
+        #: why it is stale now, and why it last went stale after being in step (for reports)
+        self.reason = "not loaded yet"
+        self.last_reset = ""
+        self.resets = 0
+
+    def _went_stale(self, why: str) -> None:
+        if not self.stale:
+            self.resets += 1
+            self.last_reset = why
+            log.warning("Fluxion service %s: %s; replaying every allocation before the next "
+                        "match", self.client.target, why)
+        self.stale, self.reason = True, why
+
+    def _rpc(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the client; an unknown outcome or a new epoch marks the backend stale and
+        raises :class:`BackendUnavailable`. Matcher errors of our own epoch pass through."""
+        from fluxinfra.service.client import ServiceError
+
+        if self.stale:
+            raise BackendUnavailable(f"Fluxion service {self.client.target}: {self.reason}")
+        try:
+            result = getattr(self.client, method)(*args, **kwargs)
+        except ServiceError as exc:
+            self._check_epoch()
+            self._went_stale(f"{method} failed ({exc})")
+            raise BackendUnavailable(str(exc)) from None
+        except MatcherError:
+            self._check_epoch()
+            if self.stale:  # the error came from a service that does not know our jobs
+                raise BackendUnavailable(
+                    f"Fluxion service {self.client.target}: {self.reason}") from None
+            raise
+        self._check_epoch()
+        if self.stale:
+            raise BackendUnavailable(f"Fluxion service {self.client.target}: {self.reason}")
+        return result
+
+    def _check_epoch(self) -> None:
+        seen = self.client.epoch
+        if seen and self.epoch and seen != self.epoch:
+            self._went_stale(f"restarted (epoch {self.epoch} -> {seen})")
+
+    def _quietly(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A change to the books: sent when the service is in step, else kept for the replay."""
+        try:
+            return self._rpc(method, *args, **kwargs)
+        except BackendUnavailable:
+            return None
 
     def load(self, nodes: list[dict[str, Any]]) -> None:
+        """Replace the service's graph (forgetting its jobs). Never raises for an unreachable
+        service: the backend stays stale and the next :meth:`FluxionAllocator.sync_backend`
+        loads again."""
+        from fluxinfra.service.client import ServiceError
+
         self.names = {s.name for s in node_specs(graph_nodes(nodes))[0]}
-        self.client.load_nodes(graph_nodes(nodes))
+        try:
+            self.client.load_nodes(graph_nodes(nodes))
+        except (ServiceError, MatcherError) as exc:
+            log.warning("Fluxion service %s: load_nodes failed (%s); will retry",
+                        self.client.target, exc)
+            self._went_stale(f"load_nodes failed ({exc})")
+            return
+        self.epoch = self.client.epoch
+        self.stale, self.reason = False, ""
 
     def has_node(self, name: str) -> bool:
         return name in self.names
 
     def match(self, jobspec: dict[str, Any], op: str, jobid: int,
               now: int) -> tuple[str, int, list[str]]:
-        result = self.client.match(jobspec, op=op, jobid=jobid, now=now)
+        result = self._rpc("match", jobspec, op=op, jobid=jobid, now=now)
         count = jobspec["resources"][0]["count"]
         return result.status, result.at, _slot_nodes(result.slots, count)
 
     def cancel(self, jobid: int) -> None:
-        self.client.cancel(jobid)
+        self._quietly("cancel", jobid)
 
     def partial_cancel(self, jobid: int, nodes: list[str]) -> bool:
-        return self.client.partial_cancel(jobid, nodes)
+        # Unknown (stale): "not fully released", so the allocator keeps the job's other shares.
+        return bool(self._quietly("partial_cancel", jobid, nodes))
 
     def release_slot(self, jobid: int, index: int) -> bool | None:
-        return self.client.partial_cancel(jobid, slots=[index])
+        # None (stale) makes the allocator release by node, which the replay then settles.
+        return self._quietly("partial_cancel", jobid, slots=[index])
 
     def register(self, jobid: int, node: str, shape: Shape, now: int, duration: int) -> None:
-        self.client.register(jobid, node, cores=shape.cores, memory_mib=shape.memory_mib,
-                             gpus=shape.gpus, at=now, duration=duration)
+        self._quietly("register", jobid, node, cores=shape.cores, memory_mib=shape.memory_mib,
+                      gpus=shape.gpus, at=now, duration=duration)
 
     def set_status(self, node: str, status: str) -> None:
-        self.client.set_status(node, status)
+        self._quietly("set_status", node, status)
 
     def add_node(self, node: dict[str, Any]) -> bool:
         return False  # the scheduler reloads the service's graph instead
 
     def remove_node(self, name: str) -> bool:
-        return False
+        if name in self.names:
+            self._quietly("remove_subgraph", name)
+            self.names.discard(name)
+        return True
 
 
 @dataclass
@@ -313,6 +408,8 @@ class FluxionAllocator:
         self.now = 0
         self._ids = itertools.count(1)
         self.rebuilds = 0
+        #: times :meth:`sync_backend` replayed the books into a backend that had lost them
+        self.replays = 0
         self.ledger = Ledger()
         self._satisfiable: set[tuple[int, Shape]] = set()
         #: (count, shape, duration) -> the jobspec dict handed to the backend (reused)
@@ -374,6 +471,23 @@ class FluxionAllocator:
             self._satisfiable.clear()  # less capacity: what fitted once may never fit again
             return
         self._rebuild()
+
+    def sync_backend(self, now: int) -> bool:
+        """Replay every allocation into a backend that lost them (a restarted Fluxion service,
+        or one whose answers went missing): the graph from the node objects, then each piece
+        registered again, node by node, exactly as a rebuild does. True when the backend holds
+        the books (nothing to do, or the replay went through); False while it is unreachable.
+        The runner calls this before each batch of events and each cycle."""
+        if not getattr(self.backend, "stale", False):  # only a remote backend can lose them
+            return True
+        self.now = now
+        self._rebuild()
+        if self.backend.stale:  # type: ignore[attr-defined]
+            return False
+        self.replays += 1
+        log.info("replayed %d allocations into the matcher (%d nodes)",
+                 sum(len(p) for p in self.jobs.values()), len(self.nodes))
+        return True
 
     def _rebuild(self) -> None:
         """New graph from the node objects; every piece registered again, node by node."""

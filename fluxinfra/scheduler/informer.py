@@ -8,10 +8,13 @@ change as ``(kind, event_type, object)`` with ``event_type`` one of ADDED, MODIF
 - BOOKMARK events only advance the resourceVersion; an ERROR event with code 410, or
   ``ApiError(410)``, means the version expired: relist;
 - every ``resync_seconds`` it relists anyway, which repairs anything a watch may have dropped;
-- transient failures (5xx, 429, no connection) back off exponentially with jitter, capped, and
-  reset after a success; permanent failures are logged and counted (never swallowed) and
-  retried at the slow resync pace. A 404 on ``podgroups`` means the PodGroup CRD is not
-  installed: the informer reports itself synced with no objects and checks again later.
+- transient failures (5xx, 429, no connection, a client timeout) back off exponentially with
+  jitter, capped, and reset after a success; permanent failures are logged and counted (never
+  swallowed) and retried at the slow resync pace. A 404 on ``podgroups`` means the PodGroup CRD
+  is not installed: the informer reports itself synced with no objects and checks again later;
+- ``last_contact`` is when the API server last answered (a list, a watch event, a watch ending
+  as the server closed it): the runner's watchdog fails ``/healthz`` when that is older than a
+  watch can legitimately last, because a view the scheduler cannot refresh is a stalled one.
 
 >>> from fluxinfra.scheduler.informer import Backoff
 >>> b = Backoff(initial=1.0, cap=4.0, jitter=0.0)
@@ -92,6 +95,8 @@ class Informer:
         self._sleep = sleep or self.stopped.wait
         self._last_list = float("-inf")
         self._crd_missing = False
+        #: when the API server last answered this informer (clock); see the module docstring
+        self.last_contact = clock()
 
     # -- one step at a time (the tests drive these directly) -------------------------------
     def relist(self) -> None:
@@ -109,6 +114,7 @@ class Informer:
                 raise
         else:
             self._crd_missing = False
+        self.last_contact = self.clock()
         fresh = {object_key(obj): obj for obj in items}
         for key, old in list(self.store.items()):
             if key not in fresh:
@@ -132,10 +138,12 @@ class Informer:
             raise _Expired()
         stream = self.api.watch_objects(self.kind, self.resource_version, self.watch_timeout)
         for event in stream:
+            self.last_contact = self.clock()
             self._apply(event)
             self.backoff.reset()
             if self.clock() - self._last_list >= self.resync_seconds or self.stopped.is_set():
                 return
+        self.last_contact = self.clock()  # the server ended the watch: it is alive
 
     def poll(self) -> None:
         """One watch pass, relisting if the version expired (for step-driven callers)."""

@@ -13,6 +13,9 @@ import os
 import signal
 import socket
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from fluxinfra.errors import ConfigError, FluxinfraError
 
@@ -40,6 +43,15 @@ def parser() -> argparse.ArgumentParser:
                    help="reservations per cycle: 1 = EASY backfill, 0 = none")
     p.add_argument("--queue-depth", type=int, default=1000, help="groups tried per cycle")
     p.add_argument("--resync", type=float, default=300.0, help="seconds between relists")
+    p.add_argument("--api-timeout", type=float, default=30.0,
+                   help="read timeout of every Kubernetes API call, seconds (connects: 5 s)")
+    p.add_argument("--watch-timeout", type=int, default=300,
+                   help="seconds after which the API server ends each watch (the client's "
+                        "read timeout is 30 s longer, so a half-open watch cannot hang)")
+    p.add_argument("--stall-timeout", type=float, default=120.0,
+                   help="/healthz fails when one batch-and-cycle runs longer than this, or "
+                        "the API server is silent for the watch timeout + this (seconds)")
+    p.add_argument("--page-size", type=int, default=500, help="objects per LIST request")
     p.add_argument("--bind-workers", type=int, default=16, help="parallel binds per group")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                    help="hold a Lease so only one replica schedules (default: on in a pod)")
@@ -56,7 +68,7 @@ def main(argv: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from fluxinfra.scheduler.allocator import SpreadAllocator
     from fluxinfra.scheduler.binder import KubeBinder
-    from fluxinfra.scheduler.client import connect
+    from fluxinfra.scheduler.client import Timeouts, connect
     from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
     from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
     from fluxinfra.scheduler.leader import LeaderElector
@@ -71,13 +83,22 @@ def main(argv: list[str]) -> int:
     if args.reserve_depth < 0 or args.queue_depth < 1:
         raise ConfigError(f"--reserve-depth {args.reserve_depth} / --queue-depth "
                           f"{args.queue_depth}: use >= 0 and >= 1")
+    for flag, value, low in (("--api-timeout", args.api_timeout, 0.1),
+                             ("--watch-timeout", args.watch_timeout, 1),
+                             ("--stall-timeout", args.stall_timeout, 1.0),
+                             ("--page-size", args.page_size, 1)):
+        if value < low:
+            raise ConfigError(f"{flag} {value}: use >= {low}")
+    backend: RemoteBackend | None = None
     if args.allocator == "spread":
-        allocator = SpreadAllocator()
+        allocator: Any = SpreadAllocator()
     elif args.fluxion_service:
-        allocator = FluxionAllocator(args.policy, RemoteBackend(args.fluxion_service))
+        backend = RemoteBackend(args.fluxion_service)
+        allocator = FluxionAllocator(args.policy, backend)
     else:
         allocator = FluxionAllocator(args.policy)
-    api = connect(args.kubeconfig, args.context)
+    api = connect(args.kubeconfig, args.context, page_size=args.page_size,
+                  timeouts=Timeouts(read=args.api_timeout))
     metrics = Metrics()
     instance = os.environ.get("POD_NAME") or f"{args.scheduler_name}-{socket.gethostname()}"
     binder = KubeBinder(api, scheduler_name=args.scheduler_name, instance=instance,
@@ -86,25 +107,40 @@ def main(argv: list[str]) -> int:
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
     core = SchedulerCore(allocator, binder, config, metrics)
-    runner = Runner(api, core, resync_seconds=args.resync)
+    log = logging.getLogger("fluxinfra.scheduler")
+    sync_backend = None
+    if backend is not None:
+        sync_backend = _replay_reporter(allocator, backend, api, args.scheduler_name, instance)
+        metrics.matcher_replays.set_function(lambda: allocator.replays)
+    runner = Runner(api, core, resync_seconds=args.resync, watch_timeout=args.watch_timeout,
+                    stall_seconds=args.stall_timeout, sync_backend=sync_backend)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
-                            args.lease_name or f"{args.scheduler_name}-scheduler", instance)
+                            args.lease_name or f"{args.scheduler_name}-scheduler", instance,
+                            controller=args.scheduler_name)
 
-    def healthy() -> bool:
-        # A standby replica is healthy; the leader is healthy once it has synced.
+    def health() -> tuple[bool, str]:
+        # A standby replica is healthy; the leader once it has synced and while not stalled.
         if runner.stopped.is_set():
-            return False
-        return runner.healthy() if (not elect or elector.leading.is_set()) else True
+            return False, "stopping"
+        if elect and not elector.leading.is_set():
+            return True, "standby: another replica holds the lease"
+        return runner.health()
 
+    metrics.healthy.set_function(lambda: float(health()[0]))
     try:
-        http = serve_http(metrics, healthy, args.host, args.port)
+        http = serve_http(metrics, health, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
+
+    def stop(*_: object) -> None:
+        runner.stop()
+        # A loop stuck in a call cannot stop; leave before the kubelet's SIGKILL would.
+        _exit_later(20.0, "did not stop within 20 s of SIGTERM")
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runner.stop())
-    log = logging.getLogger("fluxinfra.scheduler")
+        signal.signal(sig, stop)
     log.info("scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
              args.scheduler_name, allocator.name, args.host, args.port)
     lost = False
@@ -118,8 +154,10 @@ def main(argv: list[str]) -> int:
                 nonlocal lost
                 lost = True
                 runner.stop()
+                # Another replica may lead in moments: never bind alongside it.
+                _exit_later(5.0, "lost the lease and the loop did not stop within 5 s")
 
-            elector.keep(runner.stopped, on_lost)
+            elector.keep(runner.stopped, on_lost, healthy=lambda: not runner.stalled())
         runner.run()
     finally:
         http.shutdown()
@@ -127,6 +165,45 @@ def main(argv: list[str]) -> int:
         if elect and not lost:
             elector.release()
     return 1 if lost else 0
+
+
+def _exit_later(seconds: float, why: str) -> None:
+    """Exit the process (code 1) after ``seconds`` unless it has exited by then."""
+    def leave() -> None:
+        logging.getLogger("fluxinfra.scheduler").error("exiting: %s", why)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, leave)
+    timer.daemon = True
+    timer.start()
+
+
+def _replay_reporter(allocator: Any, backend: Any, api: Any, scheduler_name: str,
+                     instance: str) -> Callable[[int], bool]:
+    """The allocator's ``sync_backend``, plus an Event on the scheduler's own pod (when it
+    knows it: ``$POD_NAME``/``$POD_NAMESPACE``) each time the books are replayed."""
+    from fluxinfra.scheduler.events import pod_event
+    from fluxinfra.scheduler.kube import ApiError
+
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+
+    def sync(now: int) -> bool:
+        before = allocator.replays
+        ok = allocator.sync_backend(now)
+        if allocator.replays > before and pod and namespace:
+            note = (f"the Fluxion service {backend.client.target} lost our allocations "
+                    f"({backend.last_reset}); replayed {len(allocator.jobs)} jobs on "
+                    f"{len(allocator.nodes)} nodes")
+            try:
+                api.create_event(namespace, pod_event(namespace, pod, "", "MatcherReplayed",
+                                                      note, scheduler_name, instance,
+                                                      action="Replay"))
+            except ApiError as exc:
+                logging.getLogger("fluxinfra.scheduler").warning(
+                    "recording the replay failed: %s", exc)
+        return ok
+
+    return sync
 
 
 def run(argv: list[str] | None = None) -> int:
