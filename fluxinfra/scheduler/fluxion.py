@@ -218,11 +218,12 @@ class RemoteBackend:
     answers a match from an empty (or half-known) graph, and nothing is placed twice.
     """
 
-    def __init__(self, target: str, timeout: float = 30.0, *, client: Any = None) -> None:
+    def __init__(self, target: str, timeout: float = 30.0, *, tls: Any = None,
+                 client: Any = None) -> None:
         if client is None:
             from fluxinfra.service.client import FluxionClient
 
-            client = FluxionClient(target, timeout=timeout)
+            client = FluxionClient(target, timeout=timeout, tls=tls)
         self.client = client
         self.names: set[str] = set()
         #: the service epoch our books were loaded into ("" before the first load)

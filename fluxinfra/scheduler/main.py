@@ -33,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
                    help="fluxion (default) or spread, the kube-scheduler-like baseline")
     p.add_argument("--fluxion-service", metavar="HOST:PORT",
                    help="use a remote Fluxion service instead of the in-process matcher")
+    p.add_argument("--fluxion-tls-dir", metavar="DIR",
+                   help="mutual TLS to the Fluxion service: ca.crt (the service's CA), tls.crt "
+                        "and tls.key (the scheduler's client certificate and key)")
     p.add_argument("--host", default="0.0.0.0", help="HTTP address for /healthz and /metrics")
     p.add_argument("--port", type=int, default=10259, help="HTTP port for /healthz and /metrics")
     p.add_argument("--kubeconfig", help="kubeconfig when not running in a pod")
@@ -83,6 +86,9 @@ def main(argv: list[str]) -> int:
     if args.reserve_depth < 0 or args.queue_depth < 1:
         raise ConfigError(f"--reserve-depth {args.reserve_depth} / --queue-depth "
                           f"{args.queue_depth}: use >= 0 and >= 1")
+    if args.fluxion_tls_dir and not args.fluxion_service:
+        raise ConfigError(f"--fluxion-tls-dir {args.fluxion_tls_dir}: given without "
+                          "--fluxion-service; name the service HOST:PORT too, or drop it")
     for flag, value, low in (("--api-timeout", args.api_timeout, 0.1),
                              ("--watch-timeout", args.watch_timeout, 1),
                              ("--stall-timeout", args.stall_timeout, 1.0),
@@ -93,7 +99,11 @@ def main(argv: list[str]) -> int:
     if args.allocator == "spread":
         allocator: Any = SpreadAllocator()
     elif args.fluxion_service:
-        backend = RemoteBackend(args.fluxion_service)
+        from fluxinfra.service.tls import read_tls_dir
+
+        tls = read_tls_dir(args.fluxion_tls_dir, "--fluxion-tls-dir") \
+            if args.fluxion_tls_dir else None
+        backend = RemoteBackend(args.fluxion_service, tls=tls)
         allocator = FluxionAllocator(args.policy, backend)
     else:
         allocator = FluxionAllocator(args.policy)

@@ -11,6 +11,8 @@ codes back into the matcher's typed errors, so the scheduler can use either inte
     python -m fluxinfra.service.client --target localhost:4242 info 1
     python -m fluxinfra.service.client --target localhost:4242 dump
     python -m fluxinfra.service.client --target localhost:4242 health
+    python -m fluxinfra.service.client --target localhost:4242 epoch
+    python -m fluxinfra.service.client --target svc:4242 --tls-dir /etc/fluxion-tls dump
 
 Output is one JSON document on stdout; failures are one line on stderr and exit code 2.
 """
@@ -38,6 +40,7 @@ from fluxinfra.matcher.errors import (
 )
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
+from fluxinfra.service.tls import TlsFiles, read_tls_dir
 
 #: Reconnect within seconds of a restarted service coming back (gRPC's default backoff grows
 #: to two minutes), on a channel of our own (not one shared with other clients in the process).
@@ -91,13 +94,18 @@ _ERRORS: dict[grpc.StatusCode, type[MatcherError]] = {
 
 
 class FluxionClient:
-    """Calls one Fluxion service; ``timeout`` seconds per call."""
+    """Calls one Fluxion service; ``timeout`` seconds per call; with ``tls`` over mutual TLS
+    (this side's certificate from ``tls``, the service's checked against ``tls.ca``)."""
 
     def __init__(self, target: str, *, timeout: float = 30.0,
-                 channel: grpc.Channel | None = None) -> None:
+                 channel: grpc.Channel | None = None, tls: TlsFiles | None = None) -> None:
         self.target = target
         self.timeout = timeout
-        self.channel = channel or grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        if channel is None:
+            channel = grpc.secure_channel(target, tls.channel_credentials(),
+                                          options=CHANNEL_OPTIONS) if tls is not None \
+                else grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.channel = channel
         self.stub = pb_grpc.FluxcliServiceStub(self.channel)
         #: the service epoch of the last answer ("" before the first): changes when the
         #: service restarted (and so forgot every job)
@@ -230,6 +238,8 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Call a fluxinfra Fluxion service.")
     p.add_argument("--target", default="localhost:4242", help="host:port of the service")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    p.add_argument("--tls-dir", help="mutual TLS: a directory with ca.crt (the service's CA), "
+                   "tls.crt and tls.key (this client's certificate and key)")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match", help="match a jobspec file (YAML or JSON; '-' = stdin)")
     m.add_argument("jobspec")
@@ -242,13 +252,15 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dump", help="statistics and jobs (JSON)")
     d.add_argument("--graph", action="store_true", help="include the JGF of the whole graph")
     sub.add_parser("health", help="grpc.health.v1 status of the service")
+    sub.add_parser("epoch", help="which service instance answers (new at every start)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        with FluxionClient(args.target, timeout=args.timeout) as client:
+        tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
+        with FluxionClient(args.target, timeout=args.timeout, tls=tls) as client:
             out: Any
             if args.command == "match":
                 path = args.jobspec
@@ -265,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                 out = client.info(args.jobid).as_dict()
             elif args.command == "dump":
                 out = client.dump(include_graph=args.graph)
+            elif args.command == "epoch":
+                out = client.service_epoch()
             else:
                 out = {"status": client.health()}
     except FluxinfraError as exc:

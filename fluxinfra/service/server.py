@@ -52,8 +52,10 @@ from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.allocations import register_amounts
 from fluxinfra.service.client import EPOCH_KEY
 from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.service.tls import TlsFiles
 
-__all__ = ["EPOCH_KEY", "OPERATIONS", "SERVICE_NAME", "FluxionServicer", "new_epoch", "serve"]
+__all__ = ["EPOCH_KEY", "OPERATIONS", "SERVICE_NAME", "FluxionServicer", "new_epoch", "serve",
+           "serve_health"]
 
 log = logging.getLogger(__name__)
 
@@ -340,20 +342,44 @@ def graph_jgf(graph: Any) -> dict[str, Any]:
 
 
 def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: int = 8,
-          policy: str = "first") -> tuple[grpc.Server, int]:
+          policy: str = "first", tls: TlsFiles | None = None,
+          epoch: str | None = None) -> tuple[grpc.Server, int]:
     """Start the service (non-blocking); returns the server and the bound port (``port=0`` picks
-    a free one)."""
+    a free one). With ``tls`` the port speaks only mutual TLS: clients must present a
+    certificate signed by ``tls.ca``."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy), server)
+    pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy, epoch), server)
+    return server, _start(server, host, port, tls)
+
+
+def serve_health(host: str = "[::]", port: int = 4243) -> tuple[grpc.Server, int]:
+    """Only ``grpc.health.v1``, in plain text, on a port of its own: the kubelet's gRPC probes
+    cannot present a client certificate, and nothing else is answered here."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    return server, _start(server, host, port, None)
+
+
+def _start(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> int:
+    """Add the health service, listen, start, report SERVING; returns the bound port."""
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0 and host == "[::]":
-        # No IPv6 in this network namespace (common in containers): IPv4 only.
-        bound = server.add_insecure_port(f"0.0.0.0:{port}")
-    if bound == 0:
-        raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
+    bound = _listen(server, host, port, tls)
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, bound
+    return bound
+
+
+def _listen(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> int:
+    def add(address: str) -> int:
+        if tls is None:
+            return server.add_insecure_port(address)
+        return server.add_secure_port(address, tls.server_credentials())
+
+    bound = add(f"{host}:{port}")
+    if bound == 0 and host == "[::]":
+        # No IPv6 in this network namespace (common in containers): IPv4 only.
+        bound = add(f"0.0.0.0:{port}")
+    if bound == 0:
+        raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
+    return bound

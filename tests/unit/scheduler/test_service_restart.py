@@ -2,7 +2,8 @@
 
 The restarted service starts with a graph of its own and no jobs (as ``fluxinfra service
 --from-cluster`` would). The scheduler must notice (the epoch on every answer), replay every
-allocation before it matches again, and never place anything twice.
+allocation before it matches again, and never place anything twice. Each test runs in plain
+text and over mutual TLS (as deployed).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import pytest
 
 from fluxinfra.matcher import Matcher
 from fluxinfra.matcher.k8s import graph_from_k8s
+from fluxinfra.pki import make_service_tls
 from fluxinfra.scheduler.fluxion import BackendUnavailable, FluxionAllocator, RemoteBackend
 from fluxinfra.service.client import FluxionClient
 from fluxinfra.service.server import serve
+from fluxinfra.service.tls import TlsFiles
 
 from .harness import Harness, check_invariants
 from .kube_double import KubeApiDouble, make_node, make_pod
@@ -30,33 +33,45 @@ def free_port() -> int:
 
 
 class Service:
-    """A real ``fluxinfra service`` on one fixed loopback port, restartable."""
+    """A real ``fluxinfra service`` on one fixed loopback port, restartable; with ``mtls``
+    it speaks only mutual TLS, and ``client_tls`` is what the scheduler presents."""
 
-    def __init__(self) -> None:
+    def __init__(self, mtls: bool) -> None:
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.server = None
         self.epochs: list[str] = []
+        self.server_tls = self.client_tls = None
+        if mtls:
+            pki = make_service_tls(["127.0.0.1"], "fluxion-scheduler")
+            self.server_tls = TlsFiles(pki.ca_cert.encode(), pki.server_cert.encode(),
+                                       pki.server_key.encode())
+            self.client_tls = TlsFiles(pki.ca_cert.encode(), pki.client_cert.encode(),
+                                       pki.client_key.encode())
+
+    def client(self) -> FluxionClient:
+        return FluxionClient(self.target, timeout=5, tls=self.client_tls)
 
     def start(self) -> None:
         # The graph a freshly started in-cluster service would build: not ours.
         matcher = Matcher(graph_from_k8s([make_node("n0", cpu="64")], [], subtract_pods=False))
-        self.server, port = serve(matcher, host="127.0.0.1", port=self.port, workers=2)
+        self.server, port = serve(matcher, host="127.0.0.1", port=self.port, workers=2,
+                                  tls=self.server_tls)
         assert port == self.port
-        with FluxionClient(self.target, timeout=5) as c:
+        with self.client() as c:
             self.epochs.append(c.service_epoch()["epoch"])
 
     def stop(self) -> None:
         self.server.stop(grace=None).wait()
 
     def jobs(self) -> list[dict]:
-        with FluxionClient(self.target, timeout=5) as c:
+        with self.client() as c:
             return c.dump()["jobs"]
 
 
-@pytest.fixture()
-def service() -> Iterator[Service]:
-    svc = Service()
+@pytest.fixture(params=["plaintext", "mtls"])
+def service(request: pytest.FixtureRequest) -> Iterator[Service]:
+    svc = Service(mtls=request.param == "mtls")
     svc.start()
     yield svc
     svc.stop()
@@ -66,7 +81,8 @@ def scheduler(service: Service, nodes: int = 2) -> Harness:
     api = KubeApiDouble()
     for i in range(nodes):
         api.create("nodes", make_node(f"n{i}", cpu="4", memory="16Gi"))
-    allocator = FluxionAllocator(backend=RemoteBackend(service.target, timeout=5))
+    allocator = FluxionAllocator(backend=RemoteBackend(service.target, timeout=5,
+                                                       tls=service.client_tls))
     h = Harness(api, allocator)
     h.runner.sync_backend = allocator.sync_backend
     return h.start()
@@ -86,7 +102,7 @@ def bound(h: Harness, *pods: str) -> bool:
 
 
 def test_every_answer_carries_the_epoch_and_a_restart_changes_it(service: Service) -> None:
-    with FluxionClient(service.target, timeout=5) as client:
+    with service.client() as client:
         client.dump()
         first = client.epoch
         assert first == service.epochs[0] and "/" in first
