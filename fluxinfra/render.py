@@ -9,10 +9,11 @@ a ``kustomization.yaml``: ``kubectl apply -k <dir>`` applies what ``pulumi up`` 
 and seed, same bytes.
 
 Resources that are not manifests (the kind cluster's ``command:local:Command``, providers, the
-``ClusterKeys`` dynamic resource) appear in the printed tree with a note, not as files. Key
-material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``); the render derives it
-from a seed (``--seed-file``, else ``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public
-and fine only for throw-away clusters).
+``ClusterKeys`` and ``ServiceCerts`` dynamic resources) appear in the printed tree with a note,
+not as files. Key material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``,
+``fluxinfra.k8s.certs``); the render derives it from a seed (``--seed-file``, else
+``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public and fine only for throw-away
+clusters).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.secrets import derive_cluster_keys
 
@@ -212,6 +214,8 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
             if state.get("purpose") == KEYS_PURPOSE:
                 state.update(key_outputs(derive_cluster_keys(seed, f"{stack}/{state['label']}",
                                                              state["label"])))
+            elif state.get("purpose") == CERTS_PURPOSE:
+                state.update(offline_outputs(state, seed, f"{stack}/{state['label']}"))
             elif args.typ == "command:local:Command":
                 state["stdout"] = "# kubeconfig: written by `kind` when pulumi up creates it\n"
             return f"{args.name}-id", state
@@ -452,7 +456,8 @@ def kustomization(rendered: Rendered) -> str:
 #: (kustomize does the same ordering for ``apply -k``).
 APPLY_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret", "Service",
-               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job")
+               "NetworkPolicy", "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet",
+               "Job")
 
 
 def stream(rendered: Rendered) -> str:

@@ -63,16 +63,20 @@ def test_render_is_byte_deterministic(rendered, tmp_path):
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
 
 
-def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
+def test_seed_changes_only_the_secrets_and_the_key_fingerprints(rendered):
     other = render("dev", root=ROOT, seed=b"another seed of at least 32 bytes!")
     changed = {f for f in other.files if other.files[f] != rendered["dev"].files[f]}
     secrets = {f for f in changed if f.startswith("secret-")}
-    assert secrets and changed - secrets == {"daemonset-flux-installer-flux-installer.yaml"}
-    diff = [(a, b) for a, b in zip(other.files["daemonset-flux-installer-flux-installer.yaml"]
-                                   .splitlines(), rendered["dev"].files[
-                                       "daemonset-flux-installer-flux-installer.yaml"]
-                                   .splitlines(), strict=True) if a != b]
-    assert len(diff) == 1 and "fluxinfra.io/curve-public-key" in diff[0][0], diff
+    fingerprinted = {"daemonset-flux-installer-flux-installer.yaml":
+                     "fluxinfra.io/curve-public-key",
+                     "deployment-fluxinfra-system-fluxion-service.yaml":
+                     "fluxinfra.io/tls-ca-sha256"}
+    assert len(secrets) == 4 and changed - secrets == set(fingerprinted), changed
+    for name, annotation in fingerprinted.items():
+        diff = [(a, b) for a, b in zip(other.files[name].splitlines(),
+                                       rendered["dev"].files[name].splitlines(), strict=True)
+                if a != b]
+        assert len(diff) == 1 and annotation in diff[0][0], (name, diff)
 
 
 def test_kustomization_lists_every_manifest(rendered, tmp_path):
@@ -285,7 +289,7 @@ def test_seed_file(tmp_path, seed, code, message):
                         str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
     assert got == code and message in err.getvalue()
     if code == 0:
-        assert "24 manifests" in out.getvalue()
+        assert "27 manifests" in out.getvalue()
         assert "derived from the stack name" not in out.getvalue()
 
 

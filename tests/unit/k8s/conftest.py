@@ -3,6 +3,7 @@
 import pulumi
 import pytest
 
+from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.render import plain
 from fluxinfra.secrets import derive_cluster_keys
@@ -18,6 +19,8 @@ class Recorder(pulumi.runtime.Mocks):
         outs = {k: v for k, v in args.inputs.items() if k != "__provider"}
         if outs.get("purpose") == KEYS_PURPOSE:
             outs.update(key_outputs(derive_cluster_keys(b"unit-test-seed" * 3, outs["label"])))
+        elif outs.get("purpose") == CERTS_PURPOSE:
+            outs.update(offline_outputs(outs, b"unit-test-seed" * 3, outs["label"]))
         if args.typ == "command:local:Command":
             outs["stdout"] = "apiVersion: v1\nkind: Config\n"
         self.resources[args.name] = (args.typ, plain(outs))
