@@ -144,10 +144,16 @@ def api() -> Iterator[ClientKubeApi]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{server.server_address[1]}"
-    yield ClientKubeApi(client.ApiClient(config), page_size=3,
-                        timeouts=Timeouts(connect=2, read=0.5, lease=0.3, watch_slack=0.5))
+    yield ClientKubeApi(client.ApiClient(config), page_size=3)
     FakeApi.release.set()
     server.shutdown()
+
+
+@pytest.fixture()
+def impatient(api: ClientKubeApi) -> ClientKubeApi:
+    """The same server through a client with sub-second timeouts."""
+    return ClientKubeApi(api._core.api_client, page_size=3,
+                         timeouts=Timeouts(connect=2, read=0.5, lease=0.3, watch_slack=0.5))
 
 
 def test_list_and_watch_return_api_json(api: ClientKubeApi) -> None:
@@ -238,10 +244,10 @@ def test_an_expired_continue_token_restarts_the_list_then_lists_without_pages(
     lambda api: api.patch_pod_status("hang", "p", {"status": {}}),
     lambda api: api.get_lease("hang", "l"),
 ], ids=["bind", "status-patch", "lease"])
-def test_a_server_that_never_answers_times_out(api: ClientKubeApi, call) -> None:
+def test_a_server_that_never_answers_times_out(impatient: ClientKubeApi, call) -> None:
     started = time.monotonic()
     with pytest.raises(ApiError) as info:
-        call(api)
+        call(impatient)
     elapsed = time.monotonic() - started
     assert info.value.status == 0 and info.value.transient
     assert "timed out" in str(info.value).lower()
@@ -249,11 +255,11 @@ def test_a_server_that_never_answers_times_out(api: ClientKubeApi, call) -> None
 
 
 def test_a_half_open_watch_raises_after_its_timeout_instead_of_freezing(
-        api: ClientKubeApi) -> None:
+        impatient: ClientKubeApi) -> None:
     started = time.monotonic()
     seen = []
     with pytest.raises(ApiError) as info:
-        for event in api.watch_objects("nodes", "stall", 1):
+        for event in impatient.watch_objects("nodes", "stall", 1):
             seen.append(event["type"])
     elapsed = time.monotonic() - started
     assert seen == ["ADDED"], "the events before the stall arrive"
