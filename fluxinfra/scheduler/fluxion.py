@@ -197,6 +197,24 @@ def insertion_jgf(graph: Any, plan: dict[str, Any]) -> dict[str, Any]:
     return {"graph": {"nodes": nodes, "edges": edges}}
 
 
+#: Parts of a Node object no graph is built from, and most of its bytes (a node's image list
+#: alone is kilobytes): left out of what is sent to the service.
+_BULK_METADATA = ("managedFields",)
+_BULK_STATUS = ("images", "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
+                "volumesAttached", "config")
+
+
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` without its bulk (see ``_BULK_*``) and with its conditions reduced to type and
+    status; everything the graph reads (labels, annotations, spec, capacity) is kept."""
+    meta = {k: v for k, v in (node.get("metadata") or {}).items() if k not in _BULK_METADATA}
+    status = {k: v for k, v in (node.get("status") or {}).items() if k not in _BULK_STATUS}
+    if "conditions" in status:
+        status["conditions"] = [{"type": c.get("type"), "status": c.get("status")}
+                                for c in status["conditions"] or []]
+    return {**node, "metadata": meta, "status": status}
+
+
 class BackendUnavailable(FluxinfraError):
     """The remote matcher restarted (a new epoch) or cannot be reached: nothing can be matched
     until the allocator has replayed its books into it (:meth:`FluxionAllocator.sync_backend`).
@@ -287,7 +305,7 @@ class RemoteBackend:
 
         self.names = {s.name for s in node_specs(graph_nodes(nodes))[0]}
         try:
-            self.client.load_nodes(graph_nodes(nodes))
+            self.client.load_nodes([slim_node(n) for n in graph_nodes(nodes)])
         except (ServiceError, MatcherError) as exc:
             log.warning("Fluxion service %s: load_nodes failed (%s); will retry",
                         self.client.target, exc)

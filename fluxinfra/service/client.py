@@ -44,9 +44,14 @@ from fluxinfra.service.tls import TlsFiles, read_tls_dir
 
 #: Reconnect within seconds of a restarted service coming back (gRPC's default backoff grows
 #: to two minutes), on a channel of our own (not one shared with other clients in the process).
+#: Messages up to MAX_MESSAGE both ways (gRPC's default limit, 4 MiB, is a few hundred Node
+#: objects in a LoadNodes, or the JGF of a mid-sized graph in a Dump).
+MAX_MESSAGE = 256 * 2**20
+MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE),
+                   ("grpc.max_send_message_length", MAX_MESSAGE)]
 CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 500),
                    ("grpc.max_reconnect_backoff_ms", 5000),
-                   ("grpc.use_local_subchannel_pool", 1)]
+                   ("grpc.use_local_subchannel_pool", 1), *MESSAGE_OPTIONS]
 
 #: Trailing-metadata key of the service instance's epoch (on every answer, errors included).
 EPOCH_KEY = "fluxion-epoch"
@@ -134,6 +139,10 @@ class FluxionClient:
             if isinstance(exc, grpc.Call):
                 self._note_epoch(exc)
             code, details = exc.code(), exc.details() or ""
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("busy:"):
+                # gRPC's own limits (a message too large), not the matcher saying Busy
+                raise ServiceError(f"{self.target}: {method} failed with {code.name}: "
+                                   f"{details}") from None
             if code in _ERRORS:
                 raise _ERRORS[code](details) from None
             if code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -162,7 +171,7 @@ class FluxionClient:
 
     def load_nodes(self, nodes: list[dict[str, Any]]) -> None:
         req = pb.GraphUpdateRequest(load_nodes=pb.GraphUpdateRequest.LoadNodes(
-            nodes_json=json.dumps(nodes)))
+            nodes_json=json.dumps(nodes, separators=(",", ":"))))
         self._call("UpdateGraph", req)
 
     def cancel(self, jobid: int) -> None:

@@ -50,7 +50,7 @@ from fluxinfra.matcher import (
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.allocations import register_amounts
-from fluxinfra.service.client import EPOCH_KEY
+from fluxinfra.service.client import EPOCH_KEY, MESSAGE_OPTIONS
 from fluxinfra.service.jobspecs import slots_jobspec
 from fluxinfra.service.tls import TlsFiles
 
@@ -347,7 +347,8 @@ def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: in
     """Start the service (non-blocking); returns the server and the bound port (``port=0`` picks
     a free one). With ``tls`` the port speaks only mutual TLS: clients must present a
     certificate signed by ``tls.ca``."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=MESSAGE_OPTIONS)
     pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy, epoch), server)
     return server, _start(server, host, port, tls)
 

@@ -186,3 +186,25 @@ def test_adopting_on_a_node_held_whole_is_busy_and_books_nothing() -> None:
     with pytest.raises(Busy, match="n0"):
         a.adopt("n0", Shape(1, 0, 0), now=0, duration=60)
     assert (sorted(a.jobs), sorted(a.backend.matcher.jobs)) == before
+
+
+def test_the_service_gets_nodes_without_their_bulk() -> None:
+    """What RemoteBackend sends builds the same graph from a fraction of the bytes."""
+    import json
+
+    from fluxinfra.matcher.k8s import graph_from_k8s
+    from fluxinfra.scheduler.fluxion import slim_node
+
+    node = make_node("n0", cpu="8", memory="32Gi", gpu=2, labels={"zone": "a"})
+    node["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:x": {}}}]
+    node["status"]["images"] = [{"names": [f"img{i}@sha256:{i:064x}"], "sizeBytes": i}
+                                for i in range(50)]
+    node["status"]["conditions"][0].update(message="kubelet is posting ready status",
+                                           lastHeartbeatTime="2026-01-01T00:00:00Z")
+    slim = slim_node(node)
+    assert len(json.dumps(slim)) * 5 < len(json.dumps(node))
+    assert slim["metadata"]["labels"] == node["metadata"]["labels"]
+    assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    full, lean = (graph_from_k8s([n], [], subtract_pods=False) for n in (node, slim))
+    assert [(full.type[v], full.name[v], full.size[v]) for v in range(len(full))] == \
+        [(lean.type[v], lean.name[v], lean.size[v]) for v in range(len(lean))]

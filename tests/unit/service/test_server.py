@@ -272,3 +272,23 @@ def test_bad_graph_updates_are_invalid_argument(stub, change, needle: str) -> No
         stub.UpdateGraph(change, timeout=5)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert needle in info.value.details()
+
+
+def test_load_nodes_larger_than_grpcs_default_4_mib_is_accepted(client: FluxionClient) -> None:
+    """Real Node objects are kilobytes each (image lists, managedFields): a few hundred used to
+    exceed gRPC's default 4 MiB message limit, answered RESOURCE_EXHAUSTED (read as Busy)."""
+    images = [{"names": [f"registry.example.org/img{j}@sha256:{j:064x}"], "sizeBytes": j}
+              for j in range(60)]
+    nodes = [{**n, "status": {**n["status"], "images": images}} for n in k8s_nodes(600)]
+    assert len(json.dumps(nodes)) > 4 * 2**20
+    client.load_nodes(nodes)
+    assert client.dump()["stat"]["vertices"] > 600
+
+
+def test_grpc_limits_are_not_mistaken_for_busy(server: str) -> None:
+    from fluxinfra.service.client import ServiceError
+
+    tiny = grpc.insecure_channel(server, options=[("grpc.max_send_message_length", 1000)])
+    with FluxionClient(server, timeout=5, channel=tiny) as c, \
+            pytest.raises(ServiceError, match="RESOURCE_EXHAUSTED"):
+        c.load_nodes(k8s_nodes(50))
