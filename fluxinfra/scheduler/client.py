@@ -15,9 +15,11 @@ an :class:`~fluxinfra.scheduler.kube.ApiError` (status 0 when no response arrive
 caller's own backoff.
 
 **Lists are paginated** (``limit`` + ``continue``, ``page_size`` objects a page), so a large
-cluster is never one huge response. The pages form one consistent snapshot (the server
-guarantees it); if the continue token expires between pages (410 Gone, after etcd compaction)
-the list starts over once, and then falls back to one unpaginated list, as client-go's pager does.
+cluster is never one huge response, and each page's objects lose their bulk
+(:func:`~fluxinfra.scheduler.informer.strip_bulk`) before the next page is read. The pages form
+one consistent snapshot (the server guarantees it); if the continue token expires between pages
+(410 Gone, after etcd compaction) the list starts over once, and then falls back to one
+unpaginated list, as client-go's pager does.
 
 No side effects at import: build a client with :func:`connect` from ``main()``.
 """
@@ -29,6 +31,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from fluxinfra.scheduler.informer import strip_bulk
 from fluxinfra.scheduler.kube import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
@@ -158,7 +161,9 @@ class ClientKubeApi:
             try:
                 while True:
                     body = self._page(kind, limit, token)
-                    items += body.get("items") or []
+                    # strip page by page: the bulk of page 1 is gone before page 2 is parsed
+                    items += [strip_bulk(kind, obj) for obj in body.get("items") or []]
+                    del body["items"]
                     meta = body.get("metadata") or {}
                     token = meta.get("continue") or ""
                     if not token:

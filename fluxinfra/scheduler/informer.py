@@ -12,6 +12,10 @@ change as ``(kind, event_type, object)`` with ``event_type`` one of ADDED, MODIF
   jitter, capped, and reset after a success; permanent failures are logged and counted (never
   swallowed) and retried at the slow resync pace. A 404 on ``podgroups`` means the PodGroup CRD
   is not installed: the informer reports itself synced with no objects and checks again later;
+- objects are stored without the parts no scheduler decision reads and most of the bytes
+  (:func:`strip_bulk`: ``metadata.managedFields`` everywhere, a node's image list), as
+  kube-scheduler's informers strip managedFields: at 5,000 nodes and 10,000 pods that is a
+  third of the process's memory;
 - ``last_contact`` is when the API server last answered (a list, a watch event, a watch ending
   as the server closed it): the runner's watchdog fails ``/healthz`` when that is older than a
   watch can legitimately last, because a view the scheduler cannot refresh is a stalled one.
@@ -33,7 +37,7 @@ from typing import Any
 
 from fluxinfra.scheduler.kube import ApiError, Kind, KubeApi
 
-__all__ = ["Backoff", "Informer", "object_key"]
+__all__ = ["Backoff", "Informer", "object_key", "strip_bulk"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,19 @@ def object_key(obj: dict[str, Any]) -> str:
     if uid:
         return str(uid)
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def strip_bulk(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (and a node without ``status.images``), in
+    place: bookkeeping of the API server and the kubelet that nothing here reads."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    if kind == "nodes":
+        status = obj.get("status")
+        if isinstance(status, dict):
+            status.pop("images", None)
+    return obj
 
 
 class Backoff:
@@ -115,7 +132,7 @@ class Informer:
         else:
             self._crd_missing = False
         self.last_contact = self.clock()
-        fresh = {object_key(obj): obj for obj in items}
+        fresh = {object_key(obj): strip_bulk(self.kind, obj) for obj in items}
         for key, old in list(self.store.items()):
             if key not in fresh:
                 del self.store[key]
@@ -167,7 +184,7 @@ class Informer:
         if etype == "BOOKMARK":
             self.resource_version = rv or self.resource_version
             return
-        key = object_key(obj)
+        key = object_key(strip_bulk(self.kind, obj))
         if etype == "DELETED":
             self.store.pop(key, None)
         elif etype in ("ADDED", "MODIFIED"):
