@@ -40,8 +40,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (str(ROOT), str(HERE)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 SCENARIOS = ("scheduler", "restart", "service")
 PAGE = 500
@@ -294,14 +295,14 @@ def run_one(name: str, nodes: int, pods: int) -> dict[str, Any]:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'scenario':<10} {'nodes':>6} {'pods':>6} {'held':>6} {'seconds':>8} "
-            f"{'API JSON MiB':>13} {'peak RSS MiB':>13}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        api_json = "" if r["api_json_mib"] != r["api_json_mib"] else f"{r['api_json_mib']:.0f}"
-        lines.append(f"{r['scenario']:<10} {r['nodes']:>6} {r['pods']:>6} {r['held']:>6} "
-                     f"{r['seconds']:>8.1f} {api_json:>13} {r['rss_mib']:>13.0f}")
-    return "\n".join(lines)
+    from _table import format_table
+
+    headers = ["scenario", "nodes", "pods", "held", "seconds", "API JSON MiB", "peak RSS MiB"]
+    return format_table(headers, [[r["scenario"], r["nodes"], r["pods"], r["held"], r["seconds"],
+                                   r["api_json_mib"], r["rss_mib"]] for r in rows], legend={
+        "held": "pods the scheduler holds (scheduler, restart); jobs the service holds",
+        "API JSON MiB": "the LIST responses' JSON the scheduler read at start-up",
+        "peak RSS MiB": "ru_maxrss of the scheduler's process, VmHWM of the service's"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,15 +43,17 @@ _MAX_REQUESTS = 512
 class Meta:
     """One traversal's parameters (Fluxion's jobmeta)."""
 
-    __slots__ = ("at", "now", "duration", "alloc_type", "jobid")
+    __slots__ = ("at", "now", "duration", "alloc_type", "jobid", "constraint")
 
     def __init__(self, at: int, duration: int, alloc_type: int = AT_ALLOC, jobid: int = 0,
-                 now: int | None = None) -> None:
+                 now: int | None = None, constraint=None) -> None:
         self.at = at
         self.now = at if now is None else now
         self.duration = duration
         self.alloc_type = alloc_type
         self.jobid = jobid
+        #: RFC 31 constraint (fluxinfra.matcher.constraint.Constraint) or None
+        self.constraint = constraint
 
 
 class _Evals:
@@ -276,7 +278,7 @@ class Traverser:
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         _EXACT_SORT[0] = not self.fast
-        express = self.express
+        express = self.express if meta.constraint is None else None
         if express is not None:
             hit = express.select(resources, meta, excl)
             if hit is not None:
@@ -361,9 +363,17 @@ class Traverser:
         g = self.g
         if meta.alloc_type != AT_SAT and not g.status[u]:
             return True
+        if meta.constraint is not None and self._by_constraint(meta, u):
+            return True
         if self.avail(u, meta.at, meta.duration) == 0:
             return True
         return self._prune_resources(meta, x_in, u, resources)
+
+    def _by_constraint(self, meta: Meta, u: int) -> bool:
+        """Fluxion's by_constraint: a node (or storage_node) the RFC 31 constraint rejects."""
+        g = self.g
+        return (meta.constraint.applies_to(g.type[u])
+                and not meta.constraint.matches(g.name[u], g.rank[u], g.properties[u]))
 
     def _prune_resources(self, meta: Meta, x_in: bool, u: int,
                          resources: list[Resource]) -> bool:
@@ -430,7 +440,7 @@ class Traverser:
         key = None
         if (kind == _RESOURCE and self.fast and g.type[u] in self.excl_types
                 and meta.alloc_type != AT_NO_ALLOC and self.visited is None
-                and self._untouched(u)):
+                and meta.constraint is None and self._untouched(u)):
             key = self._template_key(u, nxt, x_in, check_pres, meta)
             if key is not None and key in self._templates:
                 return self._replay(u, resources, key, to_parent), x_in
@@ -652,6 +662,8 @@ class Traverser:
         self.preorder += 1
         x_in = excl or bool(r.exclusive)
         if meta.alloc_type != AT_SAT and not g.status[c]:
+            return None
+        if meta.constraint is not None and self._by_constraint(meta, c):
             return None
         p = self.sched.get(c)
         avail = g.size[c] if p is None else p.avail_during(meta.at, meta.duration)
