@@ -130,7 +130,6 @@ class LeaderElector:
         """Failed attempt: still leading only while the last renewal is recent enough."""
         if self.leading.is_set() and self.clock() - self.renewed_at >= self.renew_seconds:
             self.leading.clear()
-            self._event(None, f"{self.identity} stopped leading")
         return self.leading.is_set()
 
     def _event(self, lease: dict[str, Any] | None, note: str) -> None:
@@ -169,6 +168,8 @@ class LeaderElector:
                     log.error("%s lost the lease %s/%s; stopping", self.identity,
                               self.namespace, self.name)
                     on_lost()
+                    # Only after stopping: recording it may wait out a client timeout.
+                    self._event(None, f"{self.identity} stopped leading")
                     return
         thread = threading.Thread(target=loop, name="leader-renew", daemon=True)
         thread.start()

@@ -8,6 +8,7 @@ local observation of the lease record changing (client-go's observedTime rule).
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -142,17 +143,31 @@ def test_release_hands_over_immediately() -> None:
 
 def test_leadership_changes_are_events_on_the_lease() -> None:
     api, world = KubeApiDouble(), World()
-    a, b = elector(api, world, "a"), elector(api, world, "b")
-    a.try_acquire()
+    a = elector(api, world, "a", retry_seconds=0.01, renew_seconds=10)
+    b = elector(api, world, "b")
+    assert a.acquire(threading.Event())
     b.try_acquire()
+    stop, lost = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def on_lost() -> None:
+        order.append(f"on_lost after {len(api.events)} events")
+        lost.set()
+
     world.t += 16
-    b.try_acquire()
-    a.try_acquire()
+    b.try_acquire()  # b takes over; a's next renewals fail, and 10 s on it steps down
+    a.keep(stop, on_lost)
+    assert lost.wait(5)
+    stop.set()
+    deadline = time.monotonic() + 5
+    while len(api.events) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     notes = [(e["regarding"]["kind"], e["regarding"]["name"], e["reason"], e["note"])
              for e in api.events]
     assert notes == [("Lease", "fluxion", "LeaderElection", "a became leader"),
                      ("Lease", "fluxion", "LeaderElection", "b became leader"),
                      ("Lease", "fluxion", "LeaderElection", "a stopped leading")]
+    assert order == ["on_lost after 2 events"], "stepping down never waits on the Event"
 
 
 def test_keep_calls_on_lost_when_the_lease_is_taken() -> None:
