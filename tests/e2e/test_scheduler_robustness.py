@@ -289,3 +289,42 @@ def test_a_restarted_fluxion_service_is_refilled_and_nothing_is_placed_twice(
     log = scheduler.log.read_text()
     assert "restarted (epoch" in log and "replayed" in log, scheduler.tail()
     assert scheduler.healthz()[0] == 200
+
+
+def test_the_mounted_client_certificate_is_readable_by_the_restricted_pod(
+        cluster: Cluster, namespace: str, busybox: str, real_node: str) -> None:
+    """The scheduler's pod as rendered (uid 10001, fsGroup 10001, read-only root, the Secret
+    mounted 0400) on the real kubelet: the kubelet makes the files group-readable for the
+    fsGroup, so the non-root process can read its key, and nobody else in the pod's group."""
+    from fluxinfra.k8s.fluxion_service import FluxionServiceArgs, service_tls_secrets
+    from fluxinfra.k8s.scheduler import FLUXION_TLS_DIR, FluxSchedulerArgs, scheduler_manifests
+
+    tls = make_service_tls([f"fs.{namespace}.svc"], "fluxion-scheduler")
+    secrets = service_tls_secrets("fs", FluxionServiceArgs(namespace=namespace), tls)
+    cluster.apply(yaml.safe_dump_all(secrets))
+    args = FluxSchedulerArgs(namespace=namespace, install_pod_group_crd=False,
+                             fluxion_service=f"fs.{namespace}.svc.cluster.local:4242",
+                             fluxion_tls_secret="fs-client-tls")
+    deployment = next(m for m in scheduler_manifests("sc", args) if m["kind"] == "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    container.update(image=busybox, imagePullPolicy="Never", command=[
+        "sh", "-c", f"id; stat -c '%a %g' $(readlink -f {FLUXION_TLS_DIR}/tls.key); "
+                    f"head -1 {FLUXION_TLS_DIR}/tls.key; sleep 3600"])
+    for key in ("args", "env", "ports", "startupProbe", "readinessProbe", "livenessProbe"):
+        container.pop(key, None)
+    spec.update(serviceAccountName="default", nodeSelector={"fluxinfra.io/bed-node": "real"},
+                terminationGracePeriodSeconds=0)
+    cluster.apply(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "reads-its-key", "namespace": namespace}, "spec": spec}))
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/reads-its-key",
+                    "--timeout=90s")
+
+    def output() -> str:
+        text = cluster.kubectl("logs", "-n", namespace, "reads-its-key").stdout
+        return text if "KEY" in text else ""
+    logs = wait_for(output, 30, "the pod's output")
+    lines = logs.splitlines()
+    assert lines[0].startswith("uid=10001") and "gid=10001" in lines[0], lines
+    assert lines[1] == "440 10001", f"0400 + fsGroup -> group-readable: {lines[1]}"
+    assert lines[2] == "-----BEGIN PRIVATE KEY-----", lines
