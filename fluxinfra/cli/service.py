@@ -100,20 +100,24 @@ def main(argv: list[str]) -> int:
     tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
     matcher = Matcher(build_graph(args), policy=args.policy)
     epoch = new_epoch()
-    servers = []
-    health = ""
     try:
         server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
                              policy=args.policy, tls=tls, epoch=epoch)
-        servers.append(server)
-        if args.health_port is not None:
-            health_server, health_port = serve_health(args.host, args.health_port)
-            servers.append(health_server)
-            health = f", plain-text health on port {health_port}"
     except OSError as exc:
-        for running in servers:
-            running.stop(grace=None)
-        raise ConfigError(str(exc).replace("--port", "--port/--health-port")) from None
+        raise ConfigError(str(exc)) from None
+    servers = [server]
+    health = ""
+    if args.health_port is not None:
+        try:
+            health_server, health_port = serve_health(args.host, args.health_port)
+        except OSError as exc:
+            server.stop(grace=None)
+            raise ConfigError(str(exc).replace("--port", "--health-port", 1)) from None
+        servers.append(health_server)
+        health = f", plain-text health on port {health_port}"
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM may follow at once
+        signal.signal(sig, lambda *_: done.set())
     stat = matcher.stat()
     print(f"fluxinfra service: listening on {args.host}:{port} "
           f"({'mutual TLS' if tls else 'plain text'}, policy {args.policy}, "
@@ -122,9 +126,6 @@ def main(argv: list[str]) -> int:
         logging.getLogger("fluxinfra.service").warning(
             "serving without authentication: anyone who reaches port %d can change the graph "
             "and cancel every job; pass --tls-dir for mutual TLS", port)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
     done.wait()
     for running in servers:
         running.stop(grace=5).wait()

@@ -26,7 +26,7 @@ batch and cycle and replays every allocation; while the service is unreachable t
 with backoff and matches nothing.
 
 :meth:`Runner.pump` does one step synchronously (watch each kind once, apply, schedule); the
-tests and ``fluxinfra scheduler --once`` use it. :meth:`Runner.run` is the daemon loop.
+tests and the benchmarks use it. :meth:`Runner.run` is the daemon loop.
 """
 
 from __future__ import annotations

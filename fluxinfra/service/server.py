@@ -373,9 +373,12 @@ def _start(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> i
 
 def _listen(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> int:
     def add(address: str) -> int:
-        if tls is None:
-            return server.add_insecure_port(address)
-        return server.add_secure_port(address, tls.server_credentials())
+        try:
+            if tls is None:
+                return server.add_insecure_port(address)
+            return server.add_secure_port(address, tls.server_credentials())
+        except RuntimeError:  # newer grpcio raises where older ones returned 0
+            return 0
 
     bound = add(f"{host}:{port}")
     if bound == 0 and host == "[::]":

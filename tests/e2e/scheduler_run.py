@@ -114,14 +114,18 @@ class Scheduler(Process):
     """A scheduler process with its ``/healthz`` and ``/metrics`` on a loopback port."""
 
     def __init__(self, kubeconfig: Path, scheduler_name: str, log: Path, *extra: str,
-                 identity: str = "") -> None:
+                 identity: str = "", pod_namespace: str = "") -> None:
+        """``identity``: ``$POD_NAME`` (the Lease identity, the Events' reportingInstance, and
+        with ``pod_namespace`` the pod the scheduler reports about itself on)."""
         self.port = free_port()
         env = None
-        if identity:  # the Lease identity and the Events' reportingInstance
+        if identity:
             import os
 
             env = {k: v for k, v in os.environ.items() if k != "POD_NAMESPACE"}
             env["POD_NAME"] = identity
+            if pod_namespace:
+                env["POD_NAMESPACE"] = pod_namespace
         super().__init__(["scheduler", "--kubeconfig", str(kubeconfig), "--scheduler-name",
                           scheduler_name, "--host", "127.0.0.1", "--port", str(self.port),
                           *extra], log, env)

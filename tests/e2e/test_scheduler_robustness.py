@@ -267,9 +267,12 @@ def test_a_restarted_fluxion_service_is_refilled_and_nothing_is_placed_twice(
     name = unique("fxs")
     kubeconfig = scheduler_kubeconfig(cluster, namespace, name, name, tmp_path / "kubeconfig")
     nodes = hollow_nodes(2, cpu="16", memory="64Gi", extended={"nvidia.com/gpu": "2"})
+    # The pod the scheduler "runs in", for the Event it records about itself on a replay.
+    cluster.apply(yaml.safe_dump(pod_manifest("scheduler-pod", namespace, "nobody")))
     scheduler = Scheduler(kubeconfig, name, tmp_path / "scheduler.log", "--no-leader-elect",
                           "--fluxion-service", f"127.0.0.1:{port}", "--fluxion-tls-dir",
-                          str(dirs["client"]))
+                          str(dirs["client"]), identity="scheduler-pod",
+                          pod_namespace=namespace)
     processes.append(scheduler)
     scheduler.wait_healthy()
     gpu_pods(cluster, namespace, name, [f"one-{i}" for i in range(3)])
@@ -289,6 +292,10 @@ def test_a_restarted_fluxion_service_is_refilled_and_nothing_is_placed_twice(
     log = scheduler.log.read_text()
     assert "restarted (epoch" in log and "replayed" in log, scheduler.tail()
     assert scheduler.healthz()[0] == 200
+    replays = [e for e in cluster.get("events.v1.events.k8s.io", "-n", namespace)["items"]
+               if e.get("reason") == "MatcherReplayed"]
+    assert [e["regarding"]["name"] for e in replays] == ["scheduler-pod"], replays
+    assert "restarted (epoch" in replays[0]["note"], replays[0]["note"]
 
 
 def test_the_mounted_client_certificate_is_readable_by_the_restricted_pod(

@@ -76,3 +76,22 @@ def test_scheduler_without_a_cluster_says_so() -> None:
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--kubeconfig" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--port", "--health-port"])
+def test_a_port_in_use_is_named(flag: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = {"--port": "0", "--health-port": "0", flag: str(busy)}
+        proc = fluxinfra("service", "--host", "127.0.0.1", "--recipe", RECIPE,
+                         *(x for kv in ports.items() for x in kv))
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, (out, err)
+    # gRPC's core logs its own line first; ours is last and names the flag
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"fluxinfra service: error: {flag} {busy}: "
+                                           "cannot listen"), err
