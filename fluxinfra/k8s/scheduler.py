@@ -91,6 +91,8 @@ class FluxSchedulerArgs:
     """Namespace to run in (must exist; the stack's top-level ``namespace``)."""
     image: str = field(default=m.DEFAULT_IMAGE)
     """The fluxinfra image (the stack's top-level ``image``)."""
+    queue: bool = field(default=False)
+    """Host the Fluxion queue (``--queue``); set when the stack's ``queue`` is enabled."""
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
@@ -186,7 +188,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
                  "--port", str(args.port), "--leader-elect", "--lease-namespace", namespace,
                  "--lease-name", lease]
         + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else [])
-        + (["--fluxion-tls-dir", FLUXION_TLS_DIR] if tls else []),
+        + (["--fluxion-tls-dir", FLUXION_TLS_DIR] if tls else [])
+        + (["--queue"] if args.queue else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],

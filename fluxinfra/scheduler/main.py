@@ -61,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
                    help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
     p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
+    p.add_argument("--queue", action="store_true",
+                   help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
+                        "docs/queue.md): needs its CRDs installed")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
@@ -77,7 +80,6 @@ def main(argv: list[str]) -> int:
     from fluxinfra.scheduler.leader import LeaderElector
     from fluxinfra.scheduler.metrics import Metrics, serve_http
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
-    from fluxinfra.scheduler.runner import Runner
 
     try:
         default_duration = parse_duration(args.default_duration, "--default-duration")
@@ -122,8 +124,7 @@ def main(argv: list[str]) -> int:
     if backend is not None:
         sync_backend = _replay_reporter(allocator, backend, api, args.scheduler_name, instance)
         metrics.matcher_replays.set_function(lambda: allocator.replays)
-    runner = Runner(api, core, resync_seconds=args.resync, watch_timeout=args.watch_timeout,
-                    stall_seconds=args.stall_timeout, sync_backend=sync_backend)
+    runner, served = _runner(args, api, core, metrics, instance, default_duration, sync_backend)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
@@ -140,7 +141,7 @@ def main(argv: list[str]) -> int:
 
     metrics.healthy.set_function(lambda: float(health()[0]))
     try:
-        http = serve_http(metrics, health, args.host, args.port)
+        http = serve_http(served, health, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
 
@@ -175,6 +176,30 @@ def main(argv: list[str]) -> int:
         if elect and not lost:
             elector.release()
     return 1 if lost else 0
+
+
+def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instance: str,
+            default_duration: int, sync_backend: Callable[[int], bool] | None
+            ) -> tuple[Any, Any]:
+    """The runner, hosting the queue when ``--queue`` asks for it; and what /metrics serves."""
+    from fluxinfra.scheduler.runner import Runner
+
+    robust = {"resync_seconds": args.resync, "watch_timeout": args.watch_timeout,
+              "stall_seconds": args.stall_timeout, "sync_backend": sync_backend,
+              "metrics": metrics}
+    if not args.queue:
+        return Runner(api, core, **robust), metrics
+    from fluxinfra.queue.controller import QueueConfig, QueueCore
+    from fluxinfra.queue.kube import QUEUE_KINDS, QueueClient
+    from fluxinfra.queue.metrics import QueueMetrics, combined
+
+    queue_api = QueueClient.wrap(api)
+    queue_metrics = QueueMetrics()
+    hosted = QueueCore(core, queue_api, QueueConfig(
+        scheduler_name=args.scheduler_name, default_duration=default_duration,
+        instance=instance, async_events=True), queue_metrics)
+    runner = Runner(queue_api, hosted, hosted_kinds=QUEUE_KINDS, **robust)
+    return runner, combined(metrics, queue_metrics)
 
 
 def _exit_later(seconds: float, why: str) -> None:

@@ -9,7 +9,8 @@ cycle place thousands of pods that arrived together.
 
 **No work when idle.** The loop sleeps until an event arrives or until the next timed piece of
 work falls due (:meth:`SchedulerCore.next_due`: a job's declared end, a bind retry after its
-cool-down), never on a fixed tick. A scheduler with nothing to do wakes for nothing.
+cool-down; and a cycle at least every ``resync_seconds``, as the informers relist), never on a
+one-second tick. A scheduler with nothing to do wakes once per resync period.
 
 **The watchdog** (:meth:`Runner.health`, served as ``/healthz`` and so the liveness probe):
 unhealthy when the loop has been inside one batch-and-cycle for more than ``stall_seconds``
@@ -43,6 +44,7 @@ from fluxinfra.scheduler.core import CycleReport, SchedulerCore
 from fluxinfra.scheduler.fluxion import BackendUnavailable
 from fluxinfra.scheduler.informer import Backoff, Informer
 from fluxinfra.scheduler.kube import KINDS, ApiError, Kind, KubeApi
+from fluxinfra.scheduler.metrics import Metrics
 
 __all__ = ["Runner", "StartupError"]
 
@@ -61,12 +63,18 @@ class Runner:
     def __init__(self, api: KubeApi, core: SchedulerCore, *, resync_seconds: float = 300.0,
                  watch_timeout: int = 300, batch: int = 5000, stall_seconds: float = 120.0,
                  sync_backend: Callable[[int], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 hosted_kinds: tuple[str, ...] = (), metrics: Metrics | None = None) -> None:
         self.api = api
         self.core = core
+        #: the scheduler's metrics (``core`` may be a component hosting the core, with metrics
+        #: of its own: the queue)
+        own = getattr(core, "metrics", None)
+        self.metrics = metrics or (own if isinstance(own, Metrics) else Metrics())
         self.clock = clock
         self.t0 = clock()
         self.batch = batch
+        self.resync_seconds = resync_seconds
         self.stall_seconds = stall_seconds
         self.watch_timeout = watch_timeout
         self.sync_backend = sync_backend
@@ -75,8 +83,11 @@ class Runner:
             kind: Informer(api, kind, self._ignore, watch_timeout=watch_timeout,
                            resync_seconds=resync_seconds, on_error=self._api_error,
                            clock=clock)
-            for kind in KINDS
+            for kind in (*KINDS, *hosted_kinds)
         }
+        #: kinds a component hosted by the core watches (the queue's Jobs, FluxJobs, ...): their
+        #: changes go to ``core.on_object(kind, event_type, obj, now)``
+        self.hosted_kinds = hosted_kinds
         self.stopped = threading.Event()
         self.last_cycle: CycleReport | None = None
         #: when the loop began its current batch-and-cycle; None while it waits (the watchdog)
@@ -84,7 +95,8 @@ class Runner:
         #: how often the daemon loop woke up and how many cycles it ran (idle means neither grows)
         self.wakeups = 0
         self.cycles = 0
-        core.metrics.loop_wakeups.set_function(lambda: self.wakeups)
+        self._last_cycle = clock()
+        self.metrics.loop_wakeups.set_function(lambda: self.wakeups)
         self._backend_backoff = Backoff(initial=1.0, cap=30.0)
         self._backend_retry_at: float | None = None
 
@@ -100,12 +112,12 @@ class Runner:
         self.events.put((kind, etype, obj))
 
     def _api_error(self, kind: Kind, exc: ApiError) -> None:
-        self.core.metrics.errors.inc(source=f"watch_{kind}")
+        self.metrics.errors.inc(source=f"watch_{kind}")
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", "pods"):
+        for kind in ("nodes", "podgroups", *self.hosted_kinds, "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -123,6 +135,9 @@ class Runner:
                     if self.stopped.wait(delay):
                         return
             informer.backoff.reset()
+        for kind in self.hosted_kinds:  # what the hosted component needs before the rebuild
+            for obj in self.informers[kind].store.values():  # type: ignore[index]
+                self.core.on_object(kind, "ADDED", obj, self.now())  # type: ignore[attr-defined]
         self.core.load(self.informers["nodes"].store.values(),
                        self.informers["podgroups"].store.values(),
                        self.informers["pods"].store.values(), now=self.now())
@@ -181,11 +196,13 @@ class Runner:
                     self.core.on_node(etype, obj, now)
                 elif kind == "pods":
                     self.core.on_pod(etype, obj, now)
-                else:
+                elif kind == "podgroups":
                     self.core.on_podgroup(etype, obj)
+                else:
+                    self.core.on_object(kind, etype, obj, now)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - one bad object must not stop the scheduler
                 log.exception("applying %s %s failed", etype, kind)
-                self.core.metrics.errors.inc(source="apply")
+                self.metrics.errors.inc(source="apply")
         return n
 
     def backend_ready(self) -> bool:
@@ -206,12 +223,13 @@ class Runner:
             self._backend_retry_at = None
             self._backend_backoff.reset()
             return True
-        self.core.metrics.errors.inc(source="backend")
+        self.metrics.errors.inc(source="backend")
         self._backend_retry_at = self.clock() + self._backend_backoff.next()
         return False
 
     def cycle(self) -> CycleReport:
         self.cycles += 1
+        self._last_cycle = self.clock()
         self.last_cycle = self.core.schedule(self.now())
         return self.last_cycle
 
@@ -232,11 +250,12 @@ class Runner:
             self._backend_lost(exc)
             return CycleReport()
 
-    def wait_seconds(self, cycle_owed_at: float | None) -> float | None:
-        """How long the loop may sleep: until the next timed work, a retry of the matcher, or
-        an owed cycle; None means until an event arrives."""
+    def wait_seconds(self, cycle_owed_at: float | None) -> float:
+        """How long the loop may sleep: until the next timed work, a retry of the matcher, an
+        owed cycle, or at the latest a resync period after the last cycle (a safety net for
+        work a hosted component retries without saying when)."""
         now = self.clock()
-        due: list[float] = []
+        due: list[float] = [self._last_cycle + self.resync_seconds - now]
         if cycle_owed_at is not None:
             due.append(cycle_owed_at - now)
         if self._backend_retry_at is not None:
@@ -245,7 +264,7 @@ class Runner:
             core_due = self.core.next_due(self.now())
             if core_due is not None:
                 due.append(core_due)
-        return max(0.0, min(due)) if due else None
+        return max(0.0, min(due))
 
     def run(self) -> None:
         """The daemon loop: watches in threads, apply batches, schedule."""
@@ -289,7 +308,7 @@ class Runner:
             return
         except Exception:  # noqa: BLE001
             log.exception("scheduling cycle failed")
-            self.core.metrics.errors.inc(source="cycle")
+            self.metrics.errors.inc(source="cycle")
             return
         if report.tried:
             log.debug("cycle: %s", report)
@@ -297,7 +316,7 @@ class Runner:
     def _backend_lost(self, exc: BackendUnavailable) -> None:
         """The matcher lost our books (or went away) mid-cycle: replay at once, then retry."""
         log.warning("cycle stopped: %s", exc)
-        self.core.metrics.errors.inc(source="backend")
+        self.metrics.errors.inc(source="backend")
         self._backend_retry_at = self.clock()
 
     def stop(self) -> None:

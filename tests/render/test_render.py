@@ -72,7 +72,12 @@ def test_seed_changes_only_the_secrets_and_the_key_fingerprints(rendered):
                      "fluxinfra.io/curve-public-key",
                      "deployment-fluxinfra-system-fluxion-service.yaml":
                      "fluxinfra.io/tls-ca-sha256"}
-    assert len(secrets) == 4 and changed - secrets == set(fingerprinted), changed
+    hook = "mutatingwebhookconfiguration-fluxion-queue.yaml"
+    assert len(secrets) == 5 and changed - secrets == {*fingerprinted, hook}, changed
+    hook_diff = [(a, b) for a, b in zip(other.files[hook].splitlines(),
+                                        rendered["dev"].files[hook].splitlines(), strict=True)
+                 if a != b]
+    assert len(hook_diff) == 2 and all("caBundle:" in a for a, _ in hook_diff), hook_diff
     for name, annotation in fingerprinted.items():
         diff = [(a, b) for a, b in zip(other.files[name].splitlines(),
                                        rendered["dev"].files[name].splitlines(), strict=True)
@@ -243,7 +248,8 @@ def test_cli_writes_tree_and_files(tmp_path):
     assert (tmp_path / "kustomization.yaml").is_file()
 
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "MutatingWebhookConfiguration"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -261,7 +267,9 @@ def test_stream_puts_namespaces_and_crds_first(rendered):
     kinds = [d["kind"] for d in docs]
     assert len(docs) == len(rendered["dev"].files)
     assert kinds[:3] == ["Namespace", "Namespace", "CustomResourceDefinition"], kinds
-    assert kinds.index("Secret") < kinds.index("DaemonSet") and kinds[-1] == "Job", kinds
+    assert kinds.index("Secret") < kinds.index("DaemonSet") < kinds.index("Job"), kinds
+    # the API server calls a webhook as soon as its configuration exists: it goes last
+    assert kinds[-1] == "MutatingWebhookConfiguration", kinds
 
 
 def test_stack_outputs_are_shown_with_secrets_hidden(rendered):
@@ -294,7 +302,7 @@ def test_seed_file(tmp_path, seed, code, message):
                         str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
     assert got == code and message in err.getvalue()
     if code == 0:
-        assert "27 manifests" in out.getvalue()
+        assert "39 manifests" in out.getvalue()
         assert "derived from the stack name" not in out.getvalue()
 
 

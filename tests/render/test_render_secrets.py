@@ -26,6 +26,7 @@ def test_secrets_are_private_and_apart(rendered, tmp_path):
     dev = rendered["dev"]
     assert dev.secret_files == ["secret-default-hello-curve.yaml",
                                 "secret-flux-installer-flux-installer-keys.yaml",
+                                "secret-fluxinfra-system-fluxion-queue-tls.yaml",
                                 "secret-fluxinfra-system-fluxion-service-client-tls.yaml",
                                 "secret-fluxinfra-system-fluxion-service-server-tls.yaml"]
     (tmp_path / "secrets").mkdir(mode=0o755)
@@ -72,7 +73,7 @@ def test_kubectl_kustomize_applies_every_manifest_secrets_included(rendered, tmp
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     built = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert built == sorted((m["kind"], m["metadata"]["name"]) for m in rendered["prod"].manifests)
-    assert sum(d["kind"] == "Secret" for d in docs) == 4
+    assert sum(d["kind"] == "Secret" for d in docs) == 5  # + the TLS of the service, the queue
 
 
 class _Terminal(io.StringIO):
@@ -96,10 +97,10 @@ def _render_cli(tmp_path, monkeypatch, *extra: str) -> tuple[str, str]:
 def test_prod_without_a_seed_warns_in_colour_on_a_terminal(tmp_path, monkeypatch):
     out, err = _render_cli(tmp_path, monkeypatch)
     assert err.startswith("\033[1;33mwarning:\033[0m the CURVE certificate, the munge key and "
-                          "the Fluxion service's TLS keys are derived from the stack name "
-                          "'prod', which is public")
+                          "the TLS keys (the Fluxion service's, the queue webhook's) are derived "
+                          "from the stack name 'prod', which is public")
     assert "--seed-file FILE" in err and err.count("\n") == 1
-    assert "secrets: 4 Secret(s) with key material (CURVE certificate, munge key, TLS keys) " \
+    assert "secrets: 5 Secret(s) with key material (CURVE certificate, munge key, TLS keys) " \
         "in " in out
     assert "(directory 0700, files 0600, git-ignored" in out
 
