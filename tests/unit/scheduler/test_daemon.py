@@ -115,7 +115,11 @@ def test_an_idle_scheduler_does_no_work() -> None:
     api.create("pods", make_pod("p0"))
     with Daemon(api) as d:
         wait_for(lambda: d.bound("p0"))
-        time.sleep(0.3)
+        # the bind comes back through the watch (one more wakeup): wait until that is in
+        store = d.runner.informers["pods"].store
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in store.values())
+                 and d.runner.events.empty() and d.runner.busy_since is None)
+        time.sleep(0.5)
         wakeups, cycles = d.runner.wakeups, d.runner.cycles
         time.sleep(2.5)
         assert (d.runner.wakeups, d.runner.cycles) == (wakeups, cycles)
