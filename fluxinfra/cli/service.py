@@ -27,12 +27,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 
 from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
 from fluxinfra.errors import ConfigError
+from fluxinfra.signals import termination_signals
 
 __all__ = ["main"]
 
@@ -98,35 +97,34 @@ def main(argv: list[str]) -> int:
     from fluxinfra.service.tls import read_tls_dir
 
     tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
-    matcher = Matcher(build_graph(args), policy=args.policy)
-    epoch = new_epoch()
-    try:
-        server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
-                             policy=args.policy, tls=tls, epoch=epoch)
-    except OSError as exc:
-        raise ConfigError(str(exc)) from None
-    servers = [server]
-    health = ""
-    if args.health_port is not None:
+    with termination_signals() as wait_for_signal:  # before gRPC starts any thread
+        matcher = Matcher(build_graph(args), policy=args.policy)
+        epoch = new_epoch()
         try:
-            health_server, health_port = serve_health(args.host, args.health_port)
+            server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
+                                 policy=args.policy, tls=tls, epoch=epoch)
         except OSError as exc:
-            server.stop(grace=None)
-            raise ConfigError(str(exc).replace("--port", "--health-port", 1)) from None
-        servers.append(health_server)
-        health = f", plain-text health on port {health_port}"
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # before saying so: a SIGTERM may follow at once
-        signal.signal(sig, lambda *_: done.set())
-    stat = matcher.stat()
-    print(f"fluxinfra service: listening on {args.host}:{port} "
-          f"({'mutual TLS' if tls else 'plain text'}, policy {args.policy}, "
-          f"{stat['vertices']} vertices, epoch {epoch}{health})", file=sys.stderr, flush=True)
-    if tls is None:
-        logging.getLogger("fluxinfra.service").warning(
-            "serving without authentication: anyone who reaches port %d can change the graph "
-            "and cancel every job; pass --tls-dir for mutual TLS", port)
-    done.wait()
-    for running in servers:
-        running.stop(grace=5).wait()
+            raise ConfigError(str(exc)) from None
+        servers = [server]
+        health = ""
+        if args.health_port is not None:
+            try:
+                health_server, health_port = serve_health(args.host, args.health_port)
+            except OSError as exc:
+                server.stop(grace=None)
+                raise ConfigError(str(exc).replace("--port", "--health-port", 1)) from None
+            servers.append(health_server)
+            health = f", plain-text health on port {health_port}"
+        stat = matcher.stat()
+        print(f"fluxinfra service: listening on {args.host}:{port} "
+              f"({'mutual TLS' if tls else 'plain text'}, policy {args.policy}, "
+              f"{stat['vertices']} vertices, epoch {epoch}{health})", file=sys.stderr,
+              flush=True)
+        if tls is None:
+            logging.getLogger("fluxinfra.service").warning(
+                "serving without authentication: anyone who reaches port %d can change the "
+                "graph and cancel every job; pass --tls-dir for mutual TLS", port)
+        wait_for_signal()
+        for running in servers:
+            running.stop(grace=5).wait()
     return 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.signals import termination_signals
 
 __all__ = ["main", "parser", "run"]
 
@@ -72,13 +72,6 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from fluxinfra.scheduler.allocator import SpreadAllocator
-    from fluxinfra.scheduler.binder import KubeBinder
-    from fluxinfra.scheduler.client import Timeouts, connect
-    from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
-    from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
-    from fluxinfra.scheduler.leader import LeaderElector
-    from fluxinfra.scheduler.metrics import Metrics, serve_http
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
 
     try:
@@ -97,6 +90,21 @@ def main(argv: list[str]) -> int:
                              ("--page-size", args.page_size, 1)):
         if value < low:
             raise ConfigError(f"{flag} {value}: use >= {low}")
+    with termination_signals() as wait_for_signal:  # before any thread exists
+        return _schedule(args, default_duration, wait_for_signal)
+
+
+def _schedule(args: argparse.Namespace, default_duration: int,
+              wait_for_signal: Callable[[], int]) -> int:
+    """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
+    from fluxinfra.scheduler.allocator import SpreadAllocator
+    from fluxinfra.scheduler.binder import KubeBinder
+    from fluxinfra.scheduler.client import Timeouts, connect
+    from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
+    from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
+    from fluxinfra.scheduler.leader import LeaderElector
+    from fluxinfra.scheduler.metrics import Metrics, serve_http
+
     backend: RemoteBackend | None = None
     if args.allocator == "spread":
         allocator: Any = SpreadAllocator()
@@ -145,13 +153,13 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
 
-    def stop(*_: object) -> None:
+    def on_signal() -> None:
+        log.info("signal %d: stopping", wait_for_signal())
         runner.stop()
         # A loop stuck in a call cannot stop; leave before the kubelet's SIGKILL would.
         _exit_later(20.0, "did not stop within 20 s of SIGTERM")
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
+    threading.Thread(target=on_signal, name="signals", daemon=True).start()
     log.info("scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
              args.scheduler_name, allocator.name, args.host, args.port)
     lost = False

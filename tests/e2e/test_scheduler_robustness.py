@@ -46,6 +46,7 @@ from scheduler_run import (
 
 from fluxinfra.pki import make_service_tls
 from fluxinfra.scheduler.client import ClientKubeApi
+from fluxinfra.signals import signal_disposition
 
 
 @pytest.fixture
@@ -93,6 +94,9 @@ def test_a_killed_leader_is_replaced_and_nothing_is_bound_twice(
     gpu_pods(cluster, namespace, name, [f"one-{i}" for i in range(4)])
     wait_for(lambda: count_bound(cluster, namespace) == 4, 60, "a to bind 4 pods")
     assert holder(cluster, namespace, lease_name) == "replica-a", "b must not have taken over"
+    threads = signal_disposition(a.proc.pid)
+    assert list(threads.values()).count("sigwait") == 1, threads
+    assert "open" not in threads.values(), f"a SIGTERM could land in a busy thread: {threads}"
 
     a.kill(signal.SIGKILL)  # no release: b must see the Lease expire on its own clock
     killed = time.monotonic()
@@ -118,6 +122,10 @@ def test_a_killed_leader_is_replaced_and_nothing_is_bound_twice(
              if e.get("reason") == "LeaderElection"]
     assert "replica-a became leader" in notes and "replica-b became leader" in notes, notes
     print(f"b took over {took_over:.1f}s after a was killed (lease 15 s)")
+    stopping = time.monotonic()
+    assert b.stop() == 0, "SIGTERM: a clean exit"
+    assert holder(cluster, namespace, lease_name) == "", "released for a fast hand-over"
+    print(f"b stopped and released the Lease {time.monotonic() - stopping:.1f}s after SIGTERM")
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from fluxinfra.service.client import FluxionClient, ServiceError
 from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.signals import signal_disposition
 
 RECIPE = json.dumps({"cluster": "t", "racks": 1, "nodes_per_rack": 2, "sockets": 1,
                      "cores_per_socket": 4, "memory_per_socket": [1, 4]})
@@ -95,3 +96,20 @@ def test_a_port_in_use_is_named(flag: str) -> None:
     assert "Traceback" not in err, err
     assert err.splitlines()[-1].startswith(f"fluxinfra service: error: {flag} {busy}: "
                                            "cannot listen"), err
+
+
+def test_sigterm_reaches_the_service_whichever_thread_the_kernel_picks() -> None:
+    """Every thread blocks SIGTERM and the main thread takes it with sigwait: a SIGTERM
+    handed to one of gRPC's threads used to wait for the main thread to wake (it did not,
+    until the kubelet's SIGKILL)."""
+    proc = fluxinfra("service", "--host", "127.0.0.1", "--port", "0", "--health-port", "0",
+                     "--recipe", RECIPE)
+    try:
+        assert "listening on" in proc.stderr.readline()
+        threads = signal_disposition(proc.pid)
+        assert len(threads) > 3 and "open" not in threads.values(), threads
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
