@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,19 +39,29 @@ def termination_signals() -> Iterator[Callable[[], int]]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def signal_disposition(pid: int, signum: int = signal.SIGTERM) -> dict[str, str]:
+def signal_disposition(pid: int, signum: int = signal.SIGTERM, *, samples: int = 10,
+                       interval: float = 0.05) -> dict[str, str]:
     """Thread id -> ``blocked``, ``sigwait`` (the thread waiting for it: the kernel unblocks
     the waited signals while it sleeps there) or ``open`` (the signal could land there), for
     each thread of process ``pid`` (Linux ``/proc``; how the tests check that no thread can
-    swallow a SIGTERM)."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        status = (task / "status").read_text()
-        mask = int(next(ln.split()[1] for ln in status.splitlines()
-                        if ln.startswith("SigBlk:")), 16)
-        if mask & (1 << (signum - 1)):
-            out[task.name] = "blocked"
-        else:
-            waiting = (task / "wchan").read_text().startswith("do_sigtimedwait")
-            out[task.name] = "sigwait" if waiting else "open"
-    return out
+    swallow a SIGTERM). Read ``samples`` times: a thread seen in ``sigwait`` once is that one
+    (on its way in or out of the wait it shows the signal unblocked for an instant)."""
+    seen: dict[str, set[str]] = {}
+    for n in range(samples):
+        if n:
+            time.sleep(interval)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                status = (task / "status").read_text()
+                wchan = (task / "wchan").read_text()
+            except OSError:
+                continue  # the thread ended meanwhile
+            mask = int(next(ln.split()[1] for ln in status.splitlines()
+                            if ln.startswith("SigBlk:")), 16)
+            if mask & (1 << (signum - 1)):
+                state = "blocked"
+            else:
+                state = "sigwait" if wchan.startswith("do_sigtimedwait") else "open"
+            seen.setdefault(task.name, set()).add(state)
+    return {tid: "sigwait" if "sigwait" in states else "open" if "open" in states
+            else "blocked" for tid, states in seen.items()}
