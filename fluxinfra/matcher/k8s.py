@@ -92,6 +92,7 @@ __all__ = [
     "NodeSpec",
     "LabelSelector",
     "pod_requests",
+    "resource_amounts",
     "node_allocatable",
     "node_skip_reason",
     "node_status",
@@ -140,7 +141,7 @@ class K8sInputError(FluxinfraError, ValueError):
 # ----------------------------------------------------------------------------------------------
 
 
-def _amounts(resources: Mapping[str, Any] | None, where: str) -> dict[str, int]:
+def resource_amounts(resources: Mapping[str, Any] | None, where: str) -> dict[str, int]:
     """Resource quantities in base units (cpu: millicores, the rest: Value(), rounded up)."""
     return {name: _base_units(name, q) for name, q in _exact(resources, where).items()}
 
@@ -237,8 +238,8 @@ def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
     status = node.get("status") or {}
     name = (node.get("metadata") or {}).get("name", "?")
     if status.get("allocatable"):
-        return _amounts(status["allocatable"], f"node {name}: status.allocatable")
-    return _amounts(status.get("capacity"), f"node {name}: status.capacity")
+        return resource_amounts(status["allocatable"], f"node {name}: status.allocatable")
+    return resource_amounts(status.get("capacity"), f"node {name}: status.capacity")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,7 +22,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fluxinfra.scheduler.events import pod_event, podgroup_event, scheduled_condition_patch
+from fluxinfra.scheduler.events import (
+    disruption_condition_patch,
+    pod_event,
+    podgroup_event,
+    scheduled_condition_patch,
+)
 from fluxinfra.scheduler.kube import ApiError, KubeApi
 from fluxinfra.scheduler.metrics import Metrics
 from fluxinfra.scheduler.pods import PodInfo
@@ -109,6 +114,27 @@ class KubeBinder:
 
     def pod_unschedulable(self, pod: PodInfo, message: str) -> None:
         patch = scheduled_condition_patch("Unschedulable", message)
+        self._submit(lambda: self.api.patch_pod_status(pod.namespace, pod.name, patch))
+
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+        """kube-scheduler's prepareCandidate: DisruptionTarget condition, delete (only this
+        uid), then a ``Preempted`` Event. Synchronous, so the victims are on their way out
+        before the preemptor is nominated."""
+        patch = disruption_condition_patch(
+            f"{self.controller}: preempting to accommodate a higher priority pod")
+        try:
+            self.api.patch_pod_status(victim.namespace, victim.name, patch)
+            self.api.delete_pod(victim.namespace, victim.name, victim.uid)
+        except ApiError as exc:
+            if not exc.not_found:
+                log.warning("preempting %s failed: %s", victim.key, exc)
+                self.metrics.errors.inc(source="preempt")
+            return
+        self.pod_event(victim, "Preempted",
+                       f"Preempted by {preemptor.key} on node {node}", "Preempting")
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        patch = {"status": {"nominatedNodeName": node or None}}
         self._submit(lambda: self.api.patch_pod_status(pod.namespace, pod.name, patch))
 
     def podgroup_event(self, namespace: str, name: str, uid: str, reason: str,

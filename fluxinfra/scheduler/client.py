@@ -126,6 +126,11 @@ class ClientKubeApi:
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         self._call(self._core.patch_namespaced_pod_status, pod, namespace, patch)
 
+    def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions",
+                "preconditions": {"uid": uid} if uid else None}
+        self._call(self._core.delete_namespaced_pod, pod, namespace, body)
+
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._call(self._custom.patch_namespaced_custom_object_status, PODGROUP_GROUP,
                    PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch)

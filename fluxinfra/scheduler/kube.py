@@ -106,6 +106,10 @@ class KubeApi(Protocol):
         """Merge patch of ``podgroups/<name>/status``."""
         ...
 
+    def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
+        """DELETE a pod (graceful), only if its uid is still ``uid`` (409 otherwise)."""
+        ...
+
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The ``coordination.k8s.io/v1`` Lease, or None when there is none (leader election)."""
         ...

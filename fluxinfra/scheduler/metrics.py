@@ -124,11 +124,16 @@ class Metrics:
                                       "Time spent binding one pod.")
         self.e2e_latency = Histogram(p + "scheduling_latency_seconds",
                                      "Pod queued to bind decision.")
+        self.overcommitted = Gauge(p + "overcommitted",
+                                   "(node, resource) pairs whose summed pod requests exceed "
+                                   "allocatable (invariant: 0 unless others over-commit).")
+        self.preemption_victims = Counter(p + "preemption_victims_total",
+                                          "Pods evicted to make room for higher-priority pods.")
 
     def all(self) -> list[Counter | Gauge | Histogram]:
         return [self.queue_depth, self.groups_pending, self.pods_bound, self.groups_scheduled,
                 self.unschedulable, self.errors, self.match_latency, self.bind_latency,
-                self.e2e_latency]
+                self.e2e_latency, self.overcommitted, self.preemption_victims]
 
     def render(self) -> str:
         lines: list[str] = []
