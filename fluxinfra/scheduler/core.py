@@ -644,6 +644,12 @@ class SchedulerCore:
                 self._failed(group, "busy", Outcome("busy"), None, busy)
             return "placed"
         shape = self._shape_key(members[0]) if group.kind == "single" else None
+        if outcome.status == "reserved" and self.config.preemption and \
+                self._preempt(group, members, need, report):
+            for jobid in outcome.jobs:  # evicting beats waiting for the reservation
+                self._cancel_quietly(jobid)
+            group.failed_gen = self.generation
+            return "preempting"
         if outcome.status == "reserved":
             if shape is not None:
                 busy[shape] = "reserved"
