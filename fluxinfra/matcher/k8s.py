@@ -111,6 +111,7 @@ __all__ = [
     "node_pools",
     "parse_topology",
     "pool_graph",
+    "pool_hold_jgf",
     "pool_jobspec",
     "pool_node_jgf",
     "pool_request",
@@ -919,6 +920,60 @@ def pool_node_jgf(graph, node: Mapping[str, Any], levels: Iterable[TopologyLevel
         source = parent_id if k == 0 else f"v{len(nodes) - 1 - k}"
         edges.append({"source": source, "target": vid, "metadata": {"subsystem": "containment"}})
     return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def pool_hold_jgf(node: Mapping[str, Any], levels: Iterable[TopologyLevel],
+                  amounts: Mapping[str, int], *, graph=None,
+                  cluster: str = "cluster") -> dict[str, Any]:
+    """A JGF for ``Matcher.update_allocate`` holding ``amounts`` (base units) of ``node``'s
+    pools, as a match of one slot of those amounts would: how pods already running are
+    registered without a traversal. With the ``graph`` the JGF is for, vertices carry their
+    ``uniq_id`` (an index lookup); without, they are found by path (a scan per name).
+
+    >>> jgf = pool_hold_jgf({"metadata": {"name": "w1", "labels": {}}}, (),
+    ...                     {"cpu": 1500, "memory": 3000, "pods": 2})
+    >>> [(n["metadata"]["paths"]["containment"], n["metadata"]["size"])
+    ...  for n in jgf["graph"]["nodes"]]  # doctest: +NORMALIZE_WHITESPACE
+    [('/cluster0', 1), ('/cluster0/w1', 1), ('/cluster0/w1/cpu', 1500),
+     ('/cluster0/w1/memory', 3), ('/cluster0/w1/pods', 2)]
+    """
+    meta = node.get("metadata") or {}
+    path = f"/{cluster}0"
+    vertices = [(path, 1, False)]
+    for _, value in node_domains(meta.get("labels") or {}, levels):
+        path = f"{path}/{value}"
+        vertices.append((path, 1, False))
+    path = f"{path}/{meta['name']}"
+    vertices.append((path, 1, False))
+    for resource, amount in sorted(amounts.items()):
+        if amount > 0:
+            vertices.append((f"{path}/{pool_vertex_name(resource)}",
+                             pool_request(resource, amount), True))
+    uniq = _uniq_ids(graph, meta["name"], len(vertices) - 1 - sum(
+        1 for _, _, excl in vertices if excl)) if graph is not None else {}
+    # without uniq_ids, ids that are none: vertices are then found by path (a node attached
+    # again after a resize has new uniq_ids; its old, removed vertices keep the same paths)
+    nodes = []
+    for i, (p, size, excl) in enumerate(vertices):
+        md: dict[str, Any] = {"size": size, "exclusive": excl, "paths": {"containment": p}}
+        if p in uniq:
+            md["uniq_id"] = uniq[p]
+        nodes.append({"id": f"p{i}", "metadata": md})
+    return {"graph": {"nodes": nodes, "edges": []}}
+
+
+def _uniq_ids(graph, name: str, depth: int) -> dict[str, int]:
+    """Path -> uniq_id of node ``name``, its ancestors and its pools in ``graph``."""
+    found = [v for v in graph.by_name(name) if graph.type[v] == "node" and not graph.removed[v]]
+    if len(found) != 1:
+        return {}
+    v = found[0]
+    out = {graph.path(c): graph.uniq_id[c] for c in graph.children["containment"][v]}
+    parents = graph.parent["containment"]
+    while v != -1:
+        out[graph.path(v)] = graph.uniq_id[v]
+        v = parents[v]
+    return out
 
 
 def pool_jobspec(count: int, amounts: Mapping[str, int], *, duration: int = 0,

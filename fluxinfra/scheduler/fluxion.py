@@ -14,10 +14,12 @@ what the scheduler needs and what the matcher offers is bridged (and documented)
   ``PartialCancel{slots}``). Amounts registered for running pods (re-learnt after a restart, or
   placed by others) are one matcher job per node; releasing one of them frees that job and
   registers the siblings again. Each allocator job is therefore a list of *pieces*.
-- **Registering running pods** (``adopt``) is a match pinned to the pod's node by a ``ranks``
-  constraint, so it never books a vertex twice: amounts the node does not have free raise
-  ``Busy`` and hold nothing; the node is then listed in :attr:`FluxionAllocator.unsynced` until
-  its pods fit again, and the scheduler keeps new pods off it.
+- **Registering running pods** (``adopt``, and re-registering after a node changed or a job
+  overran) is ``update_allocate`` with an R naming the node's pools and amounts
+  (:func:`~fluxinfra.matcher.k8s.pool_hold_jgf`): what a one-slot match would hold, without a
+  traversal, all or nothing: amounts the node does not have free raise ``Busy`` and hold
+  nothing; the node is then listed in :attr:`FluxionAllocator.unsynced` until its pods fit
+  again, and the scheduler keeps new pods off it.
 - **Nodes joining, changing and leaving** change the live graph node by node: a new node is
   attached with ``add_subgraph`` (under its topology vertices, created when new), a deleted one
   removed with ``remove_subgraph``; a node whose allocatable amounts or topology labels change
@@ -87,6 +89,11 @@ class MatcherBackend(Protocol):
     def domain_order(self, level: str, paths: list[str]) -> list[str]:
         """``paths`` (domains of ``level``) in the order the policy visits them."""
         ...
+    def register(self, jobid: int, node: dict[str, Any], amounts: dict[str, int], now: int,
+                 duration: int) -> None:
+        """Hold ``amounts`` of ``node``'s pools as job ``jobid`` (``update_allocate``);
+        ``Busy`` when they are not free."""
+        ...
 
 
 def _slot_nodes(slots: list[dict[str, Any]]) -> list[str]:
@@ -145,6 +152,14 @@ class InProcessBackend:
             self.matcher.remove_subgraph(g.path(found[0]))
         return True
 
+    def register(self, jobid: int, node: dict[str, Any], amounts: dict[str, int], now: int,
+                 duration: int) -> None:
+        from fluxinfra.matcher.k8s import pool_hold_jgf
+
+        self.matcher.now = now
+        jgf = pool_hold_jgf(node, self.levels, amounts, graph=self.matcher.graph)
+        self.matcher.update_allocate(jobid, jgf, at=now, duration=duration)
+
     def domain_order(self, level: str, paths: list[str]) -> list[str]:
         g = self.matcher.graph
         root = g.path(g.roots["containment"])
@@ -165,14 +180,15 @@ class RemoteBackend:
 
         self.client = FluxionClient(target, timeout=timeout)
         self.levels: tuple[TopologyLevel, ...] = ()
-        self.graph: Any = None
+        self.graph: Any = None  #: a copy of the service's graph (uniq_ids, paths)
 
     def load(self, nodes: list[dict[str, Any]], ranks: dict[str, int],
              levels: tuple[TopologyLevel, ...]) -> dict[str, int]:
         from fluxinfra.matcher.k8s import pool_graph
 
         self.levels = levels
-        _, ranks = pool_graph(nodes, levels, ranks=ranks)  # the ranks new nodes get
+        # the service builds the same graph from the same input: same ranks and uniq_ids
+        self.graph, ranks = pool_graph(nodes, levels, ranks=ranks)
         self.client.load_nodes({"model": "pools", "nodes": nodes, "ranks": ranks,
                                 "topology": [[lvl.name, lvl.label] for lvl in levels],
                                 "prune_filters": PRUNE_FILTERS})
@@ -200,6 +216,13 @@ class RemoteBackend:
 
     def domain_order(self, level: str, paths: list[str]) -> list[str]:
         return sorted(paths)
+
+    def register(self, jobid: int, node: dict[str, Any], amounts: dict[str, int], now: int,
+                 duration: int) -> None:
+        from fluxinfra.matcher.k8s import pool_hold_jgf
+
+        jgf = pool_hold_jgf(node, self.levels, amounts, graph=self.graph)
+        self.client.update_allocate(jobid, jgf, at=now, duration=duration)
 
 
 @dataclass
@@ -359,10 +382,9 @@ class FluxionAllocator:
         for _, req in shares:
             total = total + req
         mjobid = next(self._ids)
-        js = pool_jobspec(1, total.slot(sum(pods)), duration=max(1, end - self.now),
-                          constraint={"ranks": [str(self.ranks[node])]})
         try:
-            self.backend.match(js, "allocate", mjobid, self.now)
+            self.backend.register(mjobid, self.nodes[node], total.slot(sum(pods)), self.now,
+                                  max(1, end - self.now))
         except MatcherError as exc:
             log.warning("cannot register %d running pods on %s (%s): %s", sum(pods), node,
                         total, exc)
