@@ -201,8 +201,13 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     ...     {"resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}})
     {'cpu': 1250, 'memory': 67108864, 'nvidia.com/gpu': 1}
     """
-    name = _pod_name(pod)
     spec = pod.get("spec") or {}
+    key = _request_key(spec)
+    if key is not None:
+        cached = _REQUESTS.get(key)
+        if cached is not None:
+            return dict(cached)
+    name = _pod_name(pod)
     apps: dict[str, Fraction] = {}
     for i, container in enumerate(spec.get("containers") or []):
         _add(apps, _container_requests(container, f"pod {name}: spec.containers[{i}]"))
@@ -224,7 +229,54 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     )
     _add(total, _exact(spec.get("overhead"), f"pod {name}: spec.overhead"))
     # summed exactly, rounded once (resource.PodRequests adds Quantities; MilliValue/Value)
-    return {k: _base_units(k, v) for k, v in sorted(total.items()) if v}
+    out = {k: _base_units(k, v) for k, v in sorted(total.items()) if v}
+    if key is not None:
+        if len(_REQUESTS) >= 4096:
+            _REQUESTS.clear()
+        _REQUESTS[key] = out
+    return dict(out)
+
+
+#: pod requests by what they are computed from: the pods of one workload share their template
+_REQUESTS: dict[tuple, dict[str, int]] = {}
+
+
+def _amounts_key(resources: Any) -> tuple | None:
+    if not resources:
+        return ()
+    if not isinstance(resources, Mapping):
+        return None
+    try:
+        return tuple(sorted((k, str(v)) for k, v in resources.items()))
+    except TypeError:
+        return None
+
+
+def _request_key(spec: Mapping[str, Any]) -> tuple | None:
+    """Everything :func:`pod_requests` reads from a pod spec, hashable (None: not cacheable,
+    e.g. a malformed value, which then fails with its error message)."""
+    parts: list[Any] = []
+    for field_name in ("containers", "initContainers"):
+        for c in spec.get(field_name) or []:
+            if not isinstance(c, Mapping):
+                return None
+            res = c.get("resources") or {}
+            if not isinstance(res, Mapping):
+                return None
+            req, lim = _amounts_key(res.get("requests")), _amounts_key(res.get("limits"))
+            if req is None or lim is None:
+                return None
+            parts.append((field_name, req, lim, c.get("restartPolicy")))
+    for field_name in ("resources", "overhead"):
+        value = spec.get(field_name)
+        sub = (value or {}).get("requests") if field_name == "resources" else value
+        if value is not None and not isinstance(value, Mapping):
+            return None
+        k = _amounts_key(sub)
+        if k is None:
+            return None
+        parts.append((field_name, k))
+    return tuple(parts)
 
 
 def pod_is_active(pod: Mapping[str, Any]) -> bool:
