@@ -60,6 +60,9 @@ import time
 from collections import deque
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import format_table  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -131,39 +134,6 @@ def summary_ms(ns: list[int]) -> tuple[float, float] | None:
     if not ns:
         return None
     return statistics.median(ns) / 1e6, percentile(ns, 99) / 1e6
-
-
-def format_table(headers: list[str], rows: list[list[object]]) -> str:
-    """A plain aligned text table (numbers right-aligned)."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
-    numeric = [all(_is_number(r[i]) for r in rows) if rows else False
-               for i in range(len(headers))]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
-
-    out = [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in cells]
-    return "\n".join(out)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) or value in ("-", "")
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value >= 100:
-            return f"{value:.0f}"
-        if value >= 10:
-            return f"{value:.1f}"
-        return f"{value:.3f}" if value < 1 else f"{value:.2f}"
-    return str(value)
 
 
 # ---------------------------------------------------------------------------------- our matcher
@@ -366,6 +336,28 @@ def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fi
 # ---------------------------------------------------------------------------------- report
 
 
+BUILD_LEGEND = {
+    "vertices": "vertices of the graph (79 per node)",
+    "recipe build s": "graph_from_recipe wall time; build RSS MiB: peak RSS after it",
+    "GRUG load s": "the core's GRUG reader on the GraphML resource-query loads; GRUG RSS MiB "
+                   "likewise",
+    "RSS after matching MiB": "peak RSS of the subprocess after every policy's streams",
+    "fluxion GRUG load s": "resource-query's load of the same GraphML (a run whose only "
+                           "command is quit); fluxion RSS MiB: its peak RSS",
+}
+MATCH_LEGEND = {
+    "n": "fill matches timed (until full, --cap or --budget); full: the graph filled up",
+    "med ms": "median match latency of the fill phase, ms (p99 ms: 99th percentile)",
+    "steady med": "median of the steady phase: cancel the oldest job, match again (steady "
+                  "p99 likewise); cancel med: median cancel latency",
+    "fluxion n": "matches resource-query ran (scoring policies capped by --rq-cap)",
+    "fluxion med": "median ELAPSE resource-query printed per match, ms",
+    "ours same n": "our median over the same first n matches as Fluxion's",
+    "speedup": "fluxion med / ours same n (steady speedup: over the steady pairs)",
+    "fluxion steady": "resource-query's steady-phase median, ms",
+}
+
+
 def build_table(results: list[dict], rq_results: dict[int, dict]) -> str:
     headers = ["nodes", "vertices", "recipe build s", "build RSS MiB", "GRUG load s",
                "GRUG RSS MiB", "RSS after matching MiB", "fluxion GRUG load s", "fluxion RSS MiB"]
@@ -379,7 +371,7 @@ def build_table(results: list[dict], rq_results: dict[int, dict]) -> str:
         rows.append([res["size"], res["vertices"], res["build_s"], res["build_rss_mib"],
                      grug.get("grug_s"), grug.get("grug_rss_mib"), res["rss_mib"],
                      rq.get("load_s"), rq.get("load_rss_mib")])
-    return format_table(headers, rows)
+    return format_table(headers, rows, legend=BUILD_LEGEND)
 
 
 def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
@@ -422,7 +414,7 @@ def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
                     rq_steady[0] if rq_steady else None,
                     f"{steady_speedup:.1f}x" if steady_speedup else None,
                 ])
-    return format_table(headers, rows)
+    return format_table(headers, rows, legend=MATCH_LEGEND, keys=3)
 
 
 def grug_figures(size: int) -> dict:

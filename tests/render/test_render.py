@@ -59,8 +59,9 @@ def test_render_is_byte_deterministic(rendered, tmp_path):
     assert again.files == rendered["dev"].files
     write_manifests(rendered["dev"], tmp_path / "a")
     write_manifests(again, tmp_path / "b")
-    for path in sorted((tmp_path / "a").iterdir()):
-        assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
+    for path in sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file()):
+        other = tmp_path / "b" / path.relative_to(tmp_path / "a")
+        assert path.read_bytes() == other.read_bytes(), path.name
 
 
 def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
@@ -78,8 +79,12 @@ def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
 def test_kustomization_lists_every_manifest(rendered, tmp_path):
     write_manifests(rendered["dev"], tmp_path)
     kust = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    private = yaml.safe_load((tmp_path / "secrets" / "kustomization.yaml").read_text())
     on_disk = sorted(p.name for p in tmp_path.iterdir() if p.name != "kustomization.yaml")
-    assert kust["resources"] == on_disk == sorted(rendered["dev"].files)
+    assert sorted(kust["resources"]) == on_disk
+    assert private["resources"] == rendered["dev"].secret_files
+    assert sorted(kust["resources"] + private["resources"]) == sorted(
+        [*rendered["dev"].files, "secrets"])
 
 
 def test_rewriting_drops_files_of_the_previous_render(rendered, tmp_path):
