@@ -71,12 +71,17 @@ class ClientKubeApi:
         self._events = client.EventsV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
+        self._policy = client.PolicyV1Api(api_client)
 
     def _lister(self, kind: Kind) -> tuple[Any, tuple[Any, ...]]:
         if kind == "nodes":
             return self._core.list_node, ()
         if kind == "pods":
             return self._core.list_pod_for_all_namespaces, ()
+        if kind == "namespaces":
+            return self._core.list_namespace, ()
+        if kind == "poddisruptionbudgets":
+            return self._policy.list_pod_disruption_budget_for_all_namespaces, ()
         return (self._custom.list_cluster_custom_object,
                 (PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL))
 

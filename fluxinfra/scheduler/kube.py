@@ -33,8 +33,11 @@ __all__ = [
     "binding",
 ]
 
-Kind = Literal["nodes", "pods", "podgroups"]
-KINDS: tuple[Kind, ...] = ("nodes", "pods", "podgroups")
+Kind = Literal["nodes", "pods", "podgroups", "namespaces", "poddisruptionbudgets"]
+#: what the scheduler watches: namespaces for pod affinity's namespaceSelector, PDBs for
+#: preemption
+KINDS: tuple[Kind, ...] = ("nodes", "pods", "podgroups", "namespaces",
+                          "poddisruptionbudgets")
 
 #: The scheduler-plugins coscheduling PodGroup custom resource.
 PODGROUP_GROUP = "scheduling.x-k8s.io"

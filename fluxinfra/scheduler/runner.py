@@ -70,7 +70,7 @@ class Runner:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", "pods"):
+        for kind in ("nodes", "podgroups", "namespaces", "poddisruptionbudgets", "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -90,7 +90,9 @@ class Runner:
             informer.backoff.reset()
         self.core.load(self.informers["nodes"].store.values(),
                        self.informers["podgroups"].store.values(),
-                       self.informers["pods"].store.values(), now=self.now())
+                       self.informers["pods"].store.values(), now=self.now(),
+                       others=[(kind, obj) for kind in ("namespaces", "poddisruptionbudgets")
+                               for obj in self.informers[kind].store.values()])
         for informer in self.informers.values():
             informer.sink = self._enqueue
         log.info("synced: %d nodes, %d pods, %d PodGroups; %d pods queued",
@@ -114,12 +116,7 @@ class Runner:
                     break
             n += 1
             try:
-                if kind == "nodes":
-                    self.core.on_node(etype, obj, now)
-                elif kind == "pods":
-                    self.core.on_pod(etype, obj, now)
-                else:
-                    self.core.on_podgroup(etype, obj)
+                self.core.on_event(kind, etype, obj, now)
             except Exception:  # noqa: BLE001 - one bad object must not stop the scheduler
                 log.exception("applying %s %s failed", etype, kind)
                 self.core.metrics.errors.inc(source="apply")

@@ -99,8 +99,9 @@ def test_pod_disruption_budgets_steer_the_choice(cluster) -> None:
     h = cluster(make_node("n0", cpu="2"), make_node("n1", cpu="2"))
     running(h, "guarded", "n0", "2", labels={"app": "db"})
     running(h, "free", "n1", "2", labels={"app": "batch"})
-    h.core.on_event("poddisruptionbudgets", "ADDED", pdb("db", "db", 0))
+    h.api.create("poddisruptionbudgets", pdb("db", "db", 0))  # watched like the rest
     h.step()
+    assert "default/db" in h.core.pdbs
     h.api.create("pods", make_pod("urgent", cpu="2", priority=10))
     h.step()
     assert preempted(h) == ["free"], "the node whose victims violate no budget wins"
