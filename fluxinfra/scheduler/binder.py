@@ -116,22 +116,24 @@ class KubeBinder:
         patch = scheduled_condition_patch("Unschedulable", message)
         self._submit(lambda: self.api.patch_pod_status(pod.namespace, pod.name, patch))
 
-    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         """kube-scheduler's prepareCandidate: DisruptionTarget condition, delete (only this
         uid), then a ``Preempted`` Event. Synchronous, so the victims are on their way out
-        before the preemptor is nominated."""
+        before the preemptor is nominated. False when the victim could not be evicted."""
         patch = disruption_condition_patch(
             f"{self.controller}: preempting to accommodate a higher priority pod")
         try:
             self.api.patch_pod_status(victim.namespace, victim.name, patch)
             self.api.delete_pod(victim.namespace, victim.name, victim.uid)
         except ApiError as exc:
-            if not exc.not_found:
-                log.warning("preempting %s failed: %s", victim.key, exc)
-                self.metrics.errors.inc(source="preempt")
-            return
+            if exc.not_found:
+                return True  # gone already
+            log.warning("preempting %s failed: %s", victim.key, exc)
+            self.metrics.errors.inc(source="preempt")
+            return False
         self.pod_event(victim, "Preempted",
                        f"Preempted by {preemptor.key} on node {node}", "Preempting")
+        return True
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         patch = {"status": {"nominatedNodeName": node or None}}

@@ -134,11 +134,19 @@ class ClientKubeApi:
     def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions",
                 "preconditions": {"uid": uid} if uid else None}
-        self._call(self._core.delete_namespaced_pod, pod, namespace, body)
+        try:  # body by keyword: the third positional parameter is ``pretty``
+            self._core.delete_namespaced_pod(pod, namespace, body=body, _preload_content=False)
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc) from exc
 
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._call(self._custom.patch_namespaced_custom_object_status, PODGROUP_GROUP,
-                   PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch)
+        # a custom resource takes no strategic merge patch (415): a JSON merge patch
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch,
+                _content_type="application/merge-patch+json", _preload_content=False)
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc) from exc
 
     @staticmethod
     def _call(func: Any, *args: Any) -> None:

@@ -109,9 +109,9 @@ class Binder(Protocol):
 
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
 
-    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         """Mark ``victim`` ``DisruptionTarget`` (PreemptionByScheduler), delete it, and say so
-        in a ``Preempted`` Event."""
+        in a ``Preempted`` Event; False when it could not be evicted."""
         ...
 
     def nominate(self, pod: PodInfo, node: str) -> None:
@@ -231,12 +231,15 @@ class SchedulerCore:
         #: bumped whenever something that could let a waiting group fit changed
         self.generation = 0
         self._explained: dict[tuple, tuple[int, str]] = {}
+        #: groups whose evictions failed this cycle: tried again next cycle
+        self._retry_soon: set[str] = set()
         self.ready = False
         self.metrics.queue_depth.set_function(
             lambda: sum(len(g.pending) for g in list(self.groups.values())))
         self.metrics.groups_pending.set_function(
             lambda: sum(1 for g in list(self.groups.values()) if g.pending))
         self.metrics.overcommitted.set_function(lambda: len(self.ledger.over))
+        self.metrics.graph_rebuilds.set_function(lambda: getattr(allocator, "rebuilds", 0))
 
     # ==== informer events =========================================================================
     def load(self, nodes: Iterable[dict[str, Any]], podgroups: Iterable[dict[str, Any]],
@@ -650,6 +653,13 @@ class SchedulerCore:
                 self._cancel_quietly(jobid)
             group.failed_gen = self.generation
             return "preempting"
+        if outcome.status == "reserved" and group.key in self._retry_soon:
+            self._retry_soon.discard(group.key)  # evictions failed: no reservation, try again
+            for jobid in outcome.jobs:
+                self._cancel_quietly(jobid)
+            self._note(group, members, "preemption failed (the API refused an eviction); "
+                                       "trying again")
+            return "busy"
         if outcome.status == "reserved":
             if shape is not None:
                 busy[shape] = "reserved"
@@ -670,6 +680,9 @@ class SchedulerCore:
             group.failed_gen = self.generation
             return "preempting"
         self._failed(group, "busy", outcome, shape, busy)
+        if group.key in self._retry_soon:
+            self._retry_soon.discard(group.key)
+            group.failed_gen = -1
         return "busy"
 
     def _failed(self, group: Group, status: str, outcome: Outcome, shape: tuple | None,
@@ -994,17 +1007,25 @@ class SchedulerCore:
                                    frozenset(self.allocator.unsynced))
         if plan is None:
             return False
-        self._carry_out(group, plan)
         report.preempted += len(plan.victims)
-        return True
+        if self._carry_out(group, plan):
+            return True
+        self._retry_soon.add(group.key)  # the evictions failed (API errors): try again
+        return False
 
-    def _carry_out(self, group: Group, plan: Plan) -> None:
+    def _carry_out(self, group: Group, plan: Plan) -> bool:
+        """Evict the plan's victims and nominate its pods; False when no victim could be
+        evicted (the group then waits as any busy group does)."""
         nodes = sorted({n for _, n in plan.nominations})
         preemptor = plan.nominations[0][0]
+        evicted = set()
         for victim in plan.victims:
             node = self.ledger.where.get(victim.uid, "")
-            self.binder.preempt(victim, preemptor, node)
-        group.preempting = {v.uid for v in plan.victims}
+            if self.binder.preempt(victim, preemptor, node):
+                evicted.add(victim.uid)
+        if not evicted:
+            return False
+        group.preempting = evicted
         for pod, node in plan.nominations:
             self.nominated[pod.uid] = (node, pod.priority)
             self.binder.nominate(pod, node)
@@ -1015,7 +1036,8 @@ class SchedulerCore:
         message = (f"preempting {len(plan.victims)} lower-priority pod(s) on "
                    f"{', '.join(nodes)}; waiting for them to terminate")
         self._note(group, group.members(), message)
-        self.metrics.preemption_victims.inc(len(plan.victims))
+        self.metrics.preemption_victims.inc(len(evicted))
+        return True
 
     # ==== introspection (tests, simulator, metrics) ===============================================
     def pending_pods(self) -> int:

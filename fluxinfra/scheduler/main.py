@@ -46,6 +46,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
                    help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
     p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
+    p.add_argument("--topology", default="zone=topology.kubernetes.io/zone",
+                   help="graph levels between the cluster and the nodes, outermost first, as "
+                        "LEVEL=NODE_LABEL,... (e.g. zone=topology.kubernetes.io/zone,"
+                        "rack=example.com/rack); PodGroups ask for one with the annotation "
+                        "fluxinfra.io/topology-required (or -preferred): LEVEL")
+    p.add_argument("--bind-timeout", type=int, default=60,
+                   help="seconds a failed bind is retried to its reserved node when the "
+                        "PodGroup sets no scheduleTimeoutSeconds")
+    p.add_argument("--no-preemption", dest="preemption", action="store_false",
+                   help="never evict lower-priority pods (default: DefaultPreemption)")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
@@ -54,6 +64,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from fluxinfra.matcher.k8s import parse_topology
     from fluxinfra.scheduler.allocator import SpreadAllocator
     from fluxinfra.scheduler.binder import KubeBinder
     from fluxinfra.scheduler.client import connect
@@ -71,12 +82,19 @@ def main(argv: list[str]) -> int:
     if args.reserve_depth < 0 or args.queue_depth < 1:
         raise ConfigError(f"--reserve-depth {args.reserve_depth} / --queue-depth "
                           f"{args.queue_depth}: use >= 0 and >= 1")
+    try:
+        levels = parse_topology(args.topology)
+    except FluxinfraError as exc:
+        raise ConfigError(f"--topology {args.topology!r}: {exc}") from None
+    if args.bind_timeout < 1:
+        raise ConfigError(f"--bind-timeout {args.bind_timeout}: use whole seconds >= 1")
     if args.allocator == "spread":
-        allocator = SpreadAllocator()
+        allocator = SpreadAllocator(levels=levels)
     elif args.fluxion_service:
-        allocator = FluxionAllocator(args.policy, RemoteBackend(args.fluxion_service))
+        allocator = FluxionAllocator(args.policy, RemoteBackend(args.fluxion_service),
+                                     levels=levels)
     else:
-        allocator = FluxionAllocator(args.policy)
+        allocator = FluxionAllocator(args.policy, levels=levels)
     api = connect(args.kubeconfig, args.context)
     metrics = Metrics()
     instance = os.environ.get("POD_NAME") or f"{args.scheduler_name}-{socket.gethostname()}"
@@ -84,7 +102,8 @@ def main(argv: list[str]) -> int:
                         metrics=metrics, workers=args.bind_workers, async_events=True)
     config = SchedulerConfig(scheduler_name=args.scheduler_name,
                              default_duration=default_duration,
-                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
+                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
+                             bind_timeout=args.bind_timeout, preemption=args.preemption)
     core = SchedulerCore(allocator, binder, config, metrics)
     runner = Runner(api, core, resync_seconds=args.resync)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \

@@ -129,11 +129,15 @@ class Metrics:
                                    "allocatable (invariant: 0 unless others over-commit).")
         self.preemption_victims = Counter(p + "preemption_victims_total",
                                           "Pods evicted to make room for higher-priority pods.")
+        self.graph_rebuilds = Gauge(p + "graph_rebuilds",
+                                    "Times the allocator rebuilt its whole graph (node changes "
+                                    "are applied node by node; this stays 0 in process).")
 
     def all(self) -> list[Counter | Gauge | Histogram]:
         return [self.queue_depth, self.groups_pending, self.pods_bound, self.groups_scheduled,
                 self.unschedulable, self.errors, self.match_latency, self.bind_latency,
-                self.e2e_latency, self.overcommitted, self.preemption_victims]
+                self.e2e_latency, self.overcommitted, self.preemption_victims,
+                self.graph_rebuilds]
 
     def render(self) -> str:
         lines: list[str] = []

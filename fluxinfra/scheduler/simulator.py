@@ -283,7 +283,7 @@ class _SimBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         pass
 
-    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         raise AssertionError("the simulator runs without preemption")
 
     def nominate(self, pod: PodInfo, node: str) -> None:

@@ -73,8 +73,12 @@ def make_pod(name: str, namespace: str = "default", *, cpu: str = "1", memory: s
     if gpu:
         requests["nvidia.com/gpu"] = str(gpu)
     requests.update(extra or {})
+    # as the API server insists: extended resources and hugepages have limit == request
+    limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages-")}
     container: dict[str, Any] = {"name": "main", "image": "busybox",
                                  "resources": {"requests": requests}}
+    if limits:
+        container["resources"]["limits"] = limits
     if ports:
         container["ports"] = ports
     spec = {"schedulerName": scheduler, "containers": [container], **(spec or {})}

@@ -180,3 +180,17 @@ def test_pdb_split_and_node_pick_follow_kube_scheduler() -> None:
     choices = [_Choice("a", [victim(5, 10)], 1), _Choice("b", [victim(9, 10)], 0),
                _Choice("c", [victim(5, 10), victim(1, 10)], 0), _Choice("d", [victim(5, 20)], 0)]
     assert _pick(choices).node == "d", "no violation, lowest top priority, latest start"
+
+
+def test_an_eviction_the_api_refuses_nominates_nothing_and_is_tried_again(cluster) -> None:
+    h = cluster(make_node("n0", cpu="2"))
+    running(h, "victim", "n0", "2")
+    h.step()
+    h.api.fail_next("delete_pod", 500)
+    h.api.create("pods", make_pod("urgent", cpu="2", priority=10))
+    h.step()
+    assert not h.api.deleted
+    assert "nominatedNodeName" not in h.api.get("pods", "default/urgent")["status"]
+    assert h.binder.metrics.errors.value(source="preempt") == 1
+    h.step(1)
+    assert preempted(h) == ["victim"], "tried again on the next cycle"
