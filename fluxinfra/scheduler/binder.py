@@ -19,7 +19,7 @@ import queue
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from fluxinfra.scheduler.events import (
@@ -70,6 +70,18 @@ class KubeBinder:
         if self._pool is None or len(assignments) == 1:
             return [self._bind_one(a) for a in assignments]
         return list(self._pool.map(self._bind_one, assignments))
+
+    def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
+        """The binds started on the pool (done at once without one): one future per pod,
+        whose result is None (bound) or the error."""
+        if self._pool is not None:
+            return [self._pool.submit(self._bind_one, a) for a in assignments]
+        out = []
+        for a in assignments:
+            future: Future = Future()
+            future.set_result(self._bind_one(a))
+            out.append(future)
+        return out
 
     # -- reporting ------------------------------------------------------------------------------
     def _submit(self, send: Callable[[], None]) -> None:

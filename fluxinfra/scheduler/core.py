@@ -89,6 +89,8 @@ class SchedulerConfig:
     batch_size: int = 64
     #: preempt lower-priority pods (kube-scheduler's DefaultPreemption)
     preemption: bool = True
+    #: bind while the loop goes on (when the binder can: ``submit``), the pods assumed
+    async_binds: bool = True
 
 
 class Binder(Protocol):
@@ -220,6 +222,8 @@ class SchedulerCore:
         self.resident_job: dict[str, int] = {}
         self._dirty: set[str] = set()
         self.binding: dict[str, _Binding] = {}
+        #: binds running (async binding): (pod, node, future, start)
+        self.inflight: list[tuple[PodInfo, str, Any, float]] = []
         self.reservations: list[int] = []
         self._reservation_gen = -1
         #: preemptor uid -> (nominated node, priority)
@@ -572,6 +576,7 @@ class SchedulerCore:
         if not self.ready:
             return report
         self.placer.begin_cycle()
+        self._collect_binds()
         self._register_residents(now)
         self._extend_overdue(now)
         wall = self.clock()
@@ -857,13 +862,48 @@ class SchedulerCore:
             self.nominated.pop(pod.uid, None)
             assignments.append((pod, node))
         t0 = time.perf_counter()
+        submit = getattr(self.binder, "submit", None) if self.config.async_binds else None
+        if submit is not None:
+            # as kube-scheduler's binding cycle: the pods are assumed (ledger, graph), the
+            # binds run while the loop goes on; their results are taken in by _collect_binds
+            self.inflight += [(pod, node, future, t0)
+                              for (pod, node), future in zip(assignments, submit(assignments),
+                                                             strict=True)]
+            self._collect_binds()  # those already done (a binder without a pool: all)
+            return len(assignments)
         results = self.binder.bind(assignments)
-        per_bind = (time.perf_counter() - t0) / max(1, len(assignments))
+        elapsed = (time.perf_counter() - t0) / max(1, len(assignments))
+        return self._bind_results(assignments, results, [elapsed] * len(assignments))
+
+    def _collect_binds(self) -> int:
+        """Take in the results of the binds that finished (async binding)."""
+        if not self.inflight:
+            return 0
+        done, waiting = [], []
+        for entry in self.inflight:
+            (done if entry[2].done() else waiting).append(entry)
+        self.inflight = waiting
+        if not done:
+            return 0
+        now = time.perf_counter()
+        results = []
+        for _, _, future, _ in done:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - the bind itself raised
+                results.append(exc)
+        return self._bind_results([(p, n) for p, n, _, _ in done], results,
+                                  [now - t0 for _, _, _, t0 in done])
+
+    def _bind_results(self, assignments: list[tuple[PodInfo, str]],
+                      results: list[Exception | None], elapsed: list[float]) -> int:
         bound = 0
         wall = self.clock()
         groups: dict[str, Group] = {}
-        for (pod, node), error in zip(assignments, results, strict=True):
-            self.metrics.bind_latency.observe(per_bind)
+        for (pod, node), error, took in zip(assignments, results, elapsed, strict=True):
+            self.metrics.bind_latency.observe(took)
+            if self.shares.get(pod.uid, (0, ""))[1] != node:
+                continue  # the pod went (deleted, or bound elsewhere) while its bind ran
             group = self.groups.get(pod.group_key)
             if group is not None:
                 groups[group.key] = group

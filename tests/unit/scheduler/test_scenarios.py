@@ -8,6 +8,7 @@ node over capacity, exactly one share held per running pod, on the node it runs 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -346,4 +347,50 @@ def test_node_heartbeats_do_not_wake_unschedulable_groups(make: Callable[..., Ha
     h.api.update("nodes", grown)
     h.step(10)
     assert h.node_of("huge") == "n0", "more capacity: tried again, and it fits"
+    check_invariants(h)
+
+
+class _SlowBinder:
+    """A KubeBinder whose binds finish when the test says so (async binding)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.held: list[tuple[Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def submit(self, assignments: list) -> list:
+        from concurrent.futures import Future
+
+        futures = []
+        for a in assignments:
+            f: Future = Future()
+            self.held.append((a, f))
+            futures.append(f)
+        return futures
+
+    def finish(self) -> None:
+        for a, f in self.held:
+            f.set_result(self.inner._bind_one(a))
+        self.held.clear()
+
+
+def test_binds_run_while_the_loop_goes_on(make: Callable[..., Harness]) -> None:
+    """Async binding: pods are assumed (ledger and graph) while their binds run; nothing else
+    takes their room meanwhile, and the results are taken in when the binds finish."""
+    h = make(nodes=1, cpu="4")
+    slow = _SlowBinder(h.binder)
+    h.core.binder = slow
+    h.start()
+    group_pods(h.api, "g", 3, cpu="1")
+    h.step()
+    assert not h.api.bindings and len(slow.held) == 3
+    assert sorted(len(v) for v in h.core.held().values()) == [3], "assumed on their node"
+    h.api.create("pods", make_pod("other", cpu="2"))
+    h.step()
+    assert h.node_of("other") == "", "the assumed gang's cores are not free"
+    slow.finish()
+    h.step()
+    assert len(h.api.bindings) == 3 and len(h.events("Scheduled")) == 3
     check_invariants(h)
