@@ -35,6 +35,7 @@ import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
+from fluxinfra.k8s.queue import CERTS_PURPOSE as WEBHOOK_CERTS_PURPOSE
 from fluxinfra.secrets import derive_cluster_keys
 
 __all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
@@ -224,6 +225,11 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
             if state.get("purpose") == KEYS_PURPOSE:
                 state.update(key_outputs(derive_cluster_keys(seed, f"{stack}/{state['label']}",
                                                              state["label"])))
+            elif state.get("purpose") == WEBHOOK_CERTS_PURPOSE:
+                from fluxinfra.k8s.queue import cert_outputs
+
+                state.update(cert_outputs(list(state["names"]), seed=seed,
+                                          label=f"{stack}/{state['label']}"))
             elif args.typ == "command:local:Command":
                 state["stdout"] = "# kubeconfig: written by `kind` when pulumi up creates it\n"
             return f"{args.name}-id", state
@@ -426,7 +432,8 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
     warnings: list[str] = []
     if seed is None:
         seed = f"fluxinfra-render:{stack}".encode()
-        warnings.append(f"the CURVE certificate and munge key are derived from the stack name "
+        warnings.append(f"the CURVE certificate and munge key (and the queue webhook's TLS key) "
+                        f"are derived from the stack name "
                         f"{stack!r}, which is public: anyone can recompute them. Fine for a "
                         "throw-away cluster; otherwise pass --seed-file FILE (e.g. head -c 64 "
                         "/dev/urandom > FILE, kept secret) or set FLUXINFRA_RENDER_SEED")
@@ -496,14 +503,18 @@ def secrets_kustomization(rendered: Rendered) -> str:
 #: (kustomize does the same ordering for ``apply -k``).
 APPLY_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret", "Service",
-               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job")
+               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job",
+               # custom resources rank here (after their CRDs), then the webhook configuration:
+               # the API server calls the webhook as soon as that exists
+               "MutatingWebhookConfiguration")
 
 
 def stream(rendered: Rendered) -> str:
     """Every manifest as one multi-document YAML stream, in apply order."""
     def rank(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
         kind = item[1]["kind"]
-        return (APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER), item[0])
+        last = APPLY_ORDER.index("MutatingWebhookConfiguration")
+        return (APPLY_ORDER.index(kind) if kind in APPLY_ORDER else last - 0.5, item[0])
 
     by_file = dict(zip(sorted(rendered.files), rendered.manifests, strict=True))
     return "".join(f"---\n{rendered.files[name]}"

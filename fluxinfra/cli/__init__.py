@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("fluxinfra.cli.scheduler", "run the Kubernetes scheduler"),
     "service": ("fluxinfra.cli.service", "run the Fluxion gRPC service"),
     "simulate": ("fluxinfra.cli.simulate", "replay a workload through the scheduler core"),
+    "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
 }
 
 #: pyproject.toml's extras -> the top-level modules their packages provide

@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
                 "applied by the kubectl apply -k above)" if args.out != "-"
                 else "in the stream on stdout: keep it out of logs and version control")
         print(f"secrets: {len(secrets)} Secret(s) with the CURVE certificate and munge key "
-              f"{held}", file=report)
+              f"(and the queue webhook's TLS key) {held}", file=report)
     for warning in rendered.warnings:
         warn(warning, sys.stderr)
     return 0

@@ -14,7 +14,7 @@ _ARG_NAMES = {"metadata": "metadata", "spec": "spec", "data": "data", "binaryDat
               "stringData": "string_data", "type": "type", "immutable": "immutable",
               "rules": "rules", "roleRef": "role_ref", "subjects": "subjects",
               "automountServiceAccountToken": "automount_service_account_token",
-              "aggregationRule": "aggregation_rule"}
+              "aggregationRule": "aggregation_rule", "webhooks": "webhooks"}
 
 
 def _resource_class(api_version: str, kind: str) -> type:
@@ -24,9 +24,22 @@ def _resource_class(api_version: str, kind: str) -> type:
     return getattr(module, kind)
 
 
+def _builtin(api_version: str) -> bool:
+    group = api_version.rpartition("/")[0]
+    return group == "" or "." not in group or group.endswith(".k8s.io")
+
+
 def declare(manifest: dict[str, Any], resource_name: str,
             opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """``manifest`` (apiVersion, kind, ...; values may be Outputs) -> the typed resource."""
+    """``manifest`` (apiVersion, kind, ...; values may be Outputs) -> the typed resource, or a
+    ``CustomResource`` for kinds of other API groups (FluxJobQueues, cert-manager's)."""
+    if not _builtin(manifest["apiVersion"]):
+        from pulumi_kubernetes.apiextensions import CustomResource
+
+        rest = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
+        return CustomResource(resource_name, api_version=manifest["apiVersion"],
+                              kind=manifest["kind"], metadata=manifest["metadata"], opts=opts,
+                              **rest)
     cls = _resource_class(manifest["apiVersion"], manifest["kind"])
     kwargs = {_ARG_NAMES[key]: value for key, value in manifest.items()
               if key not in ("apiVersion", "kind")}

@@ -10,6 +10,7 @@ Top-level keys (namespace ``fluxinfra:``) and the Args class each one fills:
 ``installer``       :class:`fluxinfra.k8s.installer.FluxInstallerArgs` (+ ``enabled``)
 ``fluxionService``  :class:`fluxinfra.k8s.fluxion_service.FluxionServiceArgs` (+ ``enabled``)
 ``scheduler``       :class:`fluxinfra.k8s.scheduler.FluxSchedulerArgs` (+ ``enabled``)
+``queue``           :class:`fluxinfra.k8s.queue.FluxQueueArgs` (+ ``enabled``; needs the scheduler)
 ``miniclusters``    a list of :class:`fluxinfra.k8s.minicluster.MiniClusterArgs`
 ==================  =====================================================================
 
@@ -37,6 +38,7 @@ from fluxinfra.k8s.fluxion_service import FluxionServiceArgs, fluxion_service_ad
 from fluxinfra.k8s.installer import FluxInstallerArgs
 from fluxinfra.k8s.manifests import DEFAULT_NAMESPACE, image_ref
 from fluxinfra.k8s.minicluster import MiniClusterArgs
+from fluxinfra.k8s.queue import FluxQueueArgs
 from fluxinfra.k8s.scheduler import FluxSchedulerArgs
 
 __all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stack_settings",
@@ -45,6 +47,9 @@ __all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stac
 PROJECT = "fluxinfra"
 #: The resource name ``__main__.py`` gives the FluxionService (its Service's DNS name).
 SERVICE_NAME = "fluxion-service"
+#: ... the FluxScheduler (its ServiceAccount: the queue controller's identity), the FluxQueue.
+SCHEDULER_NAME = "fluxion-scheduler"
+QUEUE_NAME = "fluxion-queue"
 
 
 def _tag(value: str) -> str | None:
@@ -87,6 +92,7 @@ class StackSettings:
     installer: FluxInstallerArgs | None
     fluxion_service: FluxionServiceArgs | None
     scheduler: FluxSchedulerArgs | None
+    queue: FluxQueueArgs | None = None
     miniclusters: list[MiniClusterArgs] = field(default_factory=list)
 
 
@@ -99,6 +105,7 @@ TOP_LEVEL = {
     "installer": "FluxInstaller settings (+ enabled)",
     "fluxionService": "FluxionService settings (+ enabled)",
     "scheduler": "FluxScheduler settings (+ enabled)",
+    "queue": "FluxQueue settings (+ enabled; needs the scheduler)",
     "miniclusters": "list of MiniCluster settings",
 }
 
@@ -195,6 +202,18 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                               "holds its own graph); accepted: 1")
         scheduler = replace(scheduler, fluxion_service=fluxion_service_address(
             SERVICE_NAME, service))
+    queue = None
+    if scheduler is not None:
+        queue = _component(FluxQueueArgs, raw.get("queue"), at("queue"), **shared,
+                           scheduler_name=scheduler.scheduler_name,
+                           scheduler_account=SCHEDULER_NAME)
+        if queue is not None:
+            scheduler = replace(scheduler, queue=True)
+    elif _component(FluxQueueArgs, raw.get("queue"), at("queue"), **shared) is not None \
+            and "queue" in raw:
+        raise ConfigError(f"{at('queue')}.enabled: true is not accepted while "
+                          "fluxinfra:scheduler.enabled is false (the queue runs inside the "
+                          "scheduler); accepted: false, or enable the scheduler")
     return StackSettings(
         stack=stack,
         cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
@@ -206,6 +225,7 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                              image=image.ref),
         fluxion_service=service,
         scheduler=scheduler,
+        queue=queue,
         miniclusters=_miniclusters(raw.get("miniclusters"), at("miniclusters")),
     )
 
@@ -227,6 +247,7 @@ _REFERENCE_SECTIONS = [
     ("installer", FluxInstallerArgs, "enabled"),
     ("fluxionService", FluxionServiceArgs, "enabled"),
     ("scheduler", FluxSchedulerArgs, "enabled"),
+    ("queue", FluxQueueArgs, "enabled"),
     ("miniclusters", MiniClusterArgs, "list"),
 ]
 

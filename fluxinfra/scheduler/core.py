@@ -2,9 +2,9 @@
 
 The core is single-threaded and knows nothing of HTTP: it is fed API-JSON objects
 (:meth:`SchedulerCore.on_node`, :meth:`~SchedulerCore.on_pod`,
-:meth:`~SchedulerCore.on_podgroup`, :meth:`~SchedulerCore.on_event` for the rest) and acts
-through two narrow interfaces, an :class:`~fluxinfra.scheduler.allocator.Allocator` (where pods
-go) and a :class:`Binder` (binds, Events, conditions, evictions). The Kubernetes runner
+:meth:`~SchedulerCore.on_podgroup`, :meth:`~SchedulerCore.on_object` for namespaces and PDBs)
+and acts through two narrow interfaces, an :class:`~fluxinfra.scheduler.allocator.Allocator`
+(where pods go) and a :class:`Binder` (binds, Events, conditions, evictions). The Kubernetes runner
 (:mod:`fluxinfra.scheduler.runner`), the simulator and the tests drive the same code.
 
 Accounting (the cluster is the source of truth):
@@ -188,6 +188,9 @@ class CycleReport:
     waiting: int = 0
     skipped: int = 0
     preempted: int = 0
+    #: group key -> the start time (allocator clock) of its reservation, for every
+    #: reservation held after this cycle (the queue shows them as Reserved)
+    reservations: dict[str, int] = field(default_factory=dict)
 
 
 class SchedulerCore:
@@ -225,6 +228,8 @@ class SchedulerCore:
         #: binds running (async binding): (pod, node, future, start)
         self.inflight: list[tuple[PodInfo, str, Any, float]] = []
         self.reservations: list[int] = []
+        #: group key -> start time of its reservation (held while nothing changes)
+        self.reserved_groups: dict[str, int] = {}
         self._reservation_gen = -1
         #: preemptor uid -> (nominated node, priority)
         self.nominated: dict[str, tuple[str, int]] = {}
@@ -247,12 +252,12 @@ class SchedulerCore:
 
     # ==== informer events =========================================================================
     def load(self, nodes: Iterable[dict[str, Any]], podgroups: Iterable[dict[str, Any]],
-             pods: Iterable[dict[str, Any]], now: int = 0,
-             others: Iterable[tuple[str, dict[str, Any]]] = ()) -> None:
+             pods: Iterable[dict[str, Any]], now: int = 0) -> None:
         """Start-up (and restart): build from everything the cluster holds, then become ready.
 
-        Nodes first, then PodGroups (and namespaces, PDBs), then pods: every running pod is
-        registered before anything new is placed, so a restart never double-allocates.
+        Nodes first, then PodGroups, then pods (namespaces and PDBs came before, through
+        :meth:`on_object`): every running pod is registered before anything new is placed, so a
+        restart never double-allocates.
         """
         nodes = list(nodes)
         self.allocator.set_nodes(nodes)
@@ -261,22 +266,15 @@ class SchedulerCore:
             self.ledger.upsert_node(node)
         for pg in podgroups:
             self.on_podgroup("ADDED", pg)
-        for kind, obj in others:
-            self.on_event(kind, "ADDED", obj, now)
         for pod in pods:
             self.on_pod("ADDED", pod, now)
         self._register_residents(now)
         self.ready = True
 
-    def on_event(self, kind: str, etype: str, obj: dict[str, Any], now: int = 0) -> None:
-        """Any watched kind: nodes, pods, podgroups, namespaces, poddisruptionbudgets."""
-        if kind == "nodes":
-            self.on_node(etype, obj, now)
-        elif kind == "pods":
-            self.on_pod(etype, obj, now)
-        elif kind == "podgroups":
-            self.on_podgroup(etype, obj)
-        elif kind == "namespaces":
+    def on_object(self, kind: str, etype: str, obj: dict[str, Any], now: int = 0) -> None:
+        """The other kinds the core reads: namespaces (pod affinity's namespaceSelector) and
+        poddisruptionbudgets (preemption); any other kind is none of its business."""
+        if kind == "namespaces":
             name = (obj.get("metadata") or {}).get("name", "")
             if etype == "DELETED":
                 self.namespaces.pop(name, None)
@@ -583,7 +581,7 @@ class SchedulerCore:
         self._retry_binds(wall)
         if self.reservations and self._reservation_gen != self.generation:
             self._drop_reservations()
-        reserve_left = self.config.reserve_depth - len(self.reservations)
+        reserve_left = self.config.reserve_depth - len(self.reserved_groups)
         busy: dict[tuple, str] = {}  # this cycle: request shapes known not to fit now
         done: set[str] = set()
         queue = self.queue()
@@ -600,6 +598,7 @@ class SchedulerCore:
             outcome = self._try(group, queue, i, now, wall, reserve, busy, done, report)
             if outcome == "reserved":
                 reserve_left -= 1
+        report.reservations = dict(self.reserved_groups)
         return report
 
     def _try(self, group: Group, queue: list[Group], i: int, now: int, wall: float,
@@ -634,10 +633,10 @@ class SchedulerCore:
                 if outcome.status == "placed":
                     report.bound += self._commit(outcome, now, duration, wall)
                     placed = {p.uid for p, _, _ in outcome.assignments}
-                    rest = [g for g, p in zip(batch, pods, strict=True) if p.uid not in placed]
-                    for g in rest:  # the ones that did not fit: busy for this shape
-                        self._failed(g, "busy", Outcome("busy"), shape, busy)
-                        report.busy += 1
+                    # the ones that did not fit are tried next, one by one: the first may get
+                    # the reservation (EASY), the rest then meet this cycle's busy shape
+                    done.difference_update(g.key for g, p in zip(batch, pods, strict=True)
+                                           if p.uid not in placed)
                     return "placed"
                 done.difference_update(g.key for g in batch[1:])
         group_parts = parts(members, self._candidates, self._is_interpod)
@@ -669,6 +668,7 @@ class SchedulerCore:
             if shape is not None:
                 busy[shape] = "reserved"
             self.reservations += outcome.jobs
+            self.reserved_groups[group.key] = outcome.at
             self._reservation_gen = self.generation
             report.reserved += 1
             group.failed_gen = self.generation
@@ -700,7 +700,9 @@ class SchedulerCore:
             message = self._busy_message(group, members, outcome)
         if shape is not None:
             busy[shape] = message
-        self._note(group, members, message)
+        # an Event reason of its own for "never": what the queue (and users) look for
+        self._note(group, members, message,
+                   "Unschedulable" if status == "unschedulable" else "FailedScheduling")
         if group.kind == "podgroup" and group.last_state != message and not group.missing:
             group.last_state = message
             self.binder.podgroup_event(group.namespace, group.name, group.podgroup_uid,
@@ -825,15 +827,17 @@ class SchedulerCore:
             self._explained[key] = got
         return got
 
-    def _note(self, group: Group, members: Iterable[PodInfo], message: str) -> None:
+    def _note(self, group: Group, members: Iterable[PodInfo], message: str,
+              event: str = "FailedScheduling") -> None:
         """``PodScheduled=False, reason=Unschedulable`` with ``message`` and one
-        ``FailedScheduling`` Event, on every waiting pod whose reason changed."""
+        ``FailedScheduling`` Event (``Unschedulable`` when it can never fit), on every waiting
+        pod whose reason changed."""
         for pod in members:
             if pod.gated or self.noted.get(pod.uid) == message:
                 continue
             self.noted[pod.uid] = message
             self.binder.pod_unschedulable(pod, message)
-            self.binder.pod_event(pod, "FailedScheduling", message, "Scheduling")
+            self.binder.pod_event(pod, event, message, "Scheduling")
 
     # ==== binding =================================================================================
     def _commit(self, outcome: Outcome, now: int, duration: int, wall: float) -> int:
@@ -1016,6 +1020,7 @@ class SchedulerCore:
         for jobid in self.reservations:
             self._cancel_quietly(jobid)
         self.reservations = []
+        self.reserved_groups = {}
 
     # ==== preemption ==============================================================================
     def _gang_of(self, pod: PodInfo) -> list[PodInfo]:
@@ -1083,11 +1088,11 @@ class SchedulerCore:
     def pending_pods(self) -> int:
         return sum(len(g.pending) for g in self.groups.values())
 
-    def held(self) -> dict[str, list[str]]:
-        """node -> uids of every pod the core counts as holding resources there."""
-        out: dict[str, list[str]] = {}
-        for uid, node in self.ledger.where.items():
-            out.setdefault(node, []).append(uid)
+    def held(self) -> dict[str, list[tuple[str, Request]]]:
+        """node -> (uid, request) of every pod the core counts as holding resources there."""
+        out: dict[str, list[tuple[str, Request]]] = {}
+        for pod, state in self.ledger.pods():
+            out.setdefault(state.name, []).append((pod.uid, pod.request))
         return out
 
 

@@ -37,7 +37,8 @@ class StartupError(FluxinfraError):
 class Runner:
     def __init__(self, api: KubeApi, core: SchedulerCore, *, resync_seconds: float = 300.0,
                  watch_timeout: int = 300, batch: int = 5000, idle_wait: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 hosted_kinds: tuple[str, ...] = ()) -> None:
         self.api = api
         self.core = core
         self.clock = clock
@@ -48,8 +49,11 @@ class Runner:
         self.informers = {
             kind: Informer(api, kind, self._ignore, watch_timeout=watch_timeout,
                            resync_seconds=resync_seconds, on_error=self._api_error)
-            for kind in KINDS
+            for kind in (*KINDS, *hosted_kinds)
         }
+        #: kinds a component hosted by the core watches (the queue's Jobs, FluxJobs, ...): their
+        #: changes go to ``core.on_object(kind, event_type, obj, now)``
+        self.hosted_kinds = hosted_kinds
         self.stopped = threading.Event()
         self.last_cycle: CycleReport | None = None
 
@@ -70,7 +74,8 @@ class Runner:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", "namespaces", "poddisruptionbudgets", "pods"):
+        others = ("namespaces", "poddisruptionbudgets", *self.hosted_kinds)
+        for kind in ("nodes", "podgroups", *others, "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -88,11 +93,13 @@ class Runner:
                     if self.stopped.wait(delay):
                         return
             informer.backoff.reset()
+        # what the core (namespaces, PDBs) and a hosted component need before the rebuild
+        for kind in others:
+            for obj in self.informers[kind].store.values():  # type: ignore[index]
+                self.core.on_object(kind, "ADDED", obj, self.now())  # type: ignore[attr-defined]
         self.core.load(self.informers["nodes"].store.values(),
                        self.informers["podgroups"].store.values(),
-                       self.informers["pods"].store.values(), now=self.now(),
-                       others=[(kind, obj) for kind in ("namespaces", "poddisruptionbudgets")
-                               for obj in self.informers[kind].store.values()])
+                       self.informers["pods"].store.values(), now=self.now())
         for informer in self.informers.values():
             informer.sink = self._enqueue
         log.info("synced: %d nodes, %d pods, %d PodGroups; %d pods queued",
@@ -116,7 +123,14 @@ class Runner:
                     break
             n += 1
             try:
-                self.core.on_event(kind, etype, obj, now)
+                if kind == "nodes":
+                    self.core.on_node(etype, obj, now)
+                elif kind == "pods":
+                    self.core.on_pod(etype, obj, now)
+                elif kind == "podgroups":
+                    self.core.on_podgroup(etype, obj)
+                else:
+                    self.core.on_object(kind, etype, obj, now)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - one bad object must not stop the scheduler
                 log.exception("applying %s %s failed", etype, kind)
                 self.core.metrics.errors.inc(source="apply")

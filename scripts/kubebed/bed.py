@@ -18,6 +18,7 @@ from typing import Any
 
 from . import hollow
 from .control_plane import ControlPlane, make_pki
+from .images import normalize_ref
 from .layout import Layout, allocate, bed_records, find_binary, registry_root, release
 from .node import Node, node_teardown
 from .procs import CommandError, Proc, launch, run
@@ -94,6 +95,13 @@ class Bed:
     def node_name(self) -> str | None:
         return self.layout.node_name if self.has_node else None
 
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: every request made by a ServiceAccount outside
+        kube-system, one JSON event per line (``user``, ``verb``, ``objectRef``,
+        ``responseStatus``)."""
+        return self.state / "logs" / "audit.log"
+
     def rest(self) -> Rest:
         p = self.pki
         return Rest(self.layout.server, p["ca"], p["admin"], p["admin_key"])
@@ -105,11 +113,19 @@ class Bed:
         return Node(self.layout, self.pki, self._made).ctr(*args)
 
     def import_image(self, tar: Path, *, tags: dict[str, str] | None = None) -> None:
-        """Load a docker-archive or OCI tar into the node's containerd; ``tags`` adds names
-        (e.g. the short name a manifest uses, ``docker.io/library/x:1``)."""
+        """Load a docker-archive or OCI tar into the node's containerd; ``tags`` maps an
+        imported name to another name for it (e.g. the short name a manifest uses)."""
         run(self.ctr("images", "import", str(tar)), timeout=900)
         for source, target in (tags or {}).items():
-            run(self.ctr("images", "tag", "--force", source, target))
+            self.tag_image(source, target)
+
+    def tag_image(self, source: str, *targets: str) -> None:
+        """Give an image in the node's containerd more names; short names are completed the
+        way the kubelet does (``x:1`` is ``docker.io/library/x:1``)."""
+        for target in targets:
+            if normalize_ref(target) != normalize_ref(source):
+                run(self.ctr("images", "tag", "--force", normalize_ref(source),
+                             normalize_ref(target)))
 
     def add_hollow_nodes(self, nodes: list[dict[str, Any]]) -> list[str]:
         """Create hollow nodes (from :func:`kubebed.hollow.node_object`) the keeper keeps

@@ -9,6 +9,7 @@ the real node reach it there. Everything else listens on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import ssl
 import urllib.request
 from pathlib import Path
@@ -93,6 +94,19 @@ class ControlPlane:
         self._wait(proc, lambda: _http_ok(f"{client}/health"), 30)
         return proc
 
+    def audit_policy(self) -> Path:
+        """Log every request a workload's ServiceAccount makes (not the controllers' own, in
+        kube-system): what the e2e suite checks each component's RBAC against."""
+        path = self.layout.state / "audit-policy.yaml"
+        path.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+                      {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+                      {"level": "None"}],
+        }, indent=1))
+        return path
+
     def start_apiserver(self) -> Proc:
         lay, p = self.layout, self.pki
         proc = launch("kube-apiserver", [
@@ -120,6 +134,8 @@ class ControlPlane:
             f"--proxy-client-cert-file={p['front-proxy-client']}",
             f"--proxy-client-key-file={p['front-proxy-client_key']}",
             f"--cert-dir={lay.state / 'apiserver-certs'}", "--profiling=false",
+            f"--audit-policy-file={self.audit_policy()}",
+            f"--audit-log-path={self.logs / 'audit.log'}",
         ], self.logs)
         rest = self.admin()
         self._wait(proc, lambda: _ready(rest), 120)

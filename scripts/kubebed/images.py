@@ -18,11 +18,26 @@ from pathlib import Path
 
 from .procs import run
 
-__all__ = ["BUSYBOX_IMAGE", "PAUSE_IMAGE", "busybox_image", "docker_archive", "pause_image"]
+__all__ = ["BUSYBOX_IMAGE", "PAUSE_IMAGE", "busybox_image", "docker_archive", "normalize_ref",
+           "pause_image"]
 
 PAUSE_IMAGE = "localhost/fluxinfra-bed/pause:1"
 BUSYBOX_IMAGE = "localhost/fluxinfra-bed/busybox:1"
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
+
+
+def normalize_ref(ref: str) -> str:
+    """The full name containerd stores for an image reference, as the kubelet completes it.
+
+    >>> normalize_ref("fluxinfra:0.1.0"), normalize_ref("hpc/x:1"), normalize_ref("r.org/a/b:2")
+    ('docker.io/library/fluxinfra:0.1.0', 'docker.io/hpc/x:1', 'r.org/a/b:2')
+    """
+    first, _, rest = ref.partition("/")
+    if not rest:
+        return f"docker.io/library/{ref}"
+    if "." in first or ":" in first or first == "localhost":
+        return ref
+    return f"docker.io/{ref}"
 
 
 def _layer(files: dict[str, str], links: dict[str, str]) -> bytes:

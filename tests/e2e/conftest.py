@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from e2e_cluster import Cluster, E2EUnavailable, open_cluster, wait_for
+from e2e_cluster import (
+    STACK_IMAGE,
+    Cluster,
+    E2EUnavailable,
+    build_project_image,
+    open_cluster,
+    wait_for,
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -36,7 +43,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield found
     finally:
-        if found.bed is not None:
+        if found.owned:
             found.bed.down(keep_logs=os.environ.get("FLUXINFRA_KUBE_KEEP_LOGS"))
 
 
@@ -85,3 +92,15 @@ def hollow_nodes(cluster: Cluster) -> Iterator[Callable[..., list[str]]]:
     yield make
     if made and cluster.bed is not None:
         cluster.bed.remove_hollow_nodes(made)
+
+
+@pytest.fixture(scope="session")
+def fluxinfra_image(cluster: Cluster, real_node: str,
+                    tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The project's image, built by ``make image`` (podman) and imported into the real node's
+    containerd under the name the stacks use (``fluxinfra:<version>``, i.e.
+    ``docker.io/library/fluxinfra:<version>``); returns that name."""
+    tar = tmp_path_factory.mktemp("fluxinfra-image") / "fluxinfra.tar"
+    built = build_project_image(tar)
+    cluster.bed.import_image(tar, tags={built: STACK_IMAGE})
+    return STACK_IMAGE

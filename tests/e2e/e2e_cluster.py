@@ -2,13 +2,16 @@
 
 :func:`open_cluster` returns either a bed this session starts (control plane + real node, from
 the Kubernetes binaries in ``$FLUXINFRA_KUBE_BIN`` or on ``PATH``) or, when
-``$FLUXINFRA_E2E_KUBECONFIG`` names one, an existing cluster, which is used as it is: nothing is
-started and nothing but the tests' own namespaces and objects is changed. When neither can be
-had, it says why, and the suite is skipped with that reason (CI has neither).
+```$FLUXINFRA_E2E_KUBECONFIG`` names one, an existing cluster, which is used as it is: nothing is
+started and nothing but the tests' own namespaces and objects is changed.
+``$FLUXINFRA_E2E_BED`` names a bed already running (``scripts/kube up --name NAME``) to reuse
+and leave running. When none can be had, it says why, and the suite is skipped with that reason
+(CI has none).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -24,7 +27,16 @@ sys.path.insert(0, str(REPO / "scripts"))
 import kubebed  # noqa: E402
 from kubebed.layout import find_binary  # noqa: E402
 
-__all__ = ["REPO", "Cluster", "E2EUnavailable", "open_cluster", "wait_for"]
+from fluxinfra import __version__  # noqa: E402
+
+__all__ = ["REPO", "STACK_IMAGE", "Cluster", "E2EUnavailable", "build_project_image",
+           "open_cluster", "wait_for"]
+
+#: The image name the rendered stacks run (a short name: docker.io/library/...).
+STACK_IMAGE = f"fluxinfra:{__version__}"
+#: The image tests and the Ansible lab take this lock around fixed names and tags; so does the
+#: e2e image build (``make image`` tags localhost/fluxinfra:<version>).
+LAB_LOCK = "/tmp/fluxinfra-lab.lock"
 
 
 class E2EUnavailable(Exception):
@@ -44,12 +56,33 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
+def build_project_image(tar: Path) -> str:
+    """``make image``, then ``podman save`` to ``tar`` (docker-archive); returns the built
+    reference. Holds the lab lock throughout, so concurrent image builds do not retag each
+    other's result."""
+    ref = f"localhost/fluxinfra:{__version__}"
+    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "tests" / "image" / "containers.conf"))
+    with open(LAB_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for argv in (["make", "-s", "image"],
+                     ["podman", "save", "--format", "docker-archive", "-o", str(tar), ref]):
+            proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=1800, check=False)
+            if proc.returncode != 0:
+                raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}:\n"
+                                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return ref
+
+
 class Cluster:
     """A kubeconfig, a ``kubectl`` bound to it, and (for a bed) the bed itself."""
 
-    def __init__(self, kubeconfig: Path, cache_dir: Path, bed: kubebed.Bed | None = None) -> None:
+    def __init__(self, kubeconfig: Path, cache_dir: Path, bed: kubebed.Bed | None = None, *,
+                 owned: bool = True) -> None:
         self.kubeconfig = kubeconfig
         self.bed = bed
+        #: whether this session started the bed (and so takes it down)
+        self.owned = owned and bed is not None
         kubectl = find_binary("kubectl")
         if kubectl is None:
             raise E2EUnavailable("kubectl not found in $FLUXINFRA_KUBE_BIN or on PATH")
@@ -116,6 +149,14 @@ def _unavailable_reason() -> str | None:
 def open_cluster(cache_dir: Path) -> Cluster:
     """The session's cluster (see the module docstring); raises E2EUnavailable with the reason
     when there is none."""
+    attach = os.environ.get("FLUXINFRA_E2E_BED")
+    if attach:
+        # A bed started with `scripts/kube up --name NAME`: used, and left running.
+        try:
+            bed = kubebed.Bed.load(attach)
+        except kubebed.BedError as err:
+            raise E2EUnavailable(f"FLUXINFRA_E2E_BED={attach}: {err}") from None
+        return Cluster(bed.kubeconfig, cache_dir, bed, owned=False)
     named = os.environ.get("FLUXINFRA_E2E_KUBECONFIG")
     if named:
         if not Path(named).is_file():

@@ -68,7 +68,13 @@ def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
     other = render("dev", root=ROOT, seed=b"another seed of at least 32 bytes!")
     changed = {f for f in other.files if other.files[f] != rendered["dev"].files[f]}
     secrets = {f for f in changed if f.startswith("secret-")}
-    assert secrets and changed - secrets == {"daemonset-flux-installer-flux-installer.yaml"}
+    hook = "mutatingwebhookconfiguration-fluxion-queue.yaml"
+    assert secrets and changed - secrets == {"daemonset-flux-installer-flux-installer.yaml",
+                                             hook}
+    hook_diff = [(a, b) for a, b in zip(other.files[hook].splitlines(),
+                                        rendered["dev"].files[hook].splitlines(), strict=True)
+                 if a != b]
+    assert len(hook_diff) == 2 and all("caBundle:" in a for a, _ in hook_diff), hook_diff
     diff = [(a, b) for a, b in zip(other.files["daemonset-flux-installer-flux-installer.yaml"]
                                    .splitlines(), rendered["dev"].files[
                                        "daemonset-flux-installer-flux-installer.yaml"]
@@ -239,7 +245,8 @@ def test_cli_writes_tree_and_files(tmp_path):
     assert (tmp_path / "kustomization.yaml").is_file()
 
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "MutatingWebhookConfiguration"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -257,7 +264,9 @@ def test_stream_puts_namespaces_and_crds_first(rendered):
     kinds = [d["kind"] for d in docs]
     assert len(docs) == len(rendered["dev"].files)
     assert kinds[:3] == ["Namespace", "Namespace", "CustomResourceDefinition"], kinds
-    assert kinds.index("Secret") < kinds.index("DaemonSet") and kinds[-1] == "Job", kinds
+    assert kinds.index("Secret") < kinds.index("DaemonSet") < kinds.index("Job"), kinds
+    # the API server calls a webhook as soon as its configuration exists: it goes last
+    assert kinds[-1] == "MutatingWebhookConfiguration", kinds
 
 
 def test_stack_outputs_are_shown_with_secrets_hidden(rendered):
@@ -290,7 +299,7 @@ def test_seed_file(tmp_path, seed, code, message):
                         str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
     assert got == code and message in err.getvalue()
     if code == 0:
-        assert "24 manifests" in out.getvalue()
+        assert "36 manifests" in out.getvalue()
         assert "derived from the stack name" not in out.getvalue()
 
 

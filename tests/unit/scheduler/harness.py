@@ -58,7 +58,8 @@ class Harness:
 
 
 def check_invariants(h: Harness) -> None:
-    """The whole accounting agrees with the cluster, exactly:
+    """The whole accounting agrees with the cluster, exactly, and the API server refused
+    nothing the scheduler sent:
 
     1. no node is over-committed: for every node and resource (by its exact name) the running
        pods' requests sum to at most allocatable, and the pod count to at most ``pods``;
@@ -68,6 +69,7 @@ def check_invariants(h: Harness) -> None:
     3. the allocator's books hold, per node, exactly what the ledger holds;
     4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say.
     """
+    assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
     nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     count: dict[str, int] = defaultdict(int)
@@ -101,15 +103,17 @@ def check_invariants(h: Harness) -> None:
                 sums[resource] += amount
         assert dict(sums) == {k: v for k, v in state.requested.items() if v}, state.name
     assert h.core.metrics.overcommitted.value() == 0, sorted(ledger.over)
-    _check_books(h)
+    check_allocator_books(h.core)
     assert math.isfinite(h.core.metrics.match_latency.count)
 
 
-def _check_books(h: Harness) -> None:
-    alloc = h.core.allocator
+def check_allocator_books(core: SchedulerCore) -> None:
+    """The Fluxion allocator's books hold, per node, what the core's ledger holds, and (in
+    process) the graph's pools what the books say."""
+    alloc = core.allocator
     if not isinstance(alloc, FluxionAllocator):
         return
-    live = set(h.core.reservations)
+    live = set(core.reservations)
     books: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     graph: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for jobid, pieces in alloc.jobs.items():
@@ -131,7 +135,7 @@ def _check_books(h: Harness) -> None:
             for node, amounts in by_node.items():
                 for r, n in amounts.items():
                     graph[node][r] += pool_request(r, n)
-    for state in h.core.ledger.nodes.values():
+    for state in core.ledger.nodes.values():
         if state.name not in alloc.nodes:
             continue
         want = {k: v for k, v in state.requested.items() if v}
