@@ -63,6 +63,13 @@ if settings.fluxion_service is not None or settings.scheduler is not None:
         pulumi.export("queueWebhook", queue.webhook)
 
 for mc_args in settings.miniclusters:
+    mc_opts = on_cluster
+    if mc_args.pod_group and settings.scheduler is not None and \
+            mc_args.scheduler_name == settings.scheduler.scheduler_name:
+        # Its PodGroup needs the CRD, and its pods the scheduler, that this stack installs.
+        mc_opts = pulumi.ResourceOptions.merge(on_cluster,
+                                               pulumi.ResourceOptions(depends_on=[scheduler]))
     minicluster = MiniCluster(f"minicluster-{mc_args.namespace}-{mc_args.name}", mc_args,
-                              opts=on_cluster)
+                              opts=mc_opts)
     pulumi.export(f"minicluster-{mc_args.name}-lead", minicluster.lead)
+    pulumi.export(f"minicluster-{mc_args.name}-connect", minicluster.connect)

@@ -78,6 +78,8 @@ class Node:
     file: str = ""
     note: str = ""
     provider: str = ""   # provider reference (URN::id) of a custom resource
+    timeouts: dict[str, str] = field(default_factory=dict)   # customTimeouts (create, update)
+    inputs: dict[str, Any] = field(default_factory=dict)     # every resource's inputs, plain
 
 
 @dataclass
@@ -210,9 +212,14 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
     class Monitor(pmocks.MockMonitor):
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
             urn = self.make_urn(request.parent, request.type, request.name)
+            timeouts = {k: getattr(request.customTimeouts, k)
+                        for k in ("create", "update", "delete")
+                        if getattr(request.customTimeouts, k, "")}
             nodes[urn] = Node(urn, request.type, request.name, request.parent,
-                              provider=request.provider)
+                              provider=request.provider, timeouts=timeouts)
             response = super().RegisterResource(request)
+            if urn in self.resources:   # component resources have no state of their own
+                nodes[urn].inputs = plain(self.resources[urn].state)
             if request.type.startswith("kubernetes:"):
                 nodes[urn].manifest = plain(self.resources[urn].state)
             elif request.type == "command:local:Command":

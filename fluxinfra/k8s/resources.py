@@ -49,13 +49,15 @@ def declare(manifest: dict[str, Any], resource_name: str,
 _WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 
 
-def declare_all(manifests: list[dict[str, Any]], name: str,
-                parent: pulumi.Resource) -> dict[str, pulumi.CustomResource]:
+def declare_all(manifests: list[dict[str, Any]], name: str, parent: pulumi.Resource,
+                workload_timeouts: pulumi.CustomTimeouts | None = None,
+                ) -> dict[str, pulumi.CustomResource]:
     """Declare a component's manifests as its children, in apply order.
 
     Children are named ``<component>-<kind>`` (``<component>-<kind>-<object name>`` when the
     component has several of a kind). Everything waits for the component's Namespace and CRDs;
-    workloads also wait for the config, RBAC and Secrets they mount or use.
+    workloads also wait for the config, RBAC and Secrets they mount or use, and get
+    ``workload_timeouts`` (how long ``pulumi up`` waits for them to be ready or complete).
     """
     kinds = [mf["kind"] for mf in manifests]
     declared: dict[str, pulumi.CustomResource] = {}
@@ -67,7 +69,9 @@ def declare_all(manifests: list[dict[str, Any]], name: str,
         if kinds.count(kind) > 1:
             child += f"-{mf['metadata']['name']}"
         deps = first + config if kind in _WORKLOADS else list(first)
-        res = declare(mf, child, pulumi.ResourceOptions(parent=parent, depends_on=deps))
+        timeouts = workload_timeouts if kind in _WORKLOADS else None
+        res = declare(mf, child, pulumi.ResourceOptions(parent=parent, depends_on=deps,
+                                                        custom_timeouts=timeouts))
         declared[child] = res
         if kind in ("Namespace", "CustomResourceDefinition"):
             first.append(res)

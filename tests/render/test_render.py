@@ -258,9 +258,13 @@ def test_namespaced_objects_name_their_namespace(rendered, stack):
 
 
 def test_stream_puts_namespaces_and_crds_first(rendered):
+    import re
+
     from fluxinfra.render import stream
 
-    docs = [yaml.safe_load(d) for d in stream(rendered["dev"]).split("---\n") if d]
+    # a document starts at a line that is exactly ---; scripts in ConfigMaps contain ----
+    docs = [yaml.safe_load(d) for d in re.split(r"^---\n", stream(rendered["dev"]), flags=re.M)
+            if d]
     kinds = [d["kind"] for d in docs]
     assert len(docs) == len(rendered["dev"].files)
     assert kinds[:3] == ["Namespace", "Namespace", "CustomResourceDefinition"], kinds
@@ -299,7 +303,7 @@ def test_seed_file(tmp_path, seed, code, message):
                         str(tmp_path / "out"), "--seed-file", str(tmp_path / "seed")])
     assert got == code and message in err.getvalue()
     if code == 0:
-        assert "36 manifests" in out.getvalue()
+        assert f"{len(render('dev', root=ROOT).files)} manifests" in out.getvalue()
         assert "derived from the stack name" not in out.getvalue()
 
 
