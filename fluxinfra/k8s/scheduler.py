@@ -96,9 +96,15 @@ class FluxSchedulerArgs:
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
-    """The ClusterRole rules: what a binder reads, binds, patches and reports; nothing else."""
+    """The ClusterRole rules: what a binder reads, binds, patches and reports, and the pods it
+    evicts when it preempts (delete); nothing else. Namespaces (pod affinity's
+    namespaceSelector) and PodDisruptionBudgets (preemption) are read."""
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["get", "list", "watch", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+         "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},

@@ -127,12 +127,17 @@ class ClientKubeApi:
         #: pages fetched and lists restarted after an expired continue token (observability)
         self.pages = 0
         self.restarts = 0
+        self._policy = client.PolicyV1Api(api_client)
 
     def _lister(self, kind: Kind) -> tuple[Any, tuple[Any, ...]]:
         if kind == "nodes":
             return self._core.list_node, ()
         if kind == "pods":
             return self._core.list_pod_for_all_namespaces, ()
+        if kind == "namespaces":
+            return self._core.list_namespace, ()
+        if kind == "poddisruptionbudgets":
+            return self._policy.list_pod_disruption_budget_for_all_namespaces, ()
         return (self._custom.list_cluster_custom_object,
                 (PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL))
 
@@ -213,14 +218,22 @@ class ClientKubeApi:
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         self._call(self._core.patch_namespaced_pod_status, pod, namespace, patch)
 
-    def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._call(self._custom.patch_namespaced_custom_object_status, PODGROUP_GROUP,
-                   PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch)
+    def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions",
+                "preconditions": {"uid": uid} if uid else None}
+        # body by keyword: the third positional parameter is ``pretty``
+        self._call(self._core.delete_namespaced_pod, pod, namespace, body=body)
 
-    def _call(self, func: Any, *args: Any, lease: bool = False) -> Any:
+    def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        # a custom resource takes no strategic merge patch (415): a JSON merge patch
+        self._call(self._custom.patch_namespaced_custom_object_status, PODGROUP_GROUP,
+                   PODGROUP_VERSION, namespace, PODGROUP_PLURAL, name, patch,
+                   _content_type="application/merge-patch+json")
+
+    def _call(self, func: Any, *args: Any, lease: bool = False, **kwargs: Any) -> Any:
         timeout = self.timeouts.lease_call() if lease else self.timeouts.call()
         try:
-            return func(*args, _preload_content=False, _request_timeout=timeout)
+            return func(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc) from exc
 

@@ -61,6 +61,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
                    help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
     p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
+    p.add_argument("--topology", default="zone=topology.kubernetes.io/zone",
+                   help="graph levels between the cluster and the nodes, outermost first, as "
+                        "LEVEL=NODE_LABEL,... (e.g. zone=topology.kubernetes.io/zone,"
+                        "rack=example.com/rack); PodGroups ask for one with the annotation "
+                        "fluxinfra.io/topology-required (or -preferred): LEVEL")
+    p.add_argument("--bind-timeout", type=int, default=60,
+                   help="seconds a failed bind is retried to its reserved node when the "
+                        "PodGroup sets no scheduleTimeoutSeconds")
+    p.add_argument("--no-preemption", dest="preemption", action="store_false",
+                   help="never evict lower-priority pods (default: DefaultPreemption)")
     p.add_argument("--queue", action="store_true",
                    help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
                         "docs/queue.md): needs its CRDs installed")
@@ -90,11 +100,19 @@ def main(argv: list[str]) -> int:
                              ("--page-size", args.page_size, 1)):
         if value < low:
             raise ConfigError(f"{flag} {value}: use >= {low}")
+    if args.bind_timeout < 1:
+        raise ConfigError(f"--bind-timeout {args.bind_timeout}: use whole seconds >= 1")
+    from fluxinfra.matcher.k8s import parse_topology
+
+    try:
+        levels = parse_topology(args.topology)
+    except FluxinfraError as exc:
+        raise ConfigError(f"--topology {args.topology!r}: {exc}") from None
     with termination_signals() as wait_for_signal:  # before any thread exists
-        return _schedule(args, default_duration, wait_for_signal)
+        return _schedule(args, default_duration, levels, wait_for_signal)
 
 
-def _schedule(args: argparse.Namespace, default_duration: int,
+def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
               wait_for_signal: Callable[[], int]) -> int:
     """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
     from fluxinfra.scheduler.allocator import SpreadAllocator
@@ -107,16 +125,16 @@ def _schedule(args: argparse.Namespace, default_duration: int,
 
     backend: RemoteBackend | None = None
     if args.allocator == "spread":
-        allocator: Any = SpreadAllocator()
+        allocator: Any = SpreadAllocator(levels=levels)
     elif args.fluxion_service:
         from fluxinfra.service.tls import read_tls_dir
 
         tls = read_tls_dir(args.fluxion_tls_dir, "--fluxion-tls-dir") \
             if args.fluxion_tls_dir else None
         backend = RemoteBackend(args.fluxion_service, tls=tls)
-        allocator = FluxionAllocator(args.policy, backend)
+        allocator = FluxionAllocator(args.policy, backend, levels=levels)
     else:
-        allocator = FluxionAllocator(args.policy)
+        allocator = FluxionAllocator(args.policy, levels=levels)
     api = connect(args.kubeconfig, args.context, page_size=args.page_size,
                   timeouts=Timeouts(read=args.api_timeout))
     metrics = Metrics()
@@ -125,7 +143,8 @@ def _schedule(args: argparse.Namespace, default_duration: int,
                         metrics=metrics, workers=args.bind_workers, async_events=True)
     config = SchedulerConfig(scheduler_name=args.scheduler_name,
                              default_duration=default_duration,
-                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
+                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
+                             bind_timeout=args.bind_timeout, preemption=args.preemption)
     core = SchedulerCore(allocator, binder, config, metrics)
     log = logging.getLogger("fluxinfra.scheduler")
     sync_backend = None

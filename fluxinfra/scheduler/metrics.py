@@ -137,11 +137,20 @@ class Metrics:
         self.loop_wakeups = Counter(p + "loop_wakeups_total",
                                     "Times the scheduling loop woke (events or timed work).")
         self.healthy = Gauge(p + "healthy", "1 when /healthz answers 200, else 0.")
+        self.overcommitted = Gauge(p + "overcommitted",
+                                   "(node, resource) pairs whose summed pod requests exceed "
+                                   "allocatable (invariant: 0 unless others over-commit).")
+        self.preemption_victims = Counter(p + "preemption_victims_total",
+                                          "Pods evicted to make room for higher-priority pods.")
+        self.graph_rebuilds = Gauge(p + "graph_rebuilds",
+                                    "Times the allocator rebuilt its whole graph (node changes "
+                                    "are applied node by node; this stays 0 in process).")
 
     def all(self) -> list[Counter | Gauge | Histogram]:
         return [self.queue_depth, self.groups_pending, self.pods_bound, self.groups_scheduled,
                 self.unschedulable, self.errors, self.match_latency, self.bind_latency,
-                self.e2e_latency, self.matcher_replays, self.loop_wakeups, self.healthy]
+                self.e2e_latency, self.matcher_replays, self.loop_wakeups, self.healthy,
+                self.overcommitted, self.preemption_victims, self.graph_rebuilds]
 
     def render(self) -> str:
         lines: list[str] = []

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 #: Shortest gap between two cycles while a burst of events is still arriving.
 BURST_GAP = 0.05
 _STOP = ("", "", {})  # wakes the loop on stop()
+_WAKE = ("", "wake", {})  # wakes the loop for work no watch event announces (a bind's result)
 
 
 class StartupError(FluxinfraError):
@@ -99,6 +100,9 @@ class Runner:
         self.metrics.loop_wakeups.set_function(lambda: self.wakeups)
         self._backend_backoff = Backoff(initial=1.0, cap=30.0)
         self._backend_retry_at: float | None = None
+        set_waker = getattr(core, "set_waker", None)  # a hosting component passes it on
+        if set_waker is not None:
+            set_waker(lambda: self.events.put(_WAKE))  # type: ignore[arg-type]
 
     def now(self) -> int:
         """Seconds since start: the allocator's clock."""
@@ -117,7 +121,8 @@ class Runner:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", *self.hosted_kinds, "pods"):
+        others = ("namespaces", "poddisruptionbudgets", *self.hosted_kinds)
+        for kind in ("nodes", "podgroups", *others, "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -135,7 +140,8 @@ class Runner:
                     if self.stopped.wait(delay):
                         return
             informer.backoff.reset()
-        for kind in self.hosted_kinds:  # what the hosted component needs before the rebuild
+        # what the core (namespaces, PDBs) and a hosted component need before the rebuild
+        for kind in others:
             for obj in self.informers[kind].store.values():  # type: ignore[index]
                 self.core.on_object(kind, "ADDED", obj, self.now())  # type: ignore[attr-defined]
         self.core.load(self.informers["nodes"].store.values(),
@@ -189,7 +195,7 @@ class Runner:
                 except queue.Empty:
                     break
             if not kind:
-                continue  # the stop marker
+                continue  # the stop or wake marker
             n += 1
             try:
                 if kind == "nodes":

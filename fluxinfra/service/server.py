@@ -259,9 +259,11 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                 self.matcher.set_status(request.set_status.target, request.set_status.status)
             elif change == "load_nodes":
                 nodes = _json_field(request.load_nodes.nodes_json, "load_nodes.nodes_json")
-                if not isinstance(nodes, list):
+                if not isinstance(nodes, list) and not (isinstance(nodes, dict)
+                                                        and nodes.get("model") == "pools"):
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                 "load_nodes.nodes_json: not a JSON list of Node objects")
+                                 "load_nodes.nodes_json: not a JSON list of Node objects (or "
+                                 "{\"model\": \"pools\", \"nodes\": [...]})")
                 self.matcher = matcher_from_nodes(nodes, self.policy)
             elif change == "add_subgraph":
                 jgf = _json_field(request.add_subgraph.jgf, "add_subgraph.jgf")
@@ -320,13 +322,25 @@ def check_subgraph_parent(graph: Any, jgf: Any, parent: str) -> None:
                          "vertex a paths.containment below the parent")
 
 
-def matcher_from_nodes(nodes: list[dict[str, Any]], policy: str) -> Matcher:
-    """A fresh matcher over the graph of Kubernetes Node objects (full allocatable capacity)."""
-    from fluxinfra.matcher.k8s import graph_from_k8s
+def matcher_from_nodes(nodes: list[dict[str, Any]] | dict[str, Any], policy: str) -> Matcher:
+    """A fresh matcher over the graph of Kubernetes Node objects (full allocatable capacity).
+
+    A list of Node objects builds the whole-core graph (``graph_from_k8s``, what Fluence-style
+    ``ps`` requests match); ``{"model": "pools", "nodes": [...], "topology": [[level, label],
+    ...], "ranks": {node: rank}}`` builds the scheduler's exact pool graph
+    (``fluxinfra.matcher.k8s.pool_graph``, matched with ``exact_pools``) with the ranks and
+    topology levels the scheduler uses, so its constraints mean the same nodes here."""
+    from fluxinfra.matcher.k8s import K8sInputError, graph_from_k8s, parse_topology, pool_graph
 
     try:
+        if isinstance(nodes, dict):
+            graph, _ = pool_graph(nodes.get("nodes") or [],
+                                  parse_topology(nodes.get("topology") or ""),
+                                  ranks=nodes.get("ranks") or {})
+            return Matcher(graph, policy=policy, exact_pools=True,
+                           prune_filters=nodes.get("prune_filters"))
         graph = graph_from_k8s(nodes, [], subtract_pods=False)
-    except (TypeError, KeyError, AttributeError) as exc:
+    except (TypeError, KeyError, AttributeError, K8sInputError) as exc:
         raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                      f"load_nodes.nodes_json: not a list of Node objects ({exc})") from None
     return Matcher(graph, policy=policy)

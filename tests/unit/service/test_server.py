@@ -216,15 +216,31 @@ def test_concurrent_matches_never_oversubscribe(server: str) -> None:
 
 
 def _node_jgf(server_nodes: int, name: str) -> dict:
-    """The JGF the scheduler would attach for one more node (the service's own graph shape)."""
-    from fluxinfra.matcher.k8s import node_insertion
-    from fluxinfra.scheduler.allocator import node_specs
-    from fluxinfra.scheduler.fluxion import insertion_jgf
+    """The JGF of one more node for the service's whole-core graph (what a client of
+    ``UpdateGraph add_subgraph`` sends): the existing parent, by its path, and the new vertices
+    under it, from :func:`fluxinfra.matcher.k8s.node_insertion`'s plan."""
+    from fluxinfra.matcher.k8s import k8s_inventory, node_insertion
 
     graph = graph_from_k8s(k8s_nodes(server_nodes), [], subtract_pods=False)
     node = {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4",
                                                                    "memory": "8Gi"}}}
-    return insertion_jgf(graph, node_insertion(graph, node_specs([node])[0][0]))
+    plan = node_insertion(graph, k8s_inventory([node], [], subtract_pods=False).nodes[0])
+    parent = graph.resolve(plan["parent"])
+    nodes = [{"id": "parent", "metadata": {"type": graph.type[parent],
+                                           "uniq_id": graph.uniq_id[parent],
+                                           "paths": {"containment": plan["parent"]}}}]
+    parent_of = {child: pos for pos, child in plan["edges"]}
+    paths: dict[int, str] = {}
+    edges = []
+    for i, v in enumerate(plan["vertices"]):
+        paths[i] = f"{paths[parent_of[i]] if i in parent_of else plan['parent']}/{v['name']}"
+        md = {k: v[k] for k in ("type", "basename", "name", "id", "rank", "size", "unit")}
+        md.update(uniq_id=max(graph.uniq_id) + 1 + i, status=0,
+                  paths={"containment": paths[i]})
+        nodes.append({"id": f"new{i}", "metadata": md})
+        edges.append({"source": f"new{parent_of[i]}" if i in parent_of else "parent",
+                      "target": f"new{i}", "metadata": {"subsystem": "containment"}})
+    return {"graph": {"nodes": nodes, "edges": edges}}
 
 
 def test_add_subgraph_attaches_a_node_and_remove_subgraph_takes_it_away(
