@@ -815,6 +815,8 @@ class SchedulerCore:
             text += explained
         if outcome.why and ("topology" in outcome.why or "single" in outcome.why):
             text += f" ({outcome.why})"
+        if outcome.siblings_why:
+            text += f" ({outcome.siblings_why})"
         return text
 
     def _explain(self, pod: PodInfo) -> tuple[int, str]:

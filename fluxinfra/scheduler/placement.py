@@ -59,6 +59,9 @@ class Outcome:
     at: int = 0
     why: str = ""
     fit: int = 0                     #: members that fit (busy/partial)
+    #: why a member that depends on its siblings (pod anti-affinity, host ports, spread) found
+    #: no node once the members before it were placed, in kube-scheduler's words
+    siblings_why: str = ""
     matches: int = 0
 
 
@@ -172,6 +175,8 @@ class Placer:
                                             op_reserve, within, count_min, out)
                 except Unsatisfiable as exc:
                     unsat = unsat or str(exc)
+                    if part.interpod and placed and not out.siblings_why:
+                        out.siblings_why = self._siblings_why(pods[0], placed)
                     if flexible:
                         continue
                     break
@@ -260,6 +265,10 @@ class Placer:
         if domain is not None:
             cands = domain if cands is None else cands & domain
         return cands
+
+    def _siblings_why(self, pod: PodInfo, placed: list[tuple[PodInfo, str]]) -> str:
+        _, text = self.filters.explain(pod, self.filters.interpod(pod, placed))
+        return f"with {len(placed)} member(s) placed, {pod.name}: {text}"
 
     def _match(self, count: int, request: Request, cands: Candidates, duration: int,
                now: int, reserve: bool, within: str | None, count_min: int | None,

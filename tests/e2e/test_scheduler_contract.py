@@ -347,6 +347,39 @@ def test_anti_affinity_and_host_ports(probe: Probe) -> None:
     wait_for(lambda: sum(1 for n in hp if probe.node_of(n)) == 2, 90, "2 host-port pods")
 
 
+def test_minicluster_brokers_one_per_node(probe: Probe) -> None:
+    """Flux on Kubernetes needs one broker per node: the MiniCluster as the stack renders it
+    (indexed Job, PodGroup, required pod anti-affinity on ``kubernetes.io/hostname``), its pods
+    made by the real Job controller. Three nodes with room for every broker hold none of the
+    four (never a half-started instance); a fourth node and all four start, one per node."""
+    import json
+
+    from fluxinfra.k8s.minicluster import MiniClusterArgs, minicluster_manifests
+
+    nodes = [probe.node(f"mc{i}", cpu="8") for i in range(3)]
+    args = MiniClusterArgs(name=f"mc-{probe.id}", namespace=probe.ns, size=4, max_size=4,
+                           pod_group=True, scheduler_name=probe.fx.name,
+                           node_selector={PIN: probe.id})
+    made = minicluster_manifests(args)
+    assert any(o["kind"] == "Job" and o["spec"]["template"]["spec"]["affinity"]
+               ["podAntiAffinity"] for o in made)
+    probe.fx.cluster.apply("\n---\n".join(json.dumps(o) for o in made))
+
+    def brokers() -> list[str]:
+        pods = probe.fx.core.list_namespaced_pod(
+            probe.ns, label_selector=f"job-name={args.name}").items
+        return sorted(p.metadata.name for p in pods)
+
+    names = wait_for(lambda: (lambda b: b if len(b) == 4 else None)(brokers()), 90,
+                     "the Job's 4 pods")
+    probe.waiting(names[0], "only 3 fit now", "didn't match pod anti-affinity rules")
+    time.sleep(3)
+    assert not any(probe.node_of(n) for n in names), "never some brokers of 4"
+    nodes.append(probe.node("mc3", cpu="8"))
+    got = probe.bound(names)
+    assert sorted(got.values()) == sorted(nodes), got
+
+
 def test_preemption_evicts_with_disruption_target_and_nominates(probe: Probe) -> None:
     node = probe.node("n", cpu="2")
     probe.fx.cluster.apply(f"""

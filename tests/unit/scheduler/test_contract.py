@@ -330,6 +330,47 @@ def test_pod_anti_affinity_spreads_replicas_and_existing_anti_affinity_is_respec
     check_invariants(h)
 
 
+def minicluster_pods(size: int, scheduler: str = "fluxion") -> tuple[dict, list[dict]]:
+    """The MiniCluster's own PodGroup and pods (rendered by ``fluxinfra.k8s.minicluster``: one
+    broker per node by required pod anti-affinity on ``kubernetes.io/hostname``), as its
+    indexed Job would create them."""
+    from fluxinfra.k8s.minicluster import MiniClusterArgs, minicluster_manifests
+
+    args = MiniClusterArgs(name="mc", namespace="default", size=size, max_size=size,
+                           pod_group=True, scheduler_name=scheduler)
+    out = {o["kind"]: o for o in minicluster_manifests(args)}
+    template = out["Job"]["spec"]["template"]
+    assert template["spec"]["affinity"]["podAntiAffinity"]
+    pods = []
+    for i in range(size):
+        pod = make_pod(f"mc-{i}", cpu="1", labels=template["metadata"]["labels"],
+                       spec={"affinity": template["spec"]["affinity"]})
+        pods.append(pod)
+    return out["PodGroup"], pods
+
+
+def test_a_gang_with_required_anti_affinity_takes_one_node_per_member(cluster) -> None:
+    """Flux on Kubernetes needs one broker per node: a MiniCluster's pods form a gang whose
+    members repel each other by hostname. The members must land on distinct nodes, and while
+    fewer nodes than members exist none is bound (never a half-started instance), even though
+    every node has the cores for all of them."""
+    h = cluster(*[make_node(f"n{i}", cpu="8") for i in range(3)])
+    group, pods = minicluster_pods(4)
+    h.api.create("podgroups", make_podgroup("mc", group["spec"]["minMember"]))
+    for pod in pods:
+        h.api.create("pods", pod)
+    h.step()
+    assert not h.api.bindings, "3 nodes for 4 brokers: nothing bound"
+    assert all(waiting(h, f"mc-{i}", "4 pod(s) to place, only 3 fit now", "3 member(s) placed",
+                       "3 node(s) didn't match pod anti-affinity rules") for i in range(4))
+    h.api.create("nodes", make_node("n3", cpu="8"))
+    h.step()
+    h.step(6)
+    placed = [h.node_of(f"mc-{i}") for i in range(4)]
+    assert sorted(placed) == ["n0", "n1", "n2", "n3"], placed
+    check_invariants(h)
+
+
 def test_pod_affinity_colocates_with_its_peer(cluster) -> None:
     h = cluster(*[make_node(f"n{i}", labels={ZONE: f"z{i}"}) for i in range(3)])
     h.api.create("pods", make_pod("db", labels={"app": "db"}, scheduler="default-scheduler",
