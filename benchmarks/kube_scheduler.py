@@ -56,6 +56,7 @@ LEGEND = {
     "p50 s, p99 s": "creation-to-bound latency per pod",
     "RSS MiB": "the scheduler process's peak resident memory",
     "submit/s": "how fast the API server took the pods (the arrival rate)",
+    "fullest": "most pods bound to one node (32 cores, 1-core pods: never above 32)",
 }
 
 
@@ -70,7 +71,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--creators", type=int, default=16, help="threads creating pods")
     p.add_argument("--qps", type=int, default=5000, help="kube-scheduler client QPS and burst")
     p.add_argument("--timeout", type=float, default=1200, help="seconds per scheduling run")
-    p.add_argument("--json", help="write the raw results here")
+    p.add_argument("--modes", default="arrivals,burst",
+                   help="comma-separated: arrivals (pods created while it runs), burst")
+    p.add_argument("--json", help="write the raw results here (after every run)")
     return p
 
 
@@ -234,13 +237,38 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
             "submit_per_s": count / (t_submitted - t0)}
 
 
+def _fullest(api_client: Any, namespace: str) -> int:
+    """The most pods (1 core each) any node holds: both schedulers' answers must respect the
+    nodes' 32 cores and 110 pods; the caller fails the run otherwise."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    per_node: dict[str, int] = {}
+    token = ""
+    while True:
+        more = {"_continue": token} if token else {}
+        page = json.loads(core.list_namespaced_pod(namespace, limit=2000, **more,
+                                                   _preload_content=False).data)
+        for pod in page["items"]:
+            node = pod["spec"].get("nodeName")
+            if node:
+                per_node[node] = per_node.get(node, 0) + 1
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return max(per_node.values(), default=0)
+
+
 def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
     """Every pod of the namespace gone (one delete-collection, grace 0: no kubelet waits)."""
     from kubernetes import client
 
     core = client.CoreV1Api(api_client)
-    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
-                                          _preload_content=False)
+    try:
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
+                                              _preload_content=False)
+    except client.ApiException as exc:
+        if exc.status != 504:  # a loaded API server times out the request, not the deletion
+            raise
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         left = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
@@ -251,7 +279,11 @@ def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    bad = set(args.modes.split(",")) - {"arrivals", "burst"}
+    if bad:
+        p.error(f"--modes {args.modes}: {sorted(bad)} unknown; use arrivals, burst or both")
     if args.quick:
         args.nodes, args.pods, args.rounds = 500, 1000, 1
     log = lambda m: print(f"kube_scheduler: {m}", file=sys.stderr, flush=True)  # noqa: E731
@@ -278,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.gangs:
             plan.append(("fluxion", 16))
         for rnd in range(args.rounds):
-            for mode in ("arrivals", "burst"):
+            for mode in args.modes.split(","):
                 for who, size in plan:
                     if who == "kube-scheduler":
                         proc: Any = _KubeScheduler(bed, args.qps, tmp)
@@ -296,10 +328,17 @@ def main(argv: list[str] | None = None) -> int:
                                       args.creators, args.timeout,
                                       start=proc.start if mode == "burst" else None)
                         result.update(scheduler=label, round=rnd + 1, mode=mode,
-                                      rss_mib=_rss_mib(proc.proc.pid))
+                                      rss_mib=_rss_mib(proc.proc.pid),
+                                      fullest=_fullest(api_client, ns))
                     finally:
                         proc.stop()
+                    if result["fullest"] > 32:
+                        raise RuntimeError(f"{label}: a node holds {result['fullest']} 1-core "
+                                           "pods on 32 cores")
                     rows.append(result)
+                    log(f"result: {json.dumps(result)}")
+                    if args.json:
+                        Path(args.json).write_text(json.dumps(rows, indent=1))
                     _clean(api_client, ns)
         api_client.close()
     finally:
@@ -307,12 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kube_scheduler: {args.nodes} hollow nodes x 32 cores, {args.pods} pods (1 core, "
           f"1 GiB); {args.rounds} round(s), alternated; wall time on this machine")
     headers = ["mode", "scheduler", "round", "bound", "pods/s", "groups/s", "p50 s", "p99 s",
-               "RSS MiB", "submit/s"]
+               "RSS MiB", "submit/s", "fullest"]
     print(format_table(headers, [[r["mode"], r["scheduler"], r["round"], r["bound"],
                                   r["pods_per_s"], r["groups_per_s"], r["p50_s"], r["p99_s"],
-                                  r["rss_mib"], r["submit_per_s"]] for r in rows],
+                                  r["rss_mib"], r["submit_per_s"], r["fullest"]] for r in rows],
                        legend=LEGEND, keys=2))
-    for mode in ("arrivals", "burst"):
+    for mode in args.modes.split(","):
         kube = [r["pods_per_s"] for r in rows
                 if r["scheduler"] == "kube-scheduler" and r["mode"] == mode]
         ours = [r["pods_per_s"] for r in rows if r["scheduler"] == "fluxion" and r["mode"] == mode]
