@@ -363,7 +363,7 @@ def test_minicluster_brokers_one_per_node(probe: Probe) -> None:
     made = minicluster_manifests(args)
     assert any(o["kind"] == "Job" and o["spec"]["template"]["spec"]["affinity"]
                ["podAntiAffinity"] for o in made)
-    probe.fx.cluster.apply("\n---\n".join(json.dumps(o) for o in made))
+    probe.fx.cluster.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": made}))
 
     def brokers() -> list[str]:
         pods = probe.fx.core.list_namespaced_pod(
