@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("fluxinfra.cli.scheduler", "run the Kubernetes scheduler"),
     "service": ("fluxinfra.cli.service", "run the Fluxion gRPC service"),
     "simulate": ("fluxinfra.cli.simulate", "replay a workload through the scheduler core"),
+    "distribute": ("fluxinfra.cli.distribute",
+                   "fan content out to every node through the Flux broker tree"),
     "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
 }
 
