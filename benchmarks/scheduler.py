@@ -16,6 +16,10 @@ is that scenario's peak:
 * ``spread``      the 10,000 lone pods through the kube-scheduler-like baseline allocator;
 * ``restart``     start-up with the 10,000 pods already running (2 per node): the time from
                   the LIST results to ready (graph built, every pod registered) is ``seconds``;
+* ``node-change`` with the 10,000 pods running, one node at a time gets a new label, a new
+                  taint, a new allocatable cpu (resize) or a new zone (it moves in the graph):
+                  the time ``on_node`` takes (median and max of 20 each; the graph is never
+                  rebuilt, ``rebuilds`` stays 0);
 * ``steady``      the 10,000 lone pods arriving at a steady ``--rate`` (default 800 pods/s) while
                   the loop runs (apply arrivals, one cycle, repeat): latency as users feel it
                   below saturation (in a burst, latency is mostly the wait behind the burst).
@@ -45,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SCENARIOS = ("single", "single-nobatch", "groups", "spread", "steady", "restart", "grpc")
+SCENARIOS = ("single", "single-nobatch", "groups", "spread", "steady", "restart",
+             "node-change", "grpc")
 
 
 def _nodes(n: int) -> list[dict[str, Any]]:
@@ -102,6 +107,8 @@ def run_scenario(name: str, nodes: int, pods: int, profile: bool,
         return run_grpc()
     if name == "restart":
         return run_restart(nodes, pods)
+    if name == "node-change":
+        return run_node_change(nodes, pods)
     group = 16 if name == "groups" else 1
     pods = pods // group * group
     allocator = SpreadAllocator() if name == "spread" else FluxionAllocator("first")
@@ -172,6 +179,52 @@ def run_restart(nodes: int, pods: int) -> dict[str, Any]:
     return {"scenario": "restart", "nodes": nodes, "pods": pods, "bound": held,
             "seconds": elapsed, "p50_ms": None, "p99_ms": None,
             "matches": 0, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_node_change(nodes: int, pods: int, samples: int = 20) -> dict[str, Any]:
+    import copy
+
+    from fluxinfra.scheduler.core import SchedulerCore
+    from fluxinfra.scheduler.fluxion import FluxionAllocator
+
+    objs = _pods(pods, 1)
+    for i, obj in enumerate(objs):
+        obj["spec"]["nodeName"] = f"node{i % nodes:05d}"
+        obj["status"]["phase"] = "Running"
+    node_objs = _nodes(nodes)
+    for i, n in enumerate(node_objs):
+        n["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"z{i % 4}"
+    allocator = FluxionAllocator("first")
+    core = SchedulerCore(allocator, _Recorder())
+    core.load(node_objs, [], objs)
+    core.schedule(0)
+    changes = {
+        "label": lambda n, k: n["metadata"]["labels"].__setitem__("pool", f"p{k}"),
+        "taint": lambda n, k: n.setdefault("spec", {}).__setitem__(
+            "taints", [{"key": "k", "value": str(k), "effect": "NoSchedule"}]),
+        "resize": lambda n, k: n["status"]["allocatable"].__setitem__("cpu", str(33 + k)),
+        "zone": lambda n, k: n["metadata"]["labels"].__setitem__(
+            "topology.kubernetes.io/zone", f"z{(k + 1) % 4}"),
+    }
+    out: dict[str, Any] = {"scenario": "node-change", "nodes": nodes, "pods": pods,
+                           "bound": sum(len(v) for v in core.held().values()),
+                           "p50_ms": float("nan"), "p99_ms": float("nan"), "matches": 0}
+    for kind, change in changes.items():
+        times = []
+        for k in range(samples):
+            node = copy.deepcopy(node_objs[(k * 97) % nodes])
+            change(node, k)
+            t0 = time.perf_counter()
+            core.on_node("MODIFIED", node, 0)
+            core.schedule(0)
+            times.append(time.perf_counter() - t0)
+            node_objs[(k * 97) % nodes] = node
+        times.sort()
+        out[f"{kind}_ms"] = 1000 * statistics.median(times)
+        out[f"{kind}_max_ms"] = 1000 * times[-1]
+    out["rebuilds"] = allocator.rebuilds
+    out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 def run_grpc(samples: int = 200) -> dict[str, Any]:
@@ -274,6 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     spread = next((r for r in rows if r["scenario"] == "spread"), None)
     if single and spread and spread["pods_per_s"]:
         print(f"\nsingle vs spread baseline: {single['pods_per_s'] / spread['pods_per_s']:.2f}x")
+    change = next((r for r in rows if r["scenario"] == "node-change"), None)
+    if change:
+        print("\nnode changes at " + f"{change['nodes']} nodes / {change['pods']} running pods "
+              "(on_node + one cycle, median / max ms): " + ", ".join(
+                  f"{k} {change[k + '_ms']:.1f} / {change[k + '_max_ms']:.1f}"
+                  for k in ("label", "taint", "resize", "zone"))
+              + f"; graph rebuilds: {change['rebuilds']}")
     for r in rows:
         if r.get("profile"):
             print(f"\n--- profile: {r['scenario']} ---\n{r['profile']}")

@@ -9,12 +9,13 @@ a ``kustomization.yaml``: ``kubectl apply -k <dir>`` applies what ``pulumi up`` 
 and seed, same bytes.
 
 Resources that are not manifests (the kind cluster's ``command:local:Command``, providers, the
-``ClusterKeys`` dynamic resource) appear in the printed tree with a note, not as files. Key
-material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``); the render derives it
-from a seed (``--seed-file``, else ``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public
-and fine only for throw-away clusters: ``Rendered.warnings`` then says so). The Secrets that carry
-it are written apart, to ``<out>/secrets/`` (a directory only its owner can enter, files 0600, a
-``.gitignore`` that ignores everything in it, its own kustomization that the main one lists), so
+``ClusterKeys`` and ``ServiceCerts`` dynamic resources) appear in the printed tree with a note,
+not as files. Key material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``,
+``fluxinfra.k8s.certs``); the render derives it from a seed (``--seed-file``, else
+``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public and fine only for throw-away
+clusters: ``Rendered.warnings`` then says so). The Secrets that carry it are written apart, to
+``<out>/secrets/`` (a directory only its owner can enter, files 0600, a ``.gitignore`` that
+ignores everything in it, its own kustomization that the main one lists), so
 ``kubectl apply -k <out>`` still applies them while the rest of ``<out>`` can be shared.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.k8s.queue import CERTS_PURPOSE as WEBHOOK_CERTS_PURPOSE
 from fluxinfra.secrets import derive_cluster_keys
@@ -232,6 +234,8 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
             if state.get("purpose") == KEYS_PURPOSE:
                 state.update(key_outputs(derive_cluster_keys(seed, f"{stack}/{state['label']}",
                                                              state["label"])))
+            elif state.get("purpose") == CERTS_PURPOSE:
+                state.update(offline_outputs(state, seed, f"{stack}/{state['label']}"))
             elif state.get("purpose") == WEBHOOK_CERTS_PURPOSE:
                 from fluxinfra.k8s.queue import cert_outputs
 
@@ -439,8 +443,8 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
     warnings: list[str] = []
     if seed is None:
         seed = f"fluxinfra-render:{stack}".encode()
-        warnings.append(f"the CURVE certificate and munge key (and the queue webhook's TLS key) "
-                        f"are derived from the stack name "
+        warnings.append(f"the CURVE certificate, the munge key and the TLS keys (the Fluxion "
+                        f"service's, the queue webhook's) are derived from the stack name "
                         f"{stack!r}, which is public: anyone can recompute them. Fine for a "
                         "throw-away cluster; otherwise pass --seed-file FILE (e.g. head -c 64 "
                         "/dev/urandom > FILE, kept secret) or set FLUXINFRA_RENDER_SEED")
@@ -510,7 +514,8 @@ def secrets_kustomization(rendered: Rendered) -> str:
 #: (kustomize does the same ordering for ``apply -k``).
 APPLY_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret", "Service",
-               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job",
+               "NetworkPolicy", "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet",
+               "Job",
                # custom resources rank here (after their CRDs), then the webhook configuration:
                # the API server calls the webhook as soon as that exists
                "MutatingWebhookConfiguration")

@@ -93,8 +93,8 @@ def main(argv: list[str]) -> int:
         held = (f"in {Path(args.out) / SECRETS_DIR}/ (directory 0700, files 0600, git-ignored; "
                 "applied by the kubectl apply -k above)" if args.out != "-"
                 else "in the stream on stdout: keep it out of logs and version control")
-        print(f"secrets: {len(secrets)} Secret(s) with the CURVE certificate and munge key "
-              f"(and the queue webhook's TLS key) {held}", file=report)
+        print(f"secrets: {len(secrets)} Secret(s) with key material (CURVE certificate, munge "
+              f"key, TLS keys) {held}", file=report)
     for warning in rendered.warnings:
         warn(warning, sys.stderr)
     return 0

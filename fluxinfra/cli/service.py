@@ -10,6 +10,12 @@ Where the graph comes from (first that applies):
 A scheduler using the service (``fluxinfra scheduler --fluxion-service host:port``) replaces the
 graph with its own view on start, so in that deployment the initial graph only matters until then.
 
+Authentication: ``--tls-dir DIR`` (``ca.crt``, ``tls.crt``, ``tls.key``) makes the port speak
+only mutual TLS, answering only clients whose certificate ``ca.crt`` signed; ``--health-port``
+then serves ``grpc.health.v1`` alone in plain text for the kubelet's probes. Without
+``--tls-dir`` anyone who can reach the port can replace the graph or cancel every job: fine on
+a laptop, never in a cluster (the Pulumi component always sets it).
+
 Examples::
 
     fluxinfra service --port 4242 --recipe '{"nodes_per_rack": 4, "cores_per_socket": 8}'
@@ -21,12 +27,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 
 from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
 from fluxinfra.errors import ConfigError
+from fluxinfra.signals import termination_signals
 
 __all__ = ["main"]
 
@@ -41,6 +46,11 @@ def parser() -> argparse.ArgumentParser:
                    help="match policy: first, high, low, lonode, hinode, ... or a custom "
                         "'policy=... key=value' string")
     p.add_argument("--workers", type=int, default=8, help="gRPC worker threads")
+    p.add_argument("--tls-dir", help="mutual TLS: a directory with tls.crt, tls.key (the "
+                   "service's) and ca.crt (the CA client certificates must be signed by)")
+    p.add_argument("--health-port", type=int,
+                   help="also serve grpc.health.v1 alone, in plain text, on this port (for "
+                        "probes that cannot present a client certificate)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--graph", help="resource graph file")
     src.add_argument("--recipe", help="compact recipe: a YAML/JSON file or inline YAML/JSON")
@@ -79,23 +89,42 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port {args.port}: not a TCP port; use 0..65535")
+    for flag, value in (("--port", args.port), ("--health-port", args.health_port)):
+        if value is not None and not 0 <= value <= 65535:
+            raise ConfigError(f"{flag} {value}: not a TCP port; use 0..65535")
     from fluxinfra.matcher import Matcher
-    from fluxinfra.service.server import serve
+    from fluxinfra.service.server import new_epoch, serve, serve_health
+    from fluxinfra.service.tls import read_tls_dir
 
-    matcher = Matcher(build_graph(args), policy=args.policy)
-    try:
-        server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
-                             policy=args.policy)
-    except OSError as exc:
-        raise ConfigError(str(exc)) from None
-    stat = matcher.stat()
-    print(f"fluxinfra service: listening on {args.host}:{port} (policy {args.policy}, "
-          f"{stat['vertices']} vertices)", file=sys.stderr, flush=True)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    done.wait()
-    server.stop(grace=5).wait()
+    tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
+    with termination_signals() as wait_for_signal:  # before gRPC starts any thread
+        matcher = Matcher(build_graph(args), policy=args.policy)
+        epoch = new_epoch()
+        try:
+            server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
+                                 policy=args.policy, tls=tls, epoch=epoch)
+        except OSError as exc:
+            raise ConfigError(str(exc)) from None
+        servers = [server]
+        health = ""
+        if args.health_port is not None:
+            try:
+                health_server, health_port = serve_health(args.host, args.health_port)
+            except OSError as exc:
+                server.stop(grace=None)
+                raise ConfigError(str(exc).replace("--port", "--health-port", 1)) from None
+            servers.append(health_server)
+            health = f", plain-text health on port {health_port}"
+        stat = matcher.stat()
+        print(f"fluxinfra service: listening on {args.host}:{port} "
+              f"({'mutual TLS' if tls else 'plain text'}, policy {args.policy}, "
+              f"{stat['vertices']} vertices, epoch {epoch}{health})", file=sys.stderr,
+              flush=True)
+        if tls is None:
+            logging.getLogger("fluxinfra.service").warning(
+                "serving without authentication: anyone who reaches port %d can change the "
+                "graph and cancel every job; pass --tls-dir for mutual TLS", port)
+        wait_for_signal()
+        for running in servers:
+            running.stop(grace=5).wait()
     return 0

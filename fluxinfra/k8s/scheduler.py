@@ -25,10 +25,12 @@ from fluxinfra.k8s import manifests as m
 from fluxinfra.k8s.config import (
     at_least,
     dns1123_label,
+    dns1123_subdomain,
     match_policy,
     option,
     resource_requirements,
 )
+from fluxinfra.k8s.fluxion_service import mount_secret
 from fluxinfra.k8s.resources import declare_all
 
 __all__ = ["FluxSchedulerArgs", "FluxScheduler", "scheduler_manifests", "podgroup_crd",
@@ -38,6 +40,8 @@ COMPONENT = "fluxion-scheduler"
 PODGROUP_GROUP = "scheduling.x-k8s.io"
 #: More standbys than this buy nothing but Lease polling (each retries every 2 s).
 MAX_REPLICAS = 5
+#: Where the Fluxion service's client certificate Secret is mounted.
+FLUXION_TLS_DIR = "/etc/fluxinfra/fluxion-tls"
 
 
 def _service(value: str) -> str | None:
@@ -45,6 +49,11 @@ def _service(value: str) -> str | None:
     if value in ("", "stack") or (sep and host and port.isdigit() and 0 < int(port) < 65536):
         return None
     return "'' (in process), 'stack' (this stack's FluxionService) or HOST:PORT"
+
+
+def _secret_name(value: str) -> str | None:
+    problem = dns1123_subdomain(value) if value else None
+    return f"'' or a Secret name ({problem})" if problem else None
 
 
 @dataclass
@@ -63,12 +72,21 @@ class FluxSchedulerArgs:
                                   "FluxionService; or HOST:PORT of another", check=_service)
     """Where matching happens: in process, or a Fluxion gRPC service ('stack' is resolved by
     ``__main__.py`` to the stack's FluxionService address)."""
+    fluxion_tls_secret: str = option("", "Secret (ca.crt, tls.crt, tls.key) with the client "
+                                     "certificate for the Fluxion service's mutual TLS; set "
+                                     "for you with fluxionService: stack",
+                                     check=_secret_name)
+    """Secret mounted for ``--fluxion-tls-dir`` (the FluxionService's ``<name>-client-tls``);
+    '' talks to a HOST:PORT service in plain text."""
     install_pod_group_crd: bool = option(True, "install the PodGroup CRD (scheduling.x-k8s.io)")
     """Install the PodGroup CRD (turn off when scheduler-plugins already did)."""
-    resources: dict = option({"requests": {"cpu": "100m", "memory": "128Mi"},
-                              "limits": {"memory": "512Mi"}}, "container resources",
+    resources: dict = option({"requests": {"cpu": "500m", "memory": "768Mi"},
+                              "limits": {"memory": "1536Mi"}}, "container resources (sized "
+                             "for 5,000 nodes / 10,000 pods: peak RSS 770 MiB measured)",
                              check=resource_requirements)
-    """Container resources."""
+    """Container resources. The default is set from ``benchmarks/memory.py``: the scheduler
+    process (matcher in process) peaks at about 770 MiB with 5,000 nodes and 10,000 pods;
+    the limit leaves twice that. Smaller clusters can ask for less (docs/scheduler.md)."""
     namespace: str = field(default=m.DEFAULT_NAMESPACE)
     """Namespace to run in (must exist; the stack's top-level ``namespace``)."""
     image: str = field(default=m.DEFAULT_IMAGE)
@@ -78,9 +96,15 @@ class FluxSchedulerArgs:
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
-    """The ClusterRole rules: what a binder reads, binds, patches and reports; nothing else."""
+    """The ClusterRole rules: what a binder reads, binds, patches and reports, and the pods it
+    evicts when it preempts (delete); nothing else. Namespaces (pod affinity's
+    namespaceSelector) and PodDisruptionBudgets (preemption) are read."""
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["get", "list", "watch", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+         "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
@@ -162,6 +186,7 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
     namespace = args.namespace
     lease = lease_name(args)
     health = {"httpGet": {"path": "/healthz", "port": "http"}}
+    tls = bool(args.fluxion_service and args.fluxion_tls_secret)
     container = {
         "name": "scheduler",
         "image": args.image,
@@ -169,6 +194,7 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
                  "--port", str(args.port), "--leader-elect", "--lease-namespace", namespace,
                  "--lease-name", lease]
         + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else [])
+        + (["--fluxion-tls-dir", FLUXION_TLS_DIR] if tls else [])
         + (["--queue"] if args.queue else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
@@ -186,6 +212,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
     # are healthy) before the old pod stops, and takes the Lease the old one releases on SIGTERM.
     deployment["spec"]["strategy"] = {"type": "RollingUpdate",
                                       "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    if tls:
+        mount_secret(deployment, "fluxion-tls", args.fluxion_tls_secret, FLUXION_TLS_DIR)
     out = [
         m.service_account(name, namespace, lbls),
         m.cluster_role(name, scheduler_rules(), lbls),

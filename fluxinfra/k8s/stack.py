@@ -34,7 +34,11 @@ from fluxinfra.k8s.config import (
     load_args,
     option,
 )
-from fluxinfra.k8s.fluxion_service import FluxionServiceArgs, fluxion_service_address
+from fluxinfra.k8s.fluxion_service import (
+    FluxionServiceArgs,
+    client_tls_secret_name,
+    fluxion_service_address,
+)
 from fluxinfra.k8s.installer import FluxInstallerArgs
 from fluxinfra.k8s.manifests import DEFAULT_NAMESPACE, image_ref
 from fluxinfra.k8s.minicluster import MiniClusterArgs
@@ -247,7 +251,7 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                               "accepted while the scheduler uses the service (each replica "
                               "holds its own graph); accepted: 1")
         scheduler = replace(scheduler, fluxion_service=fluxion_service_address(
-            SERVICE_NAME, service))
+            SERVICE_NAME, service), fluxion_tls_secret=client_tls_secret_name(SERVICE_NAME))
     versions = load_args(VersionsArgs, _parse(raw.get("kubernetesVersions")),
                          where=at("kubernetesVersions"))
     miniclusters = _miniclusters(raw.get("miniclusters"), at("miniclusters"))

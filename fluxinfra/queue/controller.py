@@ -257,6 +257,13 @@ class QueueBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.inner.podgroup_status(namespace, name, status)
 
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
+        return self.inner.preempt(victim, preemptor, node)
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        if not pod.uid.startswith(SLOT_PREFIX):
+            self.inner.nominate(pod, node)
+
 
 class QueueCore:
     """The scheduler core with the queue in front of it; see the module docstring."""
@@ -407,6 +414,8 @@ class QueueCore:
                 self.priorities.pop(name, None)
             else:
                 self.priorities[name] = int(obj.get("value") or 0)
+        else:  # the scheduler core's own (namespaces, PodDisruptionBudgets)
+            self.core.on_object(kind, etype, obj, now)
 
     def schedule(self, now: int) -> Any:
         self.collect()

@@ -95,12 +95,12 @@ class QueueClient(ClientKubeApi):
             return self._custom.list_cluster_custom_object, (GROUP, VERSION, plural)
         return super()._lister(kind)
 
-    @staticmethod
-    def _send(func: Any, *args: Any, **kwargs: Any) -> Any:
+    def _send(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         from fluxinfra.scheduler.client import _translate
 
-        try:
-            resp = func(*args, _preload_content=False, **kwargs)
+        try:  # with the scheduler's client timeouts, as every call it makes
+            resp = func(*args, _preload_content=False, _request_timeout=self.timeouts.call(),
+                        **kwargs)
         except Exception as exc:  # noqa: BLE001 - every client failure becomes an ApiError
             raise _translate(exc) from exc
         return json.loads(resp.data) if resp.data else None

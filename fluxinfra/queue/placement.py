@@ -19,26 +19,24 @@ from typing import Any
 
 import yaml
 
-from fluxinfra.scheduler.pods import pod_request
-from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.matcher.k8s import pool_jobspec
+from fluxinfra.scheduler.pods import Request, pod_request
 
 __all__ = ["jobspec", "jobspec_text"]
 
 
 def jobspec(pod: dict[str, Any], count: int, duration: int) -> dict[str, Any]:
-    """The jobspec the scheduler matches for ``count`` pods like ``pod`` (as one group)."""
-    shape = pod_request(pod).shape()
-    return slots_jobspec(max(1, count), cores=shape.cores, memory_mib=shape.memory_mib,
-                         gpus=shape.gpus, duration=duration)
+    """The jobspec the scheduler matches for ``count`` pods like ``pod`` (as one group; the
+    candidate nodes its filters find travel as a constraint, not shown here)."""
+    return pool_jobspec(max(1, count), pod_request(pod).slot(), duration=duration)
 
 
 def jobspec_text(pod: dict[str, Any], count: int, duration: int) -> str:
-    shape = pod_request(pod).shape()
-    return _text(shape.cores, shape.memory_mib, shape.gpus, max(1, count), duration)
+    return _text(pod_request(pod), max(1, count), duration)
 
 
 @functools.lru_cache(maxsize=1024)
-def _text(cores: int, memory_mib: int, gpus: int, count: int, duration: int) -> str:
+def _text(request: Request, count: int, duration: int) -> str:
     """Jobs come in a few shapes: their text is made once per shape."""
-    return yaml.safe_dump(slots_jobspec(count, cores=cores, memory_mib=memory_mib, gpus=gpus,
-                                        duration=duration), sort_keys=False)
+    return yaml.safe_dump(pool_jobspec(count, request.slot(), duration=duration),
+                          sort_keys=False)

@@ -19,10 +19,15 @@ import queue
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from fluxinfra.scheduler.events import pod_event, podgroup_event, scheduled_condition_patch
+from fluxinfra.scheduler.events import (
+    disruption_condition_patch,
+    pod_event,
+    podgroup_event,
+    scheduled_condition_patch,
+)
 from fluxinfra.scheduler.kube import ApiError, KubeApi
 from fluxinfra.scheduler.metrics import Metrics
 from fluxinfra.scheduler.pods import PodInfo
@@ -65,6 +70,18 @@ class KubeBinder:
         if self._pool is None or len(assignments) == 1:
             return [self._bind_one(a) for a in assignments]
         return list(self._pool.map(self._bind_one, assignments))
+
+    def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
+        """The binds started on the pool (done at once without one): one future per pod,
+        whose result is None (bound) or the error."""
+        if self._pool is not None:
+            return [self._pool.submit(self._bind_one, a) for a in assignments]
+        out = []
+        for a in assignments:
+            future: Future = Future()
+            future.set_result(self._bind_one(a))
+            out.append(future)
+        return out
 
     # -- reporting ------------------------------------------------------------------------------
     def _submit(self, send: Callable[[], None]) -> None:
@@ -109,6 +126,29 @@ class KubeBinder:
 
     def pod_unschedulable(self, pod: PodInfo, message: str) -> None:
         patch = scheduled_condition_patch("Unschedulable", message)
+        self._submit(lambda: self.api.patch_pod_status(pod.namespace, pod.name, patch))
+
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
+        """kube-scheduler's prepareCandidate: DisruptionTarget condition, delete (only this
+        uid), then a ``Preempted`` Event. Synchronous, so the victims are on their way out
+        before the preemptor is nominated. False when the victim could not be evicted."""
+        patch = disruption_condition_patch(
+            f"{self.controller}: preempting to accommodate a higher priority pod")
+        try:
+            self.api.patch_pod_status(victim.namespace, victim.name, patch)
+            self.api.delete_pod(victim.namespace, victim.name, victim.uid)
+        except ApiError as exc:
+            if exc.not_found:
+                return True  # gone already
+            log.warning("preempting %s failed: %s", victim.key, exc)
+            self.metrics.errors.inc(source="preempt")
+            return False
+        self.pod_event(victim, "Preempted",
+                       f"Preempted by {preemptor.key} on node {node}", "Preempting")
+        return True
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        patch = {"status": {"nominatedNodeName": node or None}}
         self._submit(lambda: self.api.patch_pod_status(pod.namespace, pod.name, patch))
 
     def podgroup_event(self, namespace: str, name: str, uid: str, reason: str,

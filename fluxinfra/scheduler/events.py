@@ -15,8 +15,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["WARNING_REASONS", "micro_time", "parse_time", "pod_event", "podgroup_event",
-           "scheduled_condition_patch"]
+__all__ = ["WARNING_REASONS", "disruption_condition_patch", "lease_event", "micro_time",
+           "parse_time", "pod_event", "podgroup_event", "scheduled_condition_patch"]
 
 #: Reasons that are warnings (everything else is Normal).
 WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", "FailedBinding",
@@ -85,6 +85,25 @@ def podgroup_event(namespace: str, name: str, uid: str, reason: str, note: str,
         regarding["uid"] = uid
     return _event(namespace, regarding, reason, note, controller, instance, "Scheduling",
                   now, seq)
+
+
+def lease_event(namespace: str, name: str, uid: str, reason: str, note: str, controller: str,
+                instance: str, *, now: float | None = None,
+                seq: int | None = None) -> dict[str, Any]:
+    """An Event about a ``coordination.k8s.io/v1`` Lease (leader election)."""
+    regarding = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "namespace": namespace, "name": name, **({"uid": uid} if uid else {})}
+    return _event(namespace, regarding, reason, note, controller, instance, "LeaderElection",
+                  now, seq)
+
+
+def disruption_condition_patch(message: str, *, now: float | None = None) -> dict[str, Any]:
+    """``DisruptionTarget=True, reason=PreemptionByScheduler`` on a preemption victim."""
+    now = time.time() if now is None else now
+    return {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": message[:1024], "lastTransitionTime": _time(now), "lastProbeTime": None,
+    }]}}
 
 
 def scheduled_condition_patch(reason: str, message: str, *,

@@ -33,8 +33,11 @@ __all__ = [
     "binding",
 ]
 
-Kind = Literal["nodes", "pods", "podgroups"]
-KINDS: tuple[Kind, ...] = ("nodes", "pods", "podgroups")
+Kind = Literal["nodes", "pods", "podgroups", "namespaces", "poddisruptionbudgets"]
+#: what the scheduler watches: namespaces for pod affinity's namespaceSelector, PDBs for
+#: preemption
+KINDS: tuple[Kind, ...] = ("nodes", "pods", "podgroups", "namespaces",
+                          "poddisruptionbudgets")
 
 #: The scheduler-plugins coscheduling PodGroup custom resource.
 PODGROUP_GROUP = "scheduling.x-k8s.io"
@@ -104,6 +107,10 @@ class KubeApi(Protocol):
 
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge patch of ``podgroups/<name>/status``."""
+        ...
+
+    def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
+        """DELETE a pod (graceful), only if its uid is still ``uid`` (409 otherwise)."""
         ...
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.signals import termination_signals
 
 __all__ = ["main", "parser", "run"]
 
@@ -31,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
                    help="fluxion (default) or spread, the kube-scheduler-like baseline")
     p.add_argument("--fluxion-service", metavar="HOST:PORT",
                    help="use a remote Fluxion service instead of the in-process matcher")
+    p.add_argument("--fluxion-tls-dir", metavar="DIR",
+                   help="mutual TLS to the Fluxion service: ca.crt (the service's CA), tls.crt "
+                        "and tls.key (the scheduler's client certificate and key)")
     p.add_argument("--host", default="0.0.0.0", help="HTTP address for /healthz and /metrics")
     p.add_argument("--port", type=int, default=10259, help="HTTP port for /healthz and /metrics")
     p.add_argument("--kubeconfig", help="kubeconfig when not running in a pod")
@@ -41,12 +46,31 @@ def parser() -> argparse.ArgumentParser:
                    help="reservations per cycle: 1 = EASY backfill, 0 = none")
     p.add_argument("--queue-depth", type=int, default=1000, help="groups tried per cycle")
     p.add_argument("--resync", type=float, default=300.0, help="seconds between relists")
+    p.add_argument("--api-timeout", type=float, default=30.0,
+                   help="read timeout of every Kubernetes API call, seconds (connects: 5 s)")
+    p.add_argument("--watch-timeout", type=int, default=300,
+                   help="seconds after which the API server ends each watch (the client's "
+                        "read timeout is 30 s longer, so a half-open watch cannot hang)")
+    p.add_argument("--stall-timeout", type=float, default=120.0,
+                   help="/healthz fails when one batch-and-cycle runs longer than this, or "
+                        "the API server is silent for the watch timeout + this (seconds)")
+    p.add_argument("--page-size", type=int, default=500, help="objects per LIST request")
     p.add_argument("--bind-workers", type=int, default=16, help="parallel binds per group")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                    help="hold a Lease so only one replica schedules (default: on in a pod)")
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
                    help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
     p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
+    p.add_argument("--topology", default="zone=topology.kubernetes.io/zone",
+                   help="graph levels between the cluster and the nodes, outermost first, as "
+                        "LEVEL=NODE_LABEL,... (e.g. zone=topology.kubernetes.io/zone,"
+                        "rack=example.com/rack); PodGroups ask for one with the annotation "
+                        "fluxinfra.io/topology-required (or -preferred): LEVEL")
+    p.add_argument("--bind-timeout", type=int, default=60,
+                   help="seconds a failed bind is retried to its reserved node when the "
+                        "PodGroup sets no scheduleTimeoutSeconds")
+    p.add_argument("--no-preemption", dest="preemption", action="store_false",
+                   help="never evict lower-priority pods (default: DefaultPreemption)")
     p.add_argument("--queue", action="store_true",
                    help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
                         "docs/queue.md): needs its CRDs installed")
@@ -58,13 +82,6 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from fluxinfra.scheduler.allocator import SpreadAllocator
-    from fluxinfra.scheduler.binder import KubeBinder
-    from fluxinfra.scheduler.client import connect
-    from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
-    from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
-    from fluxinfra.scheduler.leader import LeaderElector
-    from fluxinfra.scheduler.metrics import Metrics, serve_http
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
 
     try:
@@ -74,40 +91,94 @@ def main(argv: list[str]) -> int:
     if args.reserve_depth < 0 or args.queue_depth < 1:
         raise ConfigError(f"--reserve-depth {args.reserve_depth} / --queue-depth "
                           f"{args.queue_depth}: use >= 0 and >= 1")
+    if args.fluxion_tls_dir and not args.fluxion_service:
+        raise ConfigError(f"--fluxion-tls-dir {args.fluxion_tls_dir}: given without "
+                          "--fluxion-service; name the service HOST:PORT too, or drop it")
+    for flag, value, low in (("--api-timeout", args.api_timeout, 0.1),
+                             ("--watch-timeout", args.watch_timeout, 1),
+                             ("--stall-timeout", args.stall_timeout, 1.0),
+                             ("--page-size", args.page_size, 1)):
+        if value < low:
+            raise ConfigError(f"{flag} {value}: use >= {low}")
+    if args.bind_timeout < 1:
+        raise ConfigError(f"--bind-timeout {args.bind_timeout}: use whole seconds >= 1")
+    from fluxinfra.matcher.k8s import parse_topology
+
+    try:
+        levels = parse_topology(args.topology)
+    except FluxinfraError as exc:
+        raise ConfigError(f"--topology {args.topology!r}: {exc}") from None
+    with termination_signals() as wait_for_signal:  # before any thread exists
+        return _schedule(args, default_duration, levels, wait_for_signal)
+
+
+def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
+              wait_for_signal: Callable[[], int]) -> int:
+    """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
+    from fluxinfra.scheduler.allocator import SpreadAllocator
+    from fluxinfra.scheduler.binder import KubeBinder
+    from fluxinfra.scheduler.client import Timeouts, connect
+    from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
+    from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
+    from fluxinfra.scheduler.leader import LeaderElector
+    from fluxinfra.scheduler.metrics import Metrics, serve_http
+
+    backend: RemoteBackend | None = None
     if args.allocator == "spread":
-        allocator = SpreadAllocator()
+        allocator: Any = SpreadAllocator(levels=levels)
     elif args.fluxion_service:
-        allocator = FluxionAllocator(args.policy, RemoteBackend(args.fluxion_service))
+        from fluxinfra.service.tls import read_tls_dir
+
+        tls = read_tls_dir(args.fluxion_tls_dir, "--fluxion-tls-dir") \
+            if args.fluxion_tls_dir else None
+        backend = RemoteBackend(args.fluxion_service, tls=tls)
+        allocator = FluxionAllocator(args.policy, backend, levels=levels)
     else:
-        allocator = FluxionAllocator(args.policy)
-    api = connect(args.kubeconfig, args.context)
+        allocator = FluxionAllocator(args.policy, levels=levels)
+    api = connect(args.kubeconfig, args.context, page_size=args.page_size,
+                  timeouts=Timeouts(read=args.api_timeout))
     metrics = Metrics()
     instance = os.environ.get("POD_NAME") or f"{args.scheduler_name}-{socket.gethostname()}"
     binder = KubeBinder(api, scheduler_name=args.scheduler_name, instance=instance,
                         metrics=metrics, workers=args.bind_workers, async_events=True)
     config = SchedulerConfig(scheduler_name=args.scheduler_name,
                              default_duration=default_duration,
-                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
+                             reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
+                             bind_timeout=args.bind_timeout, preemption=args.preemption)
     core = SchedulerCore(allocator, binder, config, metrics)
-    runner, served = _runner(args, api, core, metrics, instance, default_duration)
+    log = logging.getLogger("fluxinfra.scheduler")
+    sync_backend = None
+    if backend is not None:
+        sync_backend = _replay_reporter(allocator, backend, api, args.scheduler_name, instance)
+        metrics.matcher_replays.set_function(lambda: allocator.replays)
+    runner, served = _runner(args, api, core, metrics, instance, default_duration, sync_backend)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
-                            args.lease_name or f"{args.scheduler_name}-scheduler", instance)
+                            args.lease_name or f"{args.scheduler_name}-scheduler", instance,
+                            controller=args.scheduler_name)
 
-    def healthy() -> bool:
-        # A standby replica is healthy; the leader is healthy once it has synced.
+    def health() -> tuple[bool, str]:
+        # A standby replica is healthy; the leader once it has synced and while not stalled.
         if runner.stopped.is_set():
-            return False
-        return runner.healthy() if (not elect or elector.leading.is_set()) else True
+            return False, "stopping"
+        if elect and not elector.leading.is_set():
+            return True, "standby: another replica holds the lease"
+        return runner.health()
 
+    metrics.healthy.set_function(lambda: float(health()[0]))
     try:
-        http = serve_http(served, healthy, args.host, args.port)
+        http = serve_http(served, health, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runner.stop())
-    log = logging.getLogger("fluxinfra.scheduler")
+
+    def on_signal() -> None:
+        log.info("signal %d: stopping", wait_for_signal())
+        runner.stop()
+        # A loop stuck in a call cannot stop; leave before the kubelet's SIGKILL would.
+        _exit_later(20.0, "did not stop within 20 s of SIGTERM")
+
+    threading.Thread(target=on_signal, name="signals", daemon=True).start()
     log.info("scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
              args.scheduler_name, allocator.name, args.host, args.port)
     lost = False
@@ -121,8 +192,10 @@ def main(argv: list[str]) -> int:
                 nonlocal lost
                 lost = True
                 runner.stop()
+                # Another replica may lead in moments: never bind alongside it.
+                _exit_later(5.0, "lost the lease and the loop did not stop within 5 s")
 
-            elector.keep(runner.stopped, on_lost)
+            elector.keep(runner.stopped, on_lost, healthy=lambda: not runner.stalled())
         runner.run()
     finally:
         http.shutdown()
@@ -133,12 +206,16 @@ def main(argv: list[str]) -> int:
 
 
 def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instance: str,
-            default_duration: int) -> tuple[Any, Any]:
+            default_duration: int, sync_backend: Callable[[int], bool] | None
+            ) -> tuple[Any, Any]:
     """The runner, hosting the queue when ``--queue`` asks for it; and what /metrics serves."""
     from fluxinfra.scheduler.runner import Runner
 
+    robust = {"resync_seconds": args.resync, "watch_timeout": args.watch_timeout,
+              "stall_seconds": args.stall_timeout, "sync_backend": sync_backend,
+              "metrics": metrics}
     if not args.queue:
-        return Runner(api, core, resync_seconds=args.resync), metrics
+        return Runner(api, core, **robust), metrics
     from fluxinfra.queue.controller import QueueConfig, QueueCore
     from fluxinfra.queue.kube import QUEUE_KINDS, QueueClient
     from fluxinfra.queue.metrics import QueueMetrics, combined
@@ -148,8 +225,47 @@ def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instanc
     hosted = QueueCore(core, queue_api, QueueConfig(
         scheduler_name=args.scheduler_name, default_duration=default_duration,
         instance=instance, async_events=True), queue_metrics)
-    runner = Runner(queue_api, hosted, resync_seconds=args.resync, hosted_kinds=QUEUE_KINDS)
+    runner = Runner(queue_api, hosted, hosted_kinds=QUEUE_KINDS, **robust)
     return runner, combined(metrics, queue_metrics)
+
+
+def _exit_later(seconds: float, why: str) -> None:
+    """Exit the process (code 1) after ``seconds`` unless it has exited by then."""
+    def leave() -> None:
+        logging.getLogger("fluxinfra.scheduler").error("exiting: %s", why)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, leave)
+    timer.daemon = True
+    timer.start()
+
+
+def _replay_reporter(allocator: Any, backend: Any, api: Any, scheduler_name: str,
+                     instance: str) -> Callable[[int], bool]:
+    """The allocator's ``sync_backend``, plus an Event on the scheduler's own pod (when it
+    knows it: ``$POD_NAME``/``$POD_NAMESPACE``) each time the books are replayed."""
+    from fluxinfra.scheduler.events import pod_event
+    from fluxinfra.scheduler.kube import ApiError
+
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+
+    def sync(now: int) -> bool:
+        before = allocator.replays
+        ok = allocator.sync_backend(now)
+        if allocator.replays > before and pod and namespace:
+            note = (f"the Fluxion service {backend.client.target} lost our allocations "
+                    f"({backend.last_reset}); replayed {len(allocator.jobs)} jobs on "
+                    f"{len(allocator.nodes)} nodes")
+            try:
+                api.create_event(namespace, pod_event(namespace, pod, "", "MatcherReplayed",
+                                                      note, scheduler_name, instance,
+                                                      action="Replay"))
+            except ApiError as exc:
+                logging.getLogger("fluxinfra.scheduler").warning(
+                    "recording the replay failed: %s", exc)
+        return ok
+
+    return sync
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -38,18 +38,25 @@ class Counter:
         self.name, self.help = name, help_
         self._values: dict[tuple[tuple[str, str], ...], float] = {}
         self._lock = threading.Lock()
+        self._fn: Callable[[], float] | None = None
 
     def inc(self, amount: float = 1, **labels: str) -> None:
         key = tuple(sorted(labels.items()))
         with self._lock:
             self._values[key] = self._values.get(key, 0) + amount
 
+    def set_function(self, fn: Callable[[], float]) -> None:
+        """Read the (unlabelled, never decreasing) value at scrape time from its owner."""
+        self._fn = fn
+
     def value(self, **labels: str) -> float:
+        if self._fn is not None and not labels:
+            return self._fn()
         return self._values.get(tuple(sorted(labels.items())), 0)
 
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
-        values = self._values or {(): 0}
+        values = {(): self._fn()} if self._fn is not None else (self._values or {(): 0})
         lines += [f"{self.name}{_labels(dict(k))} {_fmt(v)}" for k, v in sorted(values.items())]
         return lines
 
@@ -124,11 +131,26 @@ class Metrics:
                                       "Time spent binding one pod.")
         self.e2e_latency = Histogram(p + "scheduling_latency_seconds",
                                      "Pod queued to bind decision.")
+        self.matcher_replays = Counter(p + "matcher_replays_total",
+                                       "Times every allocation was replayed into a Fluxion "
+                                       "service that had lost them (restarted).")
+        self.loop_wakeups = Counter(p + "loop_wakeups_total",
+                                    "Times the scheduling loop woke (events or timed work).")
+        self.healthy = Gauge(p + "healthy", "1 when /healthz answers 200, else 0.")
+        self.overcommitted = Gauge(p + "overcommitted",
+                                   "(node, resource) pairs whose summed pod requests exceed "
+                                   "allocatable (invariant: 0 unless others over-commit).")
+        self.preemption_victims = Counter(p + "preemption_victims_total",
+                                          "Pods evicted to make room for higher-priority pods.")
+        self.graph_rebuilds = Gauge(p + "graph_rebuilds",
+                                    "Times the allocator rebuilt its whole graph (node changes "
+                                    "are applied node by node; this stays 0 in process).")
 
     def all(self) -> list[Counter | Gauge | Histogram]:
         return [self.queue_depth, self.groups_pending, self.pods_bound, self.groups_scheduled,
                 self.unschedulable, self.errors, self.match_latency, self.bind_latency,
-                self.e2e_latency]
+                self.e2e_latency, self.matcher_replays, self.loop_wakeups, self.healthy,
+                self.overcommitted, self.preemption_victims, self.graph_rebuilds]
 
     def render(self) -> str:
         lines: list[str] = []
@@ -137,9 +159,10 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def serve_http(metrics: Metrics, healthy: Callable[[], bool], host: str = "0.0.0.0",
-               port: int = 10259) -> ThreadingHTTPServer:
-    """Start ``/healthz`` (200 ok / 503) and ``/metrics`` in a daemon thread; returns the server."""
+def serve_http(metrics: Metrics, healthy: Callable[[], bool | tuple[bool, str]],
+               host: str = "0.0.0.0", port: int = 10259) -> ThreadingHTTPServer:
+    """Start ``/healthz`` (200 ok / 503 with the reason) and ``/metrics`` in a daemon thread;
+    returns the server. ``healthy`` answers a bool or ``(bool, reason)``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
@@ -147,8 +170,10 @@ def serve_http(metrics: Metrics, healthy: Callable[[], bool], host: str = "0.0.0
                 body = metrics.render().encode()
                 self._reply(200, body, "text/plain; version=0.0.4; charset=utf-8")
             elif self.path.startswith(("/healthz", "/readyz", "/livez")):
-                ok = healthy()
-                self._reply(200 if ok else 503, b"ok\n" if ok else b"not ready\n",
+                answer = healthy()
+                ok, why = answer if isinstance(answer, tuple) else (answer, "")
+                why = why or ("ok" if ok else "not ready")
+                self._reply(200 if ok else 503, f"{why}\n".encode(),
                             "text/plain; charset=utf-8")
             else:
                 self._reply(404, b"not found\n", "text/plain; charset=utf-8")

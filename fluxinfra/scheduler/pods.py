@@ -1,12 +1,23 @@
-"""Read what the scheduler needs out of a pod's API JSON: requests, group, duration, priority.
+"""Read what the scheduler needs out of a pod's (and a PodGroup's) API JSON.
+
+Everything kube-scheduler v1.28's filters read is parsed once per pod change into a
+:class:`PodInfo`: the effective request of every resource by its exact name (``resource.
+PodRequests``: containers + sidecars vs. the peak init container, plus overhead), node selector,
+required node affinity, tolerations, required pod (anti-)affinity, DoNotSchedule topology spread
+constraints (``minDomains``, ``matchLabelKeys``, node inclusion policies), host ports,
+scheduling gates, priority and preemption policy, volumes.
 
 Labels and annotations the scheduler understands (all optional):
 
 ``scheduling.x-k8s.io/pod-group: NAME`` (label)
-    member of the scheduler-plugins PodGroup ``NAME`` in the pod's namespace; the group's size is
-    the PodGroup's ``spec.minMember``.
+    member of the scheduler-plugins PodGroup ``NAME`` in the pod's namespace (its
+    ``spec.minMember``, ``minResources``, ``scheduleTimeoutSeconds`` apply).
 ``fluxinfra.io/group: NAME`` + ``fluxinfra.io/group-size: N`` (labels)
-    the same without a custom resource: the group is complete when N pods carry the label.
+    the same without a custom resource: N pods must start together.
+``fluxinfra.io/topology-required: LEVEL`` / ``fluxinfra.io/topology-preferred: LEVEL``
+    (annotation or label, on the PodGroup or on the pods of a label group) every member in
+    one vertex of topology level LEVEL (``zone``, ``rack``, ... as configured); preferred
+    falls back to anywhere when no single domain has room now.
 ``fluxinfra.io/duration: 3600s`` (annotation; also ``90m``, ``2h``, ``1d``, plain seconds)
     how long the pod is expected to run: the matcher's walltime, used for backfill.
 
@@ -18,33 +29,46 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MIB, pod_requests
+from fluxinfra.matcher.k8s import pod_requests, resource_amounts
 from fluxinfra.scheduler.events import parse_time
+from fluxinfra.scheduler.selectors import (
+    LabelSelector,
+    NodeSelector,
+    SelectorError,
+    Toleration,
+)
 
 __all__ = [
     "ANNOT_DURATION",
+    "ANNOT_TOPOLOGY_PREFERRED",
+    "ANNOT_TOPOLOGY_REQUIRED",
     "LABEL_GROUP",
     "LABEL_GROUP_SIZE",
     "LABEL_PODGROUP",
+    "AffinityTerm",
+    "PodGroupSpec",
     "PodInfo",
     "PodSpecError",
     "Request",
-    "Shape",
-    "pod_request",
+    "SpreadConstraint",
     "parse_duration",
     "pod_info",
+    "pod_request",
+    "podgroup_spec",
 ]
 
 LABEL_PODGROUP = "scheduling.x-k8s.io/pod-group"
 LABEL_GROUP = "fluxinfra.io/group"
 LABEL_GROUP_SIZE = "fluxinfra.io/group-size"
 ANNOT_DURATION = "fluxinfra.io/duration"
+ANNOT_TOPOLOGY_REQUIRED = "fluxinfra.io/topology-required"
+ANNOT_TOPOLOGY_PREFERRED = "fluxinfra.io/topology-preferred"
 
-MIB = 2**20
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -68,27 +92,98 @@ def parse_duration(value: Any, where: str = f"metadata.annotations[{ANNOT_DURATI
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One pod's effective request: millicores, bytes of memory, whole GPUs."""
+    """Amounts by resource name in base units (cpu millicores, bytes, counts), positive only;
+    hashable, so identical requests share caches.
 
-    cpu_milli: int = 0
-    memory: int = 0
-    gpu: int = 0
+    >>> r = Request.of({"cpu": 500, "memory": 2**30})
+    >>> r.get("cpu"), r.get("nvidia.com/gpu"), r.slot()["pods"]
+    (500, 0, 1)
+    """
 
-    def shape(self) -> Shape:
-        """What the matcher sees: whole cores (at least one), whole memory chunks, GPUs."""
-        chunks = math.ceil(self.memory / (DEFAULT_MEMORY_CHUNK_MIB * MIB))
-        return Shape(max(1, math.ceil(self.cpu_milli / 1000)), chunks * DEFAULT_MEMORY_CHUNK_MIB,
-                     self.gpu)
+    amounts: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, amounts: Mapping[str, int]) -> Request:
+        return cls(tuple(sorted((k, int(v)) for k, v in amounts.items() if v > 0)))
+
+    def get(self, name: str, default: int = 0) -> int:
+        for key, value in self.amounts:
+            if key == name:
+                return value
+        return default
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        return iter(self.amounts)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.amounts)
+
+    def slot(self, pods: int = 1) -> dict[str, int]:
+        """What one pod takes from a node: its request plus one of the node's pods."""
+        out = dict(self.amounts)
+        out["pods"] = out.get("pods", 0) + pods
+        return out
+
+    def __add__(self, other: Request) -> Request:
+        out = dict(self.amounts)
+        for k, v in other.amounts:
+            out[k] = out.get(k, 0) + v
+        return Request.of(out)
+
+    @property
+    def cpu_milli(self) -> int:
+        return self.get("cpu")
+
+    @property
+    def memory(self) -> int:
+        return self.get("memory")
+
+    def __str__(self) -> str:
+        parts = []
+        for name, value in self.amounts:
+            if name == "cpu":
+                parts.append(f"cpu={value}m")
+            elif name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+                parts.append(f"{name}={_bytes(value)}")
+            else:
+                parts.append(f"{name}={value}")
+        return ", ".join(parts) or "nothing"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Shape:
-    """One slot of a jobspec, in the graph's units (see :mod:`fluxinfra.matcher.k8s`): memory is
-    a whole number of the graph's memory chunks, in MiB."""
+def _bytes(n: int) -> str:
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
 
-    cores: int = 1
-    memory_mib: int = 0
-    gpus: int = 0
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A required pod (anti-)affinity term (``framework.AffinityTerm``)."""
+
+    selector: LabelSelector
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector  # nothing when the term has none
+    topology_key: str
+
+    def matches(self, labels: Mapping[str, str], namespace: str,
+                ns_labels: Mapping[str, str] | None) -> bool:
+        if namespace in self.namespaces or (
+                ns_labels is not None and self.namespace_selector.matches(ns_labels)):
+            return self.selector.matches(labels)
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A DoNotSchedule ``topologySpreadConstraint`` as PodTopologySpread reads it."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector
+    min_domains: int = 1
+    honor_affinity: bool = True   #: nodeAffinityPolicy Honor (default)
+    honor_taints: bool = False    #: nodeTaintsPolicy Honor (default Ignore)
 
 
 @dataclass(slots=True)
@@ -108,8 +203,24 @@ class PodInfo:
     group_size: int = 1        #: declared size (label form); PodGroups carry it themselves
     duration: int = 0          #: seconds; 0 = the scheduler's default
     created: float = 0.0       #: creationTimestamp, epoch seconds (FCFS order)
+    started: float = 0.0       #: status.startTime (preemption picks the youngest victims)
     deleting: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    gates: tuple[str, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    node_affinity: NodeSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[AffinityTerm, ...] = ()
+    anti_affinity: tuple[AffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    preempt_never: bool = False
+    nominated_node: str = ""
+    unsupported: str = ""      #: why the scheduler cannot place it (volumes), "" if it can
+    condition: tuple[str, str, str] = ("", "", "")  #: PodScheduled (status, reason, message)
+    disruption_target: bool = False  #: DisruptionTarget=True (being preempted or evicted)
+    topology: tuple[str, str] = ("", "")  #: ("required"|"preferred", level) of a label group
 
     @property
     def key(self) -> str:
@@ -135,37 +246,176 @@ class PodInfo:
         """Bound and not finished: its requests are in use on its node."""
         return self.bound and not self.terminal
 
+    @property
+    def gated(self) -> bool:
+        return bool(self.gates)
 
-def pod_request(pod: dict[str, Any]) -> Request:
+    @property
+    def static_key(self) -> tuple:
+        """What the node-only filters read (NodeUnschedulable, NodeAffinity, TaintToleration):
+        pods with equal keys have the same candidate nodes before any pod-dependent check."""
+        return (self.node_selector, self.node_affinity, self.tolerations)
+
+    @property
+    def interpod(self) -> bool:
+        """Its placement depends on other pods' placement (and theirs on its): host ports,
+        required pod (anti-)affinity or hard topology spread."""
+        return bool(self.affinity or self.anti_affinity or self.spread or self.host_ports)
+
+
+def pod_request(pod: Mapping[str, Any]) -> Request:
     """Effective request (Kubernetes' rule, see :func:`fluxinfra.matcher.k8s.pod_requests`)."""
     try:
-        amounts = pod_requests(pod)
+        return Request.of(pod_requests(pod))
     except FluxinfraError as exc:
         raise PodSpecError(str(exc)) from None
-    gpu = sum(amounts.get(name, 0) for name in DEFAULT_GPU_RESOURCES)
-    return Request(amounts.get("cpu", 0), amounts.get("memory", 0), gpu)
 
 
-def pod_info(pod: dict[str, Any]) -> PodInfo:
+def _terms(raw: Any, where: str, namespace: str) -> tuple[AffinityTerm, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise PodSpecError(f"{where}: {raw!r} is not a list of pod affinity terms")
+    out = []
+    for i, term in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(term, Mapping) or not term.get("topologyKey"):
+            raise PodSpecError(f"{at}.topologyKey: missing; name the node label that forms "
+                               "the topology domain (e.g. kubernetes.io/hostname)")
+        namespaces = frozenset(term.get("namespaces") or [])
+        ns_sel = term.get("namespaceSelector")
+        if not namespaces and ns_sel is None:
+            namespaces = frozenset([namespace])
+        out.append(AffinityTerm(LabelSelector.parse(term.get("labelSelector"),
+                                                    f"{at}.labelSelector"),
+                                namespaces,
+                                LabelSelector.parse(ns_sel, f"{at}.namespaceSelector"),
+                                str(term["topologyKey"])))
+    return tuple(out)
+
+
+def _spread(raw: Any, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    out = []
+    for i, c in enumerate(raw or []):
+        at = f"spec.topologySpreadConstraints[{i}]"
+        if not isinstance(c, Mapping):
+            raise PodSpecError(f"{at}: {c!r} is not a topology spread constraint")
+        if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue  # ScheduleAnyway only scores
+        skew, key = c.get("maxSkew"), c.get("topologyKey")
+        if not isinstance(skew, int) or skew < 1 or not key:
+            raise PodSpecError(f"{at}: maxSkew {skew!r} / topologyKey {key!r}; give "
+                               "maxSkew >= 1 and a node label key")
+        selector = LabelSelector.parse(c.get("labelSelector"), f"{at}.labelSelector")
+        match_keys = {k: labels[k] for k in c.get("matchLabelKeys") or [] if k in labels}
+        if match_keys:
+            selector = selector.with_labels(match_keys)
+        min_domains = c.get("minDomains")
+        if min_domains is not None and (not isinstance(min_domains, int) or min_domains < 1):
+            raise PodSpecError(f"{at}.minDomains: {min_domains!r}; give an integer >= 1")
+        out.append(SpreadConstraint(int(skew), str(key), selector, int(min_domains or 1),
+                                    c.get("nodeAffinityPolicy", "Honor") != "Ignore",
+                                    c.get("nodeTaintsPolicy", "Ignore") == "Honor"))
+    return tuple(out)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    ports = []
+    for container in spec.get("containers") or []:  # NodePorts reads app containers only
+        for p in container.get("ports") or []:
+            port = int(p.get("hostPort") or 0)
+            if port > 0:
+                ports.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", port))
+    return tuple(ports)
+
+
+#: volume sources whose placement needs volume binding / topology, which we do not do
+_UNSUPPORTED_VOLUMES = ("persistentVolumeClaim", "ephemeral")
+
+
+def _unsupported(spec: Mapping[str, Any]) -> str:
+    for i, vol in enumerate(spec.get("volumes") or []):
+        for source in _UNSUPPORTED_VOLUMES:
+            if source in vol:
+                return (f"spec.volumes[{i}].{source}: volume binding and volume topology are "
+                        "not supported by this scheduler; schedule pods with persistent "
+                        "volumes with the default scheduler")
+    return ""
+
+
+def _topology(labels: Mapping[str, str], annotations: Mapping[str, str],
+              where: str) -> tuple[str, str]:
+    required = annotations.get(ANNOT_TOPOLOGY_REQUIRED) or labels.get(ANNOT_TOPOLOGY_REQUIRED)
+    preferred = annotations.get(ANNOT_TOPOLOGY_PREFERRED) or labels.get(ANNOT_TOPOLOGY_PREFERRED)
+    if required and preferred:
+        raise PodSpecError(f"{where}: both {ANNOT_TOPOLOGY_REQUIRED} and "
+                           f"{ANNOT_TOPOLOGY_PREFERRED} are set; keep one")
+    if required:
+        return ("required", required.strip())
+    if preferred:
+        return ("preferred", preferred.strip())
+    return ("", "")
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     """Parse one pod; raises :class:`PodSpecError` naming the offending field."""
+    try:
+        return _pod_info(pod)
+    except SelectorError as exc:
+        raise PodSpecError(str(exc)) from None
+
+
+def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    status = pod.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    annotations = dict(meta.get("annotations") or {})
     name, namespace = meta.get("name", ""), meta.get("namespace", "default")
+    affinity = spec.get("affinity") or {}
+    node_aff = (affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    pod_aff = affinity.get("podAffinity") or {}
+    anti_aff = affinity.get("podAntiAffinity") or {}
+    scheduled = next((c for c in status.get("conditions") or []
+                      if c.get("type") == "PodScheduled"), {})
     info = PodInfo(
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         namespace=namespace, name=name,
         scheduler_name=spec.get("schedulerName") or "default-scheduler",
         node_name=spec.get("nodeName") or "",
-        phase=(pod.get("status") or {}).get("phase") or "Pending",
-        request=Request(),
+        phase=status.get("phase") or "Pending",
+        request=pod_request(pod),
         priority=int(spec.get("priority") or 0),
         created=parse_time(meta.get("creationTimestamp")),
+        started=parse_time(status.get("startTime")),
         deleting=bool(meta.get("deletionTimestamp")),
-        annotations=dict(annotations),
+        labels=labels,
+        annotations=annotations,
+        gates=tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or []),
+        node_selector=tuple(sorted((str(k), str(v))
+                                   for k, v in (spec.get("nodeSelector") or {}).items())),
+        node_affinity=(NodeSelector.parse(node_aff, "spec.affinity.nodeAffinity."
+                                          "requiredDuringSchedulingIgnoredDuringExecution")
+                       if node_aff is not None else None),
+        tolerations=tuple(Toleration.parse(t, f"spec.tolerations[{i}]")
+                          for i, t in enumerate(spec.get("tolerations") or [])),
+        affinity=_terms(pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                        "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuring"
+                        "Execution", namespace),
+        anti_affinity=_terms(anti_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                             "spec.affinity.podAntiAffinity.requiredDuringScheduling"
+                             "IgnoredDuringExecution", namespace),
+        spread=_spread(spec.get("topologySpreadConstraints"), labels),
+        host_ports=_host_ports(spec),
+        preempt_never=spec.get("preemptionPolicy") == "Never",
+        nominated_node=status.get("nominatedNodeName") or "",
+        unsupported=_unsupported(spec),
+        condition=(str(scheduled.get("status", "")), str(scheduled.get("reason", "")),
+                   str(scheduled.get("message", ""))),
+        disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                              for c in status.get("conditions") or []),
     )
-    info.request = pod_request(pod)
     if labels.get(LABEL_PODGROUP):
         info.group_name, info.group_kind = labels[LABEL_PODGROUP], "podgroup"
         info.group_size = 0
@@ -181,6 +431,40 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
                 f"metadata.labels[{LABEL_GROUP_SIZE}]: {raw!r} is not a positive integer; "
                 f"pods labelled {LABEL_GROUP}={info.group_name} must also carry "
                 f"{LABEL_GROUP_SIZE}=N (N >= 1)")
+        info.topology = _topology(labels, annotations, "metadata.annotations")
     if ANNOT_DURATION in annotations:
         info.duration = parse_duration(annotations[ANNOT_DURATION])
     return info
+
+
+@dataclass(frozen=True)
+class PodGroupSpec:
+    """What the scheduler reads from a scheduler-plugins PodGroup."""
+
+    min_member: int
+    min_resources: Request = Request()
+    schedule_timeout: int = 0           #: seconds; 0 = the scheduler's default
+    topology: tuple[str, str] = ("", "")
+
+
+def podgroup_spec(obj: Mapping[str, Any]) -> PodGroupSpec:
+    """Parse a PodGroup; raises :class:`PodSpecError` naming the field and the fix."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    key = f"PodGroup {meta.get('namespace', 'default')}/{meta.get('name', '')}"
+    raw = spec.get("minMember")
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or int(raw) != raw or raw < 1:
+        raise PodSpecError(f"{key}: spec.minMember is {raw!r}; set it to the number of pods "
+                           "that must start together (>= 1)")
+    try:
+        min_res = Request.of(resource_amounts(spec.get("minResources"),
+                                              f"{key}: spec.minResources"))
+    except FluxinfraError as exc:
+        raise PodSpecError(str(exc)) from None
+    timeout = spec.get("scheduleTimeoutSeconds") or 0
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+        raise PodSpecError(f"{key}: spec.scheduleTimeoutSeconds is {timeout!r}; give whole "
+                           "seconds >= 1")
+    topology = _topology(meta.get("labels") or {}, meta.get("annotations") or {},
+                         f"{key}: metadata.annotations")
+    return PodGroupSpec(int(raw), min_res, int(timeout), topology)

@@ -7,8 +7,27 @@ then on informer threads put changes on one queue; the loop applies a batch of t
 (single-threaded: no locks in the core), then runs a scheduling cycle. Batching is what lets one
 cycle place thousands of pods that arrived together.
 
+**No work when idle.** The loop sleeps until an event arrives or until the next timed piece of
+work falls due (:meth:`SchedulerCore.next_due`: a job's declared end, a bind retry after its
+cool-down; and a cycle at least every ``resync_seconds``, as the informers relist), never on a
+one-second tick. A scheduler with nothing to do wakes once per resync period.
+
+**The watchdog** (:meth:`Runner.health`, served as ``/healthz`` and so the liveness probe):
+unhealthy when the loop has been inside one batch-and-cycle for more than ``stall_seconds``
+(a call that never returns, a deadlock), or when an informer has not heard from the API server
+for longer than a watch may last plus ``stall_seconds`` (a view that can no longer be
+refreshed). Every API call has a client timeout (:mod:`fluxinfra.scheduler.client`), so
+neither should happen while the API server answers; when it does, the kubelet restarts the
+scheduler, and the leader stops renewing its Lease (:mod:`fluxinfra.scheduler.leader`), so a
+standby takes over instead of a stuck leader keeping the Lease alive.
+
+**A remote matcher that lost its books** (a restarted Fluxion service): ``sync_backend`` (the
+allocator's :meth:`~fluxinfra.scheduler.fluxion.FluxionAllocator.sync_backend`) runs before each
+batch and cycle and replays every allocation; while the service is unreachable the loop retries
+with backoff and matches nothing.
+
 :meth:`Runner.pump` does one step synchronously (watch each kind once, apply, schedule); the
-tests and ``fluxinfra scheduler --once`` use it. :meth:`Runner.run` is the daemon loop.
+tests and the benchmarks use it. :meth:`Runner.run` is the daemon loop.
 """
 
 from __future__ import annotations
@@ -22,12 +41,19 @@ from typing import Any
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.scheduler.core import CycleReport, SchedulerCore
-from fluxinfra.scheduler.informer import Informer
+from fluxinfra.scheduler.fluxion import BackendUnavailable
+from fluxinfra.scheduler.informer import Backoff, Informer
 from fluxinfra.scheduler.kube import KINDS, ApiError, Kind, KubeApi
+from fluxinfra.scheduler.metrics import Metrics
 
 __all__ = ["Runner", "StartupError"]
 
 log = logging.getLogger(__name__)
+
+#: Shortest gap between two cycles while a burst of events is still arriving.
+BURST_GAP = 0.05
+_STOP = ("", "", {})  # wakes the loop on stop()
+_WAKE = ("", "wake", {})  # wakes the loop for work no watch event announces (a bind's result)
 
 
 class StartupError(FluxinfraError):
@@ -36,19 +62,28 @@ class StartupError(FluxinfraError):
 
 class Runner:
     def __init__(self, api: KubeApi, core: SchedulerCore, *, resync_seconds: float = 300.0,
-                 watch_timeout: int = 300, batch: int = 5000, idle_wait: float = 1.0,
+                 watch_timeout: int = 300, batch: int = 5000, stall_seconds: float = 120.0,
+                 sync_backend: Callable[[int], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 hosted_kinds: tuple[str, ...] = ()) -> None:
+                 hosted_kinds: tuple[str, ...] = (), metrics: Metrics | None = None) -> None:
         self.api = api
         self.core = core
+        #: the scheduler's metrics (``core`` may be a component hosting the core, with metrics
+        #: of its own: the queue)
+        own = getattr(core, "metrics", None)
+        self.metrics = metrics or (own if isinstance(own, Metrics) else Metrics())
         self.clock = clock
         self.t0 = clock()
         self.batch = batch
-        self.idle_wait = idle_wait
+        self.resync_seconds = resync_seconds
+        self.stall_seconds = stall_seconds
+        self.watch_timeout = watch_timeout
+        self.sync_backend = sync_backend
         self.events: queue.Queue[tuple[Kind, str, dict[str, Any]]] = queue.Queue()
         self.informers = {
             kind: Informer(api, kind, self._ignore, watch_timeout=watch_timeout,
-                           resync_seconds=resync_seconds, on_error=self._api_error)
+                           resync_seconds=resync_seconds, on_error=self._api_error,
+                           clock=clock)
             for kind in (*KINDS, *hosted_kinds)
         }
         #: kinds a component hosted by the core watches (the queue's Jobs, FluxJobs, ...): their
@@ -56,6 +91,18 @@ class Runner:
         self.hosted_kinds = hosted_kinds
         self.stopped = threading.Event()
         self.last_cycle: CycleReport | None = None
+        #: when the loop began its current batch-and-cycle; None while it waits (the watchdog)
+        self.busy_since: float | None = None
+        #: how often the daemon loop woke up and how many cycles it ran (idle means neither grows)
+        self.wakeups = 0
+        self.cycles = 0
+        self._last_cycle = clock()
+        self.metrics.loop_wakeups.set_function(lambda: self.wakeups)
+        self._backend_backoff = Backoff(initial=1.0, cap=30.0)
+        self._backend_retry_at: float | None = None
+        set_waker = getattr(core, "set_waker", None)  # a hosting component passes it on
+        if set_waker is not None:
+            set_waker(lambda: self.events.put(_WAKE))  # type: ignore[arg-type]
 
     def now(self) -> int:
         """Seconds since start: the allocator's clock."""
@@ -69,12 +116,13 @@ class Runner:
         self.events.put((kind, etype, obj))
 
     def _api_error(self, kind: Kind, exc: ApiError) -> None:
-        self.core.metrics.errors.inc(source=f"watch_{kind}")
+        self.metrics.errors.inc(source=f"watch_{kind}")
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", *self.hosted_kinds, "pods"):
+        others = ("namespaces", "poddisruptionbudgets", *self.hosted_kinds)
+        for kind in ("nodes", "podgroups", *others, "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -92,7 +140,8 @@ class Runner:
                     if self.stopped.wait(delay):
                         return
             informer.backoff.reset()
-        for kind in self.hosted_kinds:  # what the hosted component needs before the rebuild
+        # what the core (namespaces, PDBs) and a hosted component need before the rebuild
+        for kind in others:
             for obj in self.informers[kind].store.values():  # type: ignore[index]
                 self.core.on_object(kind, "ADDED", obj, self.now())  # type: ignore[attr-defined]
         self.core.load(self.informers["nodes"].store.values(),
@@ -104,8 +153,34 @@ class Runner:
                  len(self.core.nodes), len(self.core.pods), len(self.core.podgroups),
                  self.core.pending_pods())
 
+    def stalled(self) -> str:
+        """The watchdog: why the running loop is stalled, or "" (see the module docstring)."""
+        if not self.core.ready:
+            return ""  # still starting: the startup probe, not the watchdog, bounds that
+        now = self.clock()
+        busy = self.busy_since
+        if busy is not None and now - busy > self.stall_seconds:
+            return (f"scheduling loop stalled: one batch-and-cycle has run for "
+                    f"{now - busy:.0f}s (limit {self.stall_seconds:.0f}s)")
+        quiet_limit = self.watch_timeout + self.stall_seconds
+        for kind, informer in self.informers.items():
+            quiet = now - informer.last_contact
+            if quiet > quiet_limit:
+                return (f"no answer from the API server for {kind} for {quiet:.0f}s "
+                        f"(limit {quiet_limit:.0f}s: watch timeout + stall limit)")
+        return ""
+
+    def health(self) -> tuple[bool, str]:
+        """``(healthy, why)`` for ``/healthz``: synced, running, and not stalled."""
+        if self.stopped.is_set():
+            return False, "stopping"
+        if not self.core.ready:
+            return False, "initial sync not done"
+        why = self.stalled()
+        return (False, why) if why else (True, "ok")
+
     def healthy(self) -> bool:
-        return self.core.ready and not self.stopped.is_set()
+        return self.health()[0]
 
     def apply_pending(self, first: tuple[Kind, str, dict[str, Any]] | None = None) -> int:
         """Apply queued informer events (after ``first``) to the core; returns how many."""
@@ -119,6 +194,8 @@ class Runner:
                     kind, etype, obj = self.events.get_nowait()
                 except queue.Empty:
                     break
+            if not kind:
+                continue  # the stop or wake marker
             n += 1
             try:
                 if kind == "nodes":
@@ -131,10 +208,34 @@ class Runner:
                     self.core.on_object(kind, etype, obj, now)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - one bad object must not stop the scheduler
                 log.exception("applying %s %s failed", etype, kind)
-                self.core.metrics.errors.inc(source="apply")
+                self.metrics.errors.inc(source="apply")
         return n
 
+    def backend_ready(self) -> bool:
+        """Replay the books into a matcher that lost them; False (retry later) while it
+        cannot take them."""
+        if self.sync_backend is None:
+            return True
+        if self._backend_retry_at is not None and self.clock() < self._backend_retry_at:
+            return False
+        try:
+            ok = self.sync_backend(self.now())
+        except Exception:  # noqa: BLE001 - a replay that fails is retried, never fatal
+            log.exception("replaying allocations into the matcher failed")
+            ok = False
+        if ok:
+            if self._backend_retry_at is not None:
+                log.info("matcher back in step: every allocation replayed")
+            self._backend_retry_at = None
+            self._backend_backoff.reset()
+            return True
+        self.metrics.errors.inc(source="backend")
+        self._backend_retry_at = self.clock() + self._backend_backoff.next()
+        return False
+
     def cycle(self) -> CycleReport:
+        self.cycles += 1
+        self._last_cycle = self.clock()
         self.last_cycle = self.core.schedule(self.now())
         return self.last_cycle
 
@@ -147,7 +248,29 @@ class Runner:
                 self._api_error(informer.kind, exc)
         while self.apply_pending():
             pass
-        return self.cycle()
+        if not self.backend_ready():
+            return CycleReport()
+        try:
+            return self.cycle()
+        except BackendUnavailable as exc:
+            self._backend_lost(exc)
+            return CycleReport()
+
+    def wait_seconds(self, cycle_owed_at: float | None) -> float:
+        """How long the loop may sleep: until the next timed work, a retry of the matcher, an
+        owed cycle, or at the latest a resync period after the last cycle (a safety net for
+        work a hosted component retries without saying when)."""
+        now = self.clock()
+        due: list[float] = [self._last_cycle + self.resync_seconds - now]
+        if cycle_owed_at is not None:
+            due.append(cycle_owed_at - now)
+        if self._backend_retry_at is not None:
+            due.append(self._backend_retry_at - now)
+        if self.core.ready:
+            core_due = self.core.next_due(self.now())
+            if core_due is not None:
+                due.append(core_due)
+        return max(0.0, min(due))
 
     def run(self) -> None:
         """The daemon loop: watches in threads, apply batches, schedule."""
@@ -157,25 +280,51 @@ class Runner:
         for t in threads:
             t.start()
         next_cycle = 0.0
+        cycle_owed_at: float | None = self.clock()  # the pods queued at start-up
         while not self.stopped.is_set():
             try:
-                first = self.events.get(timeout=self.idle_wait)
+                first = self.events.get(timeout=self.wait_seconds(cycle_owed_at))
             except queue.Empty:
                 first = None
-            self.apply_pending(first)
-            if self.events.qsize() and self.clock() < next_cycle:
-                continue  # a burst is still arriving: take it in before matching
+            if self.stopped.is_set():
+                break
+            self.busy_since = self.clock()
+            self.wakeups += 1
             try:
-                report = self.cycle()
-            except Exception:  # noqa: BLE001
-                log.exception("scheduling cycle failed")
-                self.core.metrics.errors.inc(source="cycle")
-                continue
-            if report.tried:
-                log.debug("cycle: %s", report)
-            next_cycle = self.clock() + 0.05
+                self.apply_pending(first)
+                if self.events.qsize() and self.clock() < next_cycle:
+                    # a burst is still arriving: take it in before matching
+                    cycle_owed_at = next_cycle
+                    continue
+                cycle_owed_at = None
+                if not self.backend_ready():
+                    continue
+                self._cycle_logged()
+                next_cycle = self.clock() + BURST_GAP
+            finally:
+                self.busy_since = None
         for informer in self.informers.values():
             informer.stop()
 
+    def _cycle_logged(self) -> None:
+        try:
+            report = self.cycle()
+        except BackendUnavailable as exc:
+            self._backend_lost(exc)
+            return
+        except Exception:  # noqa: BLE001
+            log.exception("scheduling cycle failed")
+            self.metrics.errors.inc(source="cycle")
+            return
+        if report.tried:
+            log.debug("cycle: %s", report)
+
+    def _backend_lost(self, exc: BackendUnavailable) -> None:
+        """The matcher lost our books (or went away) mid-cycle: replay at once, then retry."""
+        log.warning("cycle stopped: %s", exc)
+        self.metrics.errors.inc(source="backend")
+        self._backend_retry_at = self.clock()
+
     def stop(self) -> None:
         self.stopped.set()
+        self.events.put(_STOP)  # type: ignore[arg-type]

@@ -96,10 +96,11 @@ class Workload:
     default_duration: int = 3600
 
     @property
-    def total_cores(self) -> int:
-        from fluxinfra.scheduler.allocator import node_specs
+    def total_cores(self) -> float:
+        from fluxinfra.matcher.k8s import node_allocatable
 
-        return sum(s.cores for s in node_specs(self.nodes)[0])
+        milli = sum(node_allocatable(n).get("cpu", 0) for n in self.nodes)
+        return milli // 1000 if milli % 1000 == 0 else milli / 1000
 
 
 def _node(name: str, cpu: str, memory: str, gpus: int) -> dict[str, Any]:
@@ -282,6 +283,12 @@ class _SimBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         pass
 
+    def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
+        raise AssertionError("the simulator runs without preemption")
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        pass
+
 
 class Simulation:
     """One replay of ``workload`` with one allocator."""
@@ -292,7 +299,9 @@ class Simulation:
         self.allocator = allocator
         self.now = 0
         self.binder = _SimBinder(self)
+        # Preemption is off: a workload's jobs run to completion once started.
         config = config or SchedulerConfig(default_duration=workload.default_duration)
+        config.preemption = False
         self.core = SchedulerCore(allocator, self.binder, config, Metrics(),
                                   clock=lambda: float(self.now))
         self._events: list[tuple[int, int, str, Any]] = []
@@ -360,8 +369,8 @@ class Simulation:
                 result.never_scheduled.append(job.name)
         return result
 
-    def _cores(self, uid: str) -> int:
-        return pod_request(self.pods[uid]).shape().cores
+    def _cores(self, uid: str) -> float:
+        return pod_request(self.pods[uid]).cpu_milli / 1000
 
 
 def compare(workload: Workload, policies: list[str], *, baseline: bool = True,

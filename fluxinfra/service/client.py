@@ -11,6 +11,8 @@ codes back into the matcher's typed errors, so the scheduler can use either inte
     python -m fluxinfra.service.client --target localhost:4242 info 1
     python -m fluxinfra.service.client --target localhost:4242 dump
     python -m fluxinfra.service.client --target localhost:4242 health
+    python -m fluxinfra.service.client --target localhost:4242 epoch
+    python -m fluxinfra.service.client --target svc:4242 --tls-dir /etc/fluxion-tls dump
 
 Output is one JSON document on stdout; failures are one line on stderr and exit code 2. A reader
 that stops early (``... dump --graph | head``) ends it quietly, with the shell's SIGPIPE status.
@@ -40,8 +42,23 @@ from fluxinfra.matcher.errors import (
 )
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
+from fluxinfra.service.tls import TlsFiles, read_tls_dir
 
-__all__ = ["FluxionClient", "RemoteResult", "ServiceError", "main"]
+#: Reconnect within seconds of a restarted service coming back (gRPC's default backoff grows
+#: to two minutes), on a channel of our own (not one shared with other clients in the process).
+#: Messages up to MAX_MESSAGE both ways (gRPC's default limit, 4 MiB, is a few hundred Node
+#: objects in a LoadNodes, or the JGF of a mid-sized graph in a Dump).
+MAX_MESSAGE = 256 * 2**20
+MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE),
+                   ("grpc.max_send_message_length", MAX_MESSAGE)]
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 500),
+                   ("grpc.max_reconnect_backoff_ms", 5000),
+                   ("grpc.use_local_subchannel_pool", 1), *MESSAGE_OPTIONS]
+
+#: Trailing-metadata key of the service instance's epoch (on every answer, errors included).
+EPOCH_KEY = "fluxion-epoch"
+
+__all__ = ["EPOCH_KEY", "FluxionClient", "RemoteResult", "ServiceError", "main"]
 
 
 class ServiceError(FluxinfraError):
@@ -84,14 +101,22 @@ _ERRORS: dict[grpc.StatusCode, type[MatcherError]] = {
 
 
 class FluxionClient:
-    """Calls one Fluxion service; ``timeout`` seconds per call."""
+    """Calls one Fluxion service; ``timeout`` seconds per call; with ``tls`` over mutual TLS
+    (this side's certificate from ``tls``, the service's checked against ``tls.ca``)."""
 
     def __init__(self, target: str, *, timeout: float = 30.0,
-                 channel: grpc.Channel | None = None) -> None:
+                 channel: grpc.Channel | None = None, tls: TlsFiles | None = None) -> None:
         self.target = target
         self.timeout = timeout
-        self.channel = channel or grpc.insecure_channel(target)
+        if channel is None:
+            channel = grpc.secure_channel(target, tls.channel_credentials(),
+                                          options=CHANNEL_OPTIONS) if tls is not None \
+                else grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.channel = channel
         self.stub = pb_grpc.FluxcliServiceStub(self.channel)
+        #: the service epoch of the last answer ("" before the first): changes when the
+        #: service restarted (and so forgot every job)
+        self.epoch = ""
 
     def close(self) -> None:
         self.channel.close()
@@ -102,11 +127,24 @@ class FluxionClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _note_epoch(self, call: Any) -> None:
+        for key, value in call.trailing_metadata() or ():
+            if key == EPOCH_KEY:
+                self.epoch = value if isinstance(value, str) else value.decode()
+
     def _call(self, method: str, request: Any) -> Any:
         try:
-            return getattr(self.stub, method)(request, timeout=self.timeout)
+            response, call = getattr(self.stub, method).with_call(request, timeout=self.timeout)
+            self._note_epoch(call)
+            return response
         except grpc.RpcError as exc:
+            if isinstance(exc, grpc.Call):
+                self._note_epoch(exc)
             code, details = exc.code(), exc.details() or ""
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not details.startswith("busy:"):
+                # gRPC's own limits (a message too large), not the matcher saying Busy
+                raise ServiceError(f"{self.target}: {method} failed with {code.name}: "
+                                   f"{details}") from None
             if code in _ERRORS:
                 raise _ERRORS[code](details) from None
             if code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -135,7 +173,7 @@ class FluxionClient:
 
     def load_nodes(self, nodes: list[dict[str, Any]]) -> None:
         req = pb.GraphUpdateRequest(load_nodes=pb.GraphUpdateRequest.LoadNodes(
-            nodes_json=json.dumps(nodes)))
+            nodes_json=json.dumps(nodes, separators=(",", ":"))))
         self._call("UpdateGraph", req)
 
     def cancel(self, jobid: int) -> None:
@@ -168,12 +206,32 @@ class FluxionClient:
             target=target, status=status))
         self._call("UpdateGraph", req)
 
+    def add_subgraph(self, jgf: dict[str, Any] | str, parent: str = "") -> dict[str, Any]:
+        """Attach a JGF subgraph (vertices whose containment path exists are reused); with
+        ``parent``, every vertex must lie under that vertex. Returns the graph's statistics."""
+        text = jgf if isinstance(jgf, str) else json.dumps(jgf)
+        req = pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(
+            jgf=text, parent=parent))
+        return json.loads(self._call("UpdateGraph", req).stat or "{}")
+
+    def remove_subgraph(self, path: str) -> dict[str, Any]:
+        """Remove a vertex (containment path or unique name) and everything below it; jobs
+        lose those resources. Returns the graph's statistics."""
+        req = pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph(
+            path=path))
+        return json.loads(self._call("UpdateGraph", req).stat or "{}")
+
     def dump(self, include_graph: bool = False) -> dict[str, Any]:
         resp = self._call("Dump", pb.DumpRequest(include_graph=include_graph))
         return {"now": resp.now, "stat": json.loads(resp.stat or "{}"),
                 "jobs": [{"jobid": j.jobID, "status": j.status, "at": j.at,
                           "duration": j.duration, "nodes": list(j.nodes)} for j in resp.jobs],
                 **({"jgf": json.loads(resp.jgf)} if resp.jgf else {})}
+
+    def service_epoch(self) -> dict[str, Any]:
+        """The service instance: ``epoch`` (new at every start), ``started``, ``jobs`` held."""
+        resp = self._call("Epoch", pb.EpochRequest())
+        return {"epoch": resp.epoch, "started": int(resp.started), "jobs": int(resp.jobs)}
 
     def health(self, service: str = "") -> str:
         stub = health_pb2_grpc.HealthStub(self.channel)
@@ -191,6 +249,8 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Call a fluxinfra Fluxion service.")
     p.add_argument("--target", default="localhost:4242", help="host:port of the service")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    p.add_argument("--tls-dir", help="mutual TLS: a directory with ca.crt (the service's CA), "
+                   "tls.crt and tls.key (this client's certificate and key)")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match", help="match a jobspec file (YAML or JSON; '-' = stdin)")
     m.add_argument("jobspec")
@@ -203,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dump", help="statistics and jobs (JSON)")
     d.add_argument("--graph", action="store_true", help="include the JGF of the whole graph")
     sub.add_parser("health", help="grpc.health.v1 status of the service")
+    sub.add_parser("epoch", help="which service instance answers (new at every start)")
     return p
 
 
@@ -213,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _call(args: argparse.Namespace) -> int:
     try:
-        with FluxionClient(args.target, timeout=args.timeout) as client:
+        tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
+        with FluxionClient(args.target, timeout=args.timeout, tls=tls) as client:
             out: Any
             if args.command == "match":
                 path = args.jobspec
@@ -230,6 +292,8 @@ def _call(args: argparse.Namespace) -> int:
                 out = client.info(args.jobid).as_dict()
             elif args.command == "dump":
                 out = client.dump(include_graph=args.graph)
+            elif args.command == "epoch":
+                out = client.service_epoch()
             else:
                 out = {"status": client.health()}
     except FluxinfraError as exc:

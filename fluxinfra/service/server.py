@@ -14,6 +14,11 @@ Unsatisfiable           FAILED_PRECONDITION   can never fit this graph
 UnknownJob              NOT_FOUND             no such job id
 ======================  ====================  =============================================
 
+Every answer, errors included, carries the service's **epoch** in its trailing metadata (key
+``fluxion-epoch``; also the ``Epoch`` RPC): ``<start time>/<random UUID>``, new each time a
+service starts. A restarted service holds none of the jobs its clients made, so a client that
+sees the epoch change knows it must replay them (the scheduler's ``RemoteBackend`` does).
+
 Start one with :func:`serve` (also what ``fluxinfra service`` runs); it registers the standard
 ``grpc.health.v1`` health service, reporting SERVING for "" and ``fluxcli.FluxcliService``.
 """
@@ -24,6 +29,8 @@ import json
 import logging
 import math
 import threading
+import time
+import uuid
 from concurrent import futures
 from typing import Any
 
@@ -43,9 +50,12 @@ from fluxinfra.matcher import (
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.allocations import register_amounts
+from fluxinfra.service.client import EPOCH_KEY, MESSAGE_OPTIONS
 from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.service.tls import TlsFiles
 
-__all__ = ["OPERATIONS", "SERVICE_NAME", "FluxionServicer", "serve"]
+__all__ = ["EPOCH_KEY", "OPERATIONS", "SERVICE_NAME", "FluxionServicer", "new_epoch", "serve",
+           "serve_health"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +63,13 @@ SERVICE_NAME = "fluxcli.FluxcliService"
 OPERATIONS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
               "satisfiability", "without_allocating")
 MIB = 2**20
+
+
+def new_epoch(started: float | None = None) -> str:
+    """``<start time, RFC 3339>/<random UUID>``: unique per service start, readable in logs."""
+    started = time.time() if started is None else started
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    return f"{stamp}/{uuid.uuid4()}"
 
 
 class _Abort(Exception):
@@ -130,12 +147,15 @@ def request_jobspec(request: pb.MatchRequest) -> Jobspec:
 class FluxionServicer(pb_grpc.FluxcliServiceServicer):
     """Implements every RPC of ``fluxcli.FluxcliService`` over one matcher."""
 
-    def __init__(self, matcher: Matcher, policy: str = "first") -> None:
+    def __init__(self, matcher: Matcher, policy: str = "first", epoch: str | None = None) -> None:
         self.matcher = matcher
         self.policy = policy
         self.lock = threading.Lock()
+        self.started = time.time()
+        self.epoch = epoch or new_epoch(self.started)
 
     def _run(self, context: grpc.ServicerContext, fn: Any) -> Any:
+        context.set_trailing_metadata(((EPOCH_KEY, self.epoch),))
         try:
             with self.lock:
                 return fn()
@@ -239,25 +259,26 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                 self.matcher.set_status(request.set_status.target, request.set_status.status)
             elif change == "load_nodes":
                 nodes = _json_field(request.load_nodes.nodes_json, "load_nodes.nodes_json")
-                if not isinstance(nodes, list):
+                if not isinstance(nodes, list) and not (isinstance(nodes, dict)
+                                                        and nodes.get("model") == "pools"):
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                 "load_nodes.nodes_json: not a JSON list of Node objects")
+                                 "load_nodes.nodes_json: not a JSON list of Node objects (or "
+                                 "{\"model\": \"pools\", \"nodes\": [...]})")
                 self.matcher = matcher_from_nodes(nodes, self.policy)
-            elif change in ("add_subgraph", "remove_subgraph"):
-                op = getattr(self.matcher, change, None)
-                if op is None:
-                    raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
-                                 f"{change}: the matcher cannot change its graph in place yet; "
-                                 "use load_nodes to replace the graph")
-                if change == "add_subgraph":
-                    op(request.add_subgraph.parent,
-                       _json_field(request.add_subgraph.jgf, "add_subgraph.jgf"))
-                else:
-                    op(request.remove_subgraph.path)
+            elif change == "add_subgraph":
+                jgf = _json_field(request.add_subgraph.jgf, "add_subgraph.jgf")
+                check_subgraph_parent(self.matcher.graph, jgf, request.add_subgraph.parent)
+                self.matcher.add_subgraph(jgf)
+            elif change == "remove_subgraph":
+                if not request.remove_subgraph.path:
+                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "remove_subgraph.path: empty; give a vertex's containment "
+                                 "path (/cluster0/node3) or unique name")
+                self.matcher.remove_subgraph(request.remove_subgraph.path)
             else:
                 raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                              "change: empty; set one of set_status, add_subgraph, "
-                             "remove_subgraph")
+                             "remove_subgraph, load_nodes")
             return pb.GraphUpdateResponse(stat=json.dumps(self.matcher.stat(), default=str))
         return self._run(context, run)
 
@@ -277,14 +298,49 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                                    jobs=jobs, jgf=jgf, now=int(self.matcher.now))
         return self._run(context, run)
 
+    def Epoch(self, request: pb.EpochRequest, context: grpc.ServicerContext) -> pb.EpochResponse:  # noqa: N802
+        return self._run(context, lambda: pb.EpochResponse(
+            epoch=self.epoch, started=int(self.started), jobs=len(self.matcher.jobs)))
 
-def matcher_from_nodes(nodes: list[dict[str, Any]], policy: str) -> Matcher:
-    """A fresh matcher over the graph of Kubernetes Node objects (full allocatable capacity)."""
-    from fluxinfra.matcher.k8s import graph_from_k8s
+
+def check_subgraph_parent(graph: Any, jgf: Any, parent: str) -> None:
+    """``add_subgraph.parent``, when given, must name an existing vertex, and every vertex of
+    the JGF must lie at or under it (by containment path): a subgraph lands where the caller
+    said or not at all."""
+    from fluxinfra.matcher.graph import CONTAINMENT, read_jgf_parts
+
+    if not parent:
+        return
+    top = graph.resolve(parent)  # GraphError (INVALID_ARGUMENT) when there is no such vertex
+    prefix = graph.path(top)
+    for vid, kwargs in read_jgf_parts(jgf)[0]:
+        path = (kwargs.get("paths") or {}).get(CONTAINMENT) or ""
+        if path != prefix and not path.startswith(prefix + "/"):
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
+                         f"add_subgraph.jgf: vertex {vid!r} has containment path {path!r}, "
+                         f"not under add_subgraph.parent {parent!r} ({prefix}); give every "
+                         "vertex a paths.containment below the parent")
+
+
+def matcher_from_nodes(nodes: list[dict[str, Any]] | dict[str, Any], policy: str) -> Matcher:
+    """A fresh matcher over the graph of Kubernetes Node objects (full allocatable capacity).
+
+    A list of Node objects builds the whole-core graph (``graph_from_k8s``, what Fluence-style
+    ``ps`` requests match); ``{"model": "pools", "nodes": [...], "topology": [[level, label],
+    ...], "ranks": {node: rank}}`` builds the scheduler's exact pool graph
+    (``fluxinfra.matcher.k8s.pool_graph``, matched with ``exact_pools``) with the ranks and
+    topology levels the scheduler uses, so its constraints mean the same nodes here."""
+    from fluxinfra.matcher.k8s import K8sInputError, graph_from_k8s, parse_topology, pool_graph
 
     try:
+        if isinstance(nodes, dict):
+            graph, _ = pool_graph(nodes.get("nodes") or [],
+                                  parse_topology(nodes.get("topology") or ""),
+                                  ranks=nodes.get("ranks") or {})
+            return Matcher(graph, policy=policy, exact_pools=True,
+                           prune_filters=nodes.get("prune_filters"))
         graph = graph_from_k8s(nodes, [], subtract_pods=False)
-    except (TypeError, KeyError, AttributeError) as exc:
+    except (TypeError, KeyError, AttributeError, K8sInputError) as exc:
         raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
                      f"load_nodes.nodes_json: not a list of Node objects ({exc})") from None
     return Matcher(graph, policy=policy)
@@ -300,20 +356,48 @@ def graph_jgf(graph: Any) -> dict[str, Any]:
 
 
 def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: int = 8,
-          policy: str = "first") -> tuple[grpc.Server, int]:
+          policy: str = "first", tls: TlsFiles | None = None,
+          epoch: str | None = None) -> tuple[grpc.Server, int]:
     """Start the service (non-blocking); returns the server and the bound port (``port=0`` picks
-    a free one)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy), server)
+    a free one). With ``tls`` the port speaks only mutual TLS: clients must present a
+    certificate signed by ``tls.ca``."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=MESSAGE_OPTIONS)
+    pb_grpc.add_FluxcliServiceServicer_to_server(FluxionServicer(matcher, policy, epoch), server)
+    return server, _start(server, host, port, tls)
+
+
+def serve_health(host: str = "[::]", port: int = 4243) -> tuple[grpc.Server, int]:
+    """Only ``grpc.health.v1``, in plain text, on a port of its own: the kubelet's gRPC probes
+    cannot present a client certificate, and nothing else is answered here."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    return server, _start(server, host, port, None)
+
+
+def _start(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> int:
+    """Add the health service, listen, start, report SERVING; returns the bound port."""
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0 and host == "[::]":
-        # No IPv6 in this network namespace (common in containers): IPv4 only.
-        bound = server.add_insecure_port(f"0.0.0.0:{port}")
-    if bound == 0:
-        raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
+    bound = _listen(server, host, port, tls)
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, bound
+    return bound
+
+
+def _listen(server: grpc.Server, host: str, port: int, tls: TlsFiles | None) -> int:
+    def add(address: str) -> int:
+        try:
+            if tls is None:
+                return server.add_insecure_port(address)
+            return server.add_secure_port(address, tls.server_credentials())
+        except RuntimeError:  # newer grpcio raises where older ones returned 0
+            return 0
+
+    bound = add(f"{host}:{port}")
+    if bound == 0 and host == "[::]":
+        # No IPv6 in this network namespace (common in containers): IPv4 only.
+        bound = add(f"0.0.0.0:{port}")
+    if bound == 0:
+        raise OSError(f"--port {port}: cannot listen on {host}:{port} (in use or not allowed)")
+    return bound

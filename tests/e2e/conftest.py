@@ -67,6 +67,16 @@ def real_node(cluster: Cluster) -> str:
     return cluster.real_node
 
 
+@pytest.fixture(scope="session")
+def busybox(cluster: Cluster, real_node: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The busybox image, imported into the real node's containerd."""
+    from kubebed import BUSYBOX_IMAGE, busybox_image
+
+    tar = busybox_image(tmp_path_factory.mktemp("images"))
+    cluster.bed.import_image(tar)
+    return BUSYBOX_IMAGE
+
+
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace, deleted (without waiting) after the test."""

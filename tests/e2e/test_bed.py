@@ -7,15 +7,6 @@ import json
 
 import pytest
 from e2e_cluster import Cluster, wait_for
-from kubebed import BUSYBOX_IMAGE, busybox_image
-
-
-@pytest.fixture(scope="session")
-def busybox(cluster: Cluster, real_node: str, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The busybox image, imported into the real node's containerd."""
-    tar = busybox_image(tmp_path_factory.mktemp("images"))
-    cluster.bed.import_image(tar)
-    return BUSYBOX_IMAGE
 
 
 def test_server_is_kubernetes_1_28(cluster: Cluster) -> None:

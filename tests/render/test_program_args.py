@@ -11,6 +11,7 @@ A flag renamed in ``fluxinfra/cli`` or a port changed on one side fails here, no
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib
 import inspect
 import io
@@ -24,6 +25,7 @@ import pytest
 from fluxinfra.cli import COMMANDS
 from fluxinfra.k8s import fluxion_service, scheduler
 from fluxinfra.k8s.config import match_policy
+from fluxinfra.pki import certificate_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_INTERFACES = {"0.0.0.0", "::", "[::]", ""}
@@ -88,11 +90,12 @@ def probe_ports(container: dict) -> dict[str, int]:
     return out
 
 
-def started(stack: str, manifests: list[dict], component: str, subcommand: str, port_name: str
-            ) -> tuple[dict, dict, argparse.Namespace, str]:
+def started(stack: str, manifests: list[dict], component: str, subcommand: str, port_name: str,
+            probe_flag: str = "port") -> tuple[dict, dict, argparse.Namespace, str]:
     """The component's Deployment, its container and parsed args, after the checks every
-    long-running fluxinfra process shares: the right subcommand, a policy the matcher reads, and
-    probes plus the named container port on the port it listens on, on all interfaces."""
+    long-running fluxinfra process shares: the right subcommand, a policy the matcher reads, the
+    named container port on the port it listens on and the probes on ``probe_flag``'s port
+    (the service's plain health port), on all interfaces."""
     dep = deployment(manifests, component)
     container = only_container(dep)
     sub, ns = parse_args(container)
@@ -100,9 +103,22 @@ def started(stack: str, manifests: list[dict], component: str, subcommand: str, 
     assert sub == subcommand, where
     assert match_policy(ns.policy) is None, where
     assert ns.host in ALL_INTERFACES, f"{where}: --host {ns.host} is not reachable by the kubelet"
-    assert set(probe_ports(container).values()) == {ns.port}, where
+    assert set(probe_ports(container).values()) == {getattr(ns, probe_flag)}, where
     assert container_port(container, port_name) == ns.port, where
     return dep, container, ns, where
+
+
+def mounted_secret(manifests: list[dict], dep: dict, container: dict, path: str) -> dict:
+    """The Secret the container reads at ``path`` (a rendered Secret, mounted there)."""
+    pod = dep["spec"]["template"]["spec"]
+    mount = next((m for m in container.get("volumeMounts", []) if m["mountPath"] == path), None)
+    assert mount, f"{dep['metadata']['name']}: nothing mounted at {path}"
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    name = volume["secret"]["secretName"]
+    found = [s for s in manifests if s["kind"] == "Secret" and s["metadata"]["name"] == name
+             and s["metadata"]["namespace"] == dep["metadata"]["namespace"]]
+    assert len(found) == 1, f"{dep['metadata']['name']}: Secret {name} is not rendered"
+    return found[0]
 
 
 def test_the_image_entrypoint_is_the_fluxinfra_command():
@@ -162,14 +178,35 @@ def test_scheduler_reaches_the_stacks_fluxion_service(stack_manifests):
     assert container_port(container, svc_port["targetPort"]) == service.port, stack
     assert services[host]["spec"]["selector"].items() <= \
         dep["spec"]["template"]["metadata"]["labels"].items(), stack
+    # Both ends of the mutual TLS: one CA; the server certificate names the host dialled.
+    sched_dep = deployment(manifests, scheduler.COMPONENT)
+    sched_container = only_container(sched_dep)
+    assert sched.fluxion_tls_dir, f"{stack}: the scheduler talks to the service in plain text"
+    client = mounted_secret(manifests, sched_dep, sched_container, sched.fluxion_tls_dir)
+    server = mounted_secret(manifests, dep, container, service.tls_dir)
+    assert client["data"]["ca.crt"] == server["data"]["ca.crt"], stack
+    assert host in certificate_names(base64.b64decode(server["data"]["tls.crt"]).decode()), stack
+    # The service's NetworkPolicy admits the scheduler's pods on the gRPC port.
+    policies = [p for p in manifests if p["kind"] == "NetworkPolicy" and
+                p["spec"]["podSelector"]["matchLabels"].items()
+                <= dep["spec"]["template"]["metadata"]["labels"].items()]
+    assert len(policies) == 1, stack
+    sched_labels = sched_dep["spec"]["template"]["metadata"]["labels"].items()
+    assert any(rule["from"][0]["podSelector"]["matchLabels"].items() <= sched_labels
+               and rule["ports"] == [{"protocol": "TCP", "port": service.port}]
+               for rule in policies[0]["spec"]["ingress"] if "from" in rule), stack
 
 
 def test_fluxion_service_args_parse_and_match_its_manifests(stack_manifests):
     dep, container, ns, where = started(*stack_manifests, fluxion_service.COMPONENT, "service",
-                                        "grpc")
+                                        "grpc", probe_flag="health_port")
     stack, manifests = stack_manifests
     # No file or recipe: in a pod the service builds its graph from the cluster.
     assert ns.graph is None and ns.recipe is None, where
+    # Mutual TLS from the rendered server Secret; the plain port is health only, not exposed.
+    secret = mounted_secret(manifests, dep, container, ns.tls_dir)
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}, where
+    assert container_port(container, "health") == ns.health_port != ns.port, where
     labels = dep["spec"]["template"]["metadata"]["labels"].items()
     for svc in (mf for mf in manifests if mf["kind"] == "Service"):
         selector = svc["spec"].get("selector")

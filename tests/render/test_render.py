@@ -64,22 +64,25 @@ def test_render_is_byte_deterministic(rendered, tmp_path):
         assert path.read_bytes() == other.read_bytes(), path.name
 
 
-def test_seed_changes_only_the_secrets_and_the_key_fingerprint(rendered):
+def test_seed_changes_only_the_secrets_and_the_key_fingerprints(rendered):
     other = render("dev", root=ROOT, seed=b"another seed of at least 32 bytes!")
     changed = {f for f in other.files if other.files[f] != rendered["dev"].files[f]}
     secrets = {f for f in changed if f.startswith("secret-")}
+    fingerprinted = {"daemonset-flux-installer-flux-installer.yaml":
+                     "fluxinfra.io/curve-public-key",
+                     "deployment-fluxinfra-system-fluxion-service.yaml":
+                     "fluxinfra.io/tls-ca-sha256"}
     hook = "mutatingwebhookconfiguration-fluxion-queue.yaml"
-    assert secrets and changed - secrets == {"daemonset-flux-installer-flux-installer.yaml",
-                                             hook}
+    assert len(secrets) == 5 and changed - secrets == {*fingerprinted, hook}, changed
     hook_diff = [(a, b) for a, b in zip(other.files[hook].splitlines(),
                                         rendered["dev"].files[hook].splitlines(), strict=True)
                  if a != b]
     assert len(hook_diff) == 2 and all("caBundle:" in a for a, _ in hook_diff), hook_diff
-    diff = [(a, b) for a, b in zip(other.files["daemonset-flux-installer-flux-installer.yaml"]
-                                   .splitlines(), rendered["dev"].files[
-                                       "daemonset-flux-installer-flux-installer.yaml"]
-                                   .splitlines(), strict=True) if a != b]
-    assert len(diff) == 1 and "fluxinfra.io/curve-public-key" in diff[0][0], diff
+    for name, annotation in fingerprinted.items():
+        diff = [(a, b) for a, b in zip(other.files[name].splitlines(),
+                                       rendered["dev"].files[name].splitlines(), strict=True)
+                if a != b]
+        assert len(diff) == 1 and annotation in diff[0][0], (name, diff)
 
 
 def test_kustomization_lists_every_manifest(rendered, tmp_path):

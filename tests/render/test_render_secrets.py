@@ -26,7 +26,9 @@ def test_secrets_are_private_and_apart(rendered, tmp_path):
     dev = rendered["dev"]
     assert dev.secret_files == ["secret-default-hello-curve.yaml",
                                 "secret-flux-installer-flux-installer-keys.yaml",
-                                "secret-fluxinfra-system-fluxion-queue-tls.yaml"]
+                                "secret-fluxinfra-system-fluxion-queue-tls.yaml",
+                                "secret-fluxinfra-system-fluxion-service-client-tls.yaml",
+                                "secret-fluxinfra-system-fluxion-service-server-tls.yaml"]
     (tmp_path / "secrets").mkdir(mode=0o755)
     (tmp_path / "secrets" / dev.secret_files[0]).write_text("old")
     (tmp_path / "secrets" / dev.secret_files[0]).chmod(0o644)  # a looser file from before
@@ -71,7 +73,7 @@ def test_kubectl_kustomize_applies_every_manifest_secrets_included(rendered, tmp
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     built = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert built == sorted((m["kind"], m["metadata"]["name"]) for m in rendered["prod"].manifests)
-    assert sum(d["kind"] == "Secret" for d in docs) == 3  # + the queue webhook's TLS
+    assert sum(d["kind"] == "Secret" for d in docs) == 5  # + the TLS of the service, the queue
 
 
 class _Terminal(io.StringIO):
@@ -94,12 +96,12 @@ def _render_cli(tmp_path, monkeypatch, *extra: str) -> tuple[str, str]:
 
 def test_prod_without_a_seed_warns_in_colour_on_a_terminal(tmp_path, monkeypatch):
     out, err = _render_cli(tmp_path, monkeypatch)
-    assert err.startswith("\033[1;33mwarning:\033[0m the CURVE certificate and munge key (and "
-                          "the queue webhook's TLS key) are derived from the stack name 'prod', "
-                          "which is public")
+    assert err.startswith("\033[1;33mwarning:\033[0m the CURVE certificate, the munge key and "
+                          "the TLS keys (the Fluxion service's, the queue webhook's) are derived "
+                          "from the stack name 'prod', which is public")
     assert "--seed-file FILE" in err and err.count("\n") == 1
-    assert "secrets: 3 Secret(s) with the CURVE certificate and munge key (and the queue " \
-           "webhook's TLS key) in " in out
+    assert "secrets: 5 Secret(s) with key material (CURVE certificate, munge key, TLS keys) " \
+        "in " in out
     assert "(directory 0700, files 0600, git-ignored" in out
 
 

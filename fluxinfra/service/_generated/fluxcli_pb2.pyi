@@ -217,3 +217,17 @@ class DumpResponse(_message.Message):
     jgf: str
     now: int
     def __init__(self, stat: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobState, _Mapping]]] = ..., jgf: _Optional[str] = ..., now: _Optional[int] = ...) -> None: ...
+
+class EpochRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EpochResponse(_message.Message):
+    __slots__ = ("epoch", "started", "jobs")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    epoch: str
+    started: int
+    jobs: int
+    def __init__(self, epoch: _Optional[str] = ..., started: _Optional[int] = ..., jobs: _Optional[int] = ...) -> None: ...

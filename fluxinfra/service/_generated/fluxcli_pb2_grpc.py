@@ -74,6 +74,11 @@ class FluxcliServiceStub:
                 request_serializer=fluxcli__pb2.DumpRequest.SerializeToString,
                 response_deserializer=fluxcli__pb2.DumpResponse.FromString,
                 _registered_method=True)
+        self.Epoch = channel.unary_unary(
+                '/fluxcli.FluxcliService/Epoch',
+                request_serializer=fluxcli__pb2.EpochRequest.SerializeToString,
+                response_deserializer=fluxcli__pb2.EpochResponse.FromString,
+                _registered_method=True)
 
 
 class FluxcliServiceServicer:
@@ -138,6 +143,15 @@ class FluxcliServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Epoch(self, request, context):
+        """Which service instance answers: its epoch changes every time the service starts (and so
+        forgets every job). Every other RPC also carries the epoch in its trailing metadata
+        (key "fluxion-epoch"), so a client notices a restart on its next call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FluxcliServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +194,11 @@ def add_FluxcliServiceServicer_to_server(servicer, server):
                     servicer.Dump,
                     request_deserializer=fluxcli__pb2.DumpRequest.FromString,
                     response_serializer=fluxcli__pb2.DumpResponse.SerializeToString,
+            ),
+            'Epoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Epoch,
+                    request_deserializer=fluxcli__pb2.EpochRequest.FromString,
+                    response_serializer=fluxcli__pb2.EpochResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -398,6 +417,33 @@ class FluxcliService:
             '/fluxcli.FluxcliService/Dump',
             fluxcli__pb2.DumpRequest.SerializeToString,
             fluxcli__pb2.DumpResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Epoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluxcli.FluxcliService/Epoch',
+            fluxcli__pb2.EpochRequest.SerializeToString,
+            fluxcli__pb2.EpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

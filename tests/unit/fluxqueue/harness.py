@@ -6,7 +6,7 @@ import os
 from collections import defaultdict
 from typing import Any
 
-from scheduler.harness import Clock
+from scheduler.harness import Clock, check_allocator_books
 from scheduler.kube_double import make_node
 
 from fluxinfra.matcher.k8s import node_allocatable
@@ -128,7 +128,7 @@ def check_books(h: QueueHarness) -> None:
     - every running pod is held exactly once, on its node: under its own uid, or as the slot of
       its FluxJob that it took;
     - every held slot belongs to a placed, unreleased slot of a live FluxJob, and vice versa;
-    - the allocator's ledger agrees with the core's jobs.
+    - the allocator's books and graph agree with the core's exact ledger.
     """
     api, core = h.api, h.sched
     node_objs = {n["metadata"]["name"]: n for n in api.objects["nodes"].values()}
@@ -158,14 +158,7 @@ def check_books(h: QueueHarness) -> None:
             assert uid in running, f"{uid} held but not running"
     for uid, node in slots.items():
         assert held.get(uid) == node, f"live slot {uid} on {node} not held"
-    ledger = core.allocator.ledger
-    books: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for j in core.jobs.values():
-        for node, shape in j.shares.values():
-            b = books[node]
-            b[0], b[1], b[2] = b[0] + shape.cores, b[1] + shape.memory_mib, b[2] + shape.gpus
-    for node, used_here in ledger.used.items():
-        assert used_here == books.get(node, [0, 0, 0]), f"ledger {node}: {used_here}"
+    check_allocator_books(core)
 
 
 def check_empty(h: QueueHarness) -> None:

@@ -122,8 +122,8 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
 
 @pulumi.runtime.test
 def test_fluxion_service_is_restricted_read_only_and_grpc_probed(recorded):
-    svc = FluxionService("fs", FluxionServiceArgs(port=5000, policy="lonode", namespace="sys",
-                                                  image=IMAGE))
+    svc = FluxionService("fs", FluxionServiceArgs(port=5000, health_port=5001, policy="lonode",
+                                                  namespace="sys", image=IMAGE))
 
     def check(urns):
         role = manifest(recorded, "fs-clusterrole")
@@ -133,15 +133,89 @@ def test_fluxion_service_is_restricted_read_only_and_grpc_probed(recorded):
         dep = manifest(recorded, "fs-deployment")
         container = pod_spec(dep)["containers"][0]
         urn = urns["fs-deployment"]
-        assert container["args"] == ["service", "--port", "5000", "--policy", "lonode"], urn
+        assert container["args"] == ["service", "--port", "5000", "--policy", "lonode",
+                                     "--tls-dir", "/etc/fluxinfra/tls",
+                                     "--health-port", "5001"], urn
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": 5000}, f"{urn}: {probe}"
+            assert container[probe]["grpc"] == {"port": 5001}, f"{urn}: {probe} (plain health)"
         assert container["securityContext"]["runAsNonRoot"] is True, urn
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}, urn
         service = manifest(recorded, "fs-service")
         assert service["spec"]["ports"][0]["port"] == 5000, urns["fs-service"]
+        assert [p["port"] for p in service["spec"]["ports"]] == [5000], "health stays in-pod"
 
     return when_registered(svc, check)
+
+
+@pulumi.runtime.test
+def test_fluxion_service_speaks_only_mutual_tls_to_the_scheduler(recorded):
+    """The certificates come from the stack (a dynamic resource), live only in Secrets, and
+    only the scheduler's pods may connect (mTLS + NetworkPolicy)."""
+    from cryptography import x509
+
+    from fluxinfra.pki import certificate_names
+
+    svc = FluxionService("ft", FluxionServiceArgs(port=5000, namespace="sys", image=IMAGE))
+
+    def check(urns):
+        server = manifest(recorded, "ft-secret-ft-server-tls")
+        client = manifest(recorded, "ft-secret-ft-client-tls")
+        urn = urns["ft-secret-ft-server-tls"]
+        assert server["type"] == client["type"] == "kubernetes.io/tls", urn
+        pems = {k: base64.b64decode(v).decode() for k, v in server["data"].items()}
+        cpems = {k: base64.b64decode(v).decode() for k, v in client["data"].items()}
+        assert set(pems) == set(cpems) == {"ca.crt", "tls.crt", "tls.key"}, urn
+        assert pems["ca.crt"] == cpems["ca.crt"], f"{urn}: one CA for both sides"
+        assert "ft.sys.svc.cluster.local" in certificate_names(pems["tls.crt"]), urn
+        ca = x509.load_pem_x509_certificate(pems["ca.crt"].encode())
+        for pem in (pems["tls.crt"], cpems["tls.crt"]):
+            x509.load_pem_x509_certificate(pem.encode()).verify_directly_issued_by(ca)
+        subject = x509.load_pem_x509_certificate(cpems["tls.crt"].encode()).subject
+        assert subject.rfc4514_string() == "CN=fluxion-scheduler,O=fluxinfra", urn
+        pod = pod_spec(manifest(recorded, "ft-deployment"))
+        mounts = {v["name"]: v for v in pod["volumes"]}
+        assert mounts["tls"]["secret"] == {"secretName": "ft-server-tls", "defaultMode": 0o400}
+        assert {"name": "tls", "mountPath": "/etc/fluxinfra/tls", "readOnly": True} in \
+            pod["containers"][0]["volumeMounts"], urns["ft-deployment"]
+        notes = manifest(recorded, "ft-deployment")["spec"]["template"]["metadata"]
+        assert len(notes["annotations"]["fluxinfra.io/tls-ca-sha256"]) == 16, "rolls on rotation"
+        policy = manifest(recorded, "ft-networkpolicy")["spec"]
+        urn = urns["ft-networkpolicy"]
+        assert policy["podSelector"]["matchLabels"] == \
+            manifest(recorded, "ft-deployment")["spec"]["selector"]["matchLabels"], urn
+        grpc_rule, health_rule = policy["ingress"]
+        assert grpc_rule == {"from": [{"podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": "fluxion-scheduler"}}}],
+            "ports": [{"protocol": "TCP", "port": 5000}]}, urn
+        assert health_rule == {"ports": [{"protocol": "TCP", "port": 4243}]}, urn
+        role = manifest(recorded, "ft-clusterrole")
+        assert all("secrets" not in rule["resources"] for rule in role["rules"]), urn
+        assert recorded["ft-tls"][0] == "pulumi-python:dynamic:Resource"
+
+    return when_registered(svc, check)
+
+
+@pulumi.runtime.test
+def test_scheduler_mounts_the_fluxion_client_certificate(recorded):
+    sched = FluxScheduler("st", FluxSchedulerArgs(
+        fluxion_service="fs.sys.svc.cluster.local:4242", fluxion_tls_secret="fs-client-tls",
+        namespace="sys"))
+
+    def check(urns):
+        pod = pod_spec(manifest(recorded, "st-deployment"))
+        urn = urns["st-deployment"]
+        args = pod["containers"][0]["args"]
+        assert args[args.index("--fluxion-service") + 1] == "fs.sys.svc.cluster.local:4242"
+        assert args[args.index("--fluxion-tls-dir") + 1] == "/etc/fluxinfra/fluxion-tls", urn
+        volume = next(v for v in pod["volumes"] if v["name"] == "fluxion-tls")
+        assert volume["secret"] == {"secretName": "fs-client-tls", "defaultMode": 0o400}, urn
+        labels = pod_spec(manifest(recorded, "st-deployment"))
+        assert labels, urn
+        template = manifest(recorded, "st-deployment")["spec"]["template"]["metadata"]
+        assert template["labels"]["app.kubernetes.io/name"] == "fluxion-scheduler", \
+            f"{urn}: the label the service's NetworkPolicy admits"
+
+    return when_registered(sched, check)
 
 
 @pulumi.runtime.test
@@ -153,7 +227,9 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
         rules = manifest(recorded, "sc-clusterrole")["rules"]
         granted = {(g, r, v) for rule in rules for g in rule["apiGroups"]
                    for r in rule["resources"] for v in rule["verbs"]}
-        expected = {("", "pods", v) for v in ("get", "list", "watch", "patch")}
+        expected = {("", "pods", v) for v in ("get", "list", "watch", "patch", "delete")}
+        expected |= {("", "namespaces", v) for v in ("get", "list", "watch")}
+        expected |= {("policy", "poddisruptionbudgets", v) for v in ("get", "list", "watch")}
         expected |= {("", "pods/binding", "create"), ("", "pods/status", "patch")}
         expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
         expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}

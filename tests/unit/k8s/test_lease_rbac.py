@@ -48,6 +48,11 @@ class LeaseStore:
         assert lease["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
         self._store(namespace, lease)
 
+    def create_event(self, namespace, event):
+        """Leadership changes are Events on the Lease (events.k8s.io/v1)."""
+        self.calls.append(("create_event", event["regarding"]["name"]))
+        assert event["apiVersion"] == "events.k8s.io/v1"
+
     def _store(self, namespace, lease):
         self.version += 1
         lease["metadata"]["resourceVersion"] = str(self.version)
@@ -77,8 +82,13 @@ def granted(rules):
 def test_election_uses_get_create_update_on_its_one_lease():
     args = FluxSchedulerArgs(scheduler_name="fluxion-a", namespace="sys")
     calls = election_calls("sys", lease_name(args))
-    assert {method for method, _ in calls} == {"get_lease", "create_lease", "replace_lease"}
+    assert {method for method, _ in calls} == {"get_lease", "create_lease", "replace_lease",
+                                              "create_event"}
     assert {name for _, name in calls} == {"fluxion-a-scheduler"}
+    # The Events on the Lease are covered by the ClusterRole's events.k8s.io create.
+    cluster_role = next(o for o in scheduler_manifests("s", args) if o["kind"] == "ClusterRole")
+    assert any(rule["apiGroups"] == ["events.k8s.io"] and "events" in rule["resources"]
+               and "create" in rule["verbs"] for rule in cluster_role["rules"])
 
 
 def test_client_lease_calls_map_to_the_granted_verbs():

@@ -176,6 +176,14 @@ def _commands(tmp_path) -> str:
     for i, c in enumerate(CMD_CONSTRAINTS):
         (tmp_path / f"c{i}.json").write_text(json.dumps(_slots(1, c)))
         lines.append(f"match allocate_with_satisfiability c{i}.json")
+    # whole nodes by constraint, then a reservation behind them, then a rack-level request
+    (tmp_path / "full.json").write_text(json.dumps(_slots(2, {"ranks": ["1"]}, cores=2)))
+    (tmp_path / "rack.json").write_text(json.dumps(
+        _slots(1, {"not": [{"hostlist": ["node[0-1]"]}]}, top="rack")))
+    (tmp_path / "never.json").write_text(json.dumps(_slots(1, {}, cores=3)))
+    lines += ["match allocate full.json", "match allocate_orelse_reserve c4.json",
+              "match allocate_orelse_reserve c2.json", "match allocate rack.json",
+              "match satisfiability c6.json", "match allocate_with_satisfiability never.json"]
     return "\n".join(lines + ["quit", ""])
 
 
@@ -187,8 +195,8 @@ def test_query_applies_constraints(tmp_path, monkeypatch) -> None:
     out = (tmp_path / "out.txt").read_text()
     nodes = [line.strip().strip("-").split("[")[0] for line in out.splitlines()
              if "node" in line and "[1:s]" in line]
-    assert nodes == ["node1", "node0", "node2", "node3", "node1", "node0"]
-    assert out.count("Unsatisfiable request") == 1
+    assert nodes[:6] == ["node1", "node0", "node2", "node3", "node1", "node0"]
+    assert out.count("Unsatisfiable request") == 3
 
 
 @pytest.mark.skipif(RESOURCE_QUERY is None,

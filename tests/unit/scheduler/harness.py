@@ -6,10 +6,11 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from fluxinfra.matcher.k8s import node_allocatable
+from fluxinfra.matcher.k8s import node_allocatable, pool_request
 from fluxinfra.scheduler.allocator import Allocator
 from fluxinfra.scheduler.binder import KubeBinder
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
+from fluxinfra.scheduler.fluxion import FluxionAllocator, InProcessBackend
 from fluxinfra.scheduler.pods import pod_info
 from fluxinfra.scheduler.runner import Runner
 
@@ -57,12 +58,21 @@ class Harness:
 
 
 def check_invariants(h: Harness) -> None:
-    """No node over-committed (real requests vs allocatable); the core counts exactly the running
-    pods, each on the node it runs on; the allocator's books match the core's jobs; the API
-    server refused nothing the scheduler sent."""
+    """The whole accounting agrees with the cluster, exactly, and the API server refused
+    nothing the scheduler sent:
+
+    1. no node is over-committed: for every node and resource (by its exact name) the running
+       pods' requests sum to at most allocatable, and the pod count to at most ``pods``;
+    2. the core's ledger holds exactly the running pods, each on its node (plus the pods whose
+       bind is being retried to their reserved node), with sums that add up, and the
+       ``overcommitted`` metric is 0;
+    3. the allocator's books hold, per node, exactly what the ledger holds;
+    4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say.
+    """
     assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
     nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    count: dict[str, int] = defaultdict(int)
     running: dict[str, str] = {}
     for pod in h.api.objects["pods"].values():
         if not pod["spec"].get("nodeName"):
@@ -71,32 +81,83 @@ def check_invariants(h: Harness) -> None:
         if not info.holds_resources:
             continue
         running[info.uid] = info.node_name
-        u = used[info.node_name]
-        u[0] += info.request.cpu_milli
-        u[1] += info.request.memory
-        u[2] += info.request.gpu
-    for node, (cpu, mem, gpus) in used.items():
+        count[info.node_name] += 1
+        for resource, amount in info.request.items():
+            used[info.node_name][resource] += amount
+    for node, amounts in used.items():
         if node not in nodes:
             continue
         alloc = node_allocatable(nodes[node])
-        assert cpu <= alloc.get("cpu", 0), f"{node}: {cpu}m cpu requested of {alloc}"
-        assert mem <= alloc.get("memory", 0), f"{node}: {mem} bytes requested of {alloc}"
-        assert gpus <= alloc.get("nvidia.com/gpu", 0), f"{node}: {gpus} GPUs of {alloc}"
-    held = {uid: node for node, shares in h.core.held().items() for uid, _ in shares}
-    assert held == running, f"core holds {held}, cluster runs {running}"
-    counts: dict[str, int] = defaultdict(int)
-    for job in h.core.jobs.values():
-        for uid in job.shares:
-            counts[uid] += 1
-    assert all(c == 1 for c in counts.values()), f"a pod is held twice: {dict(counts)}"
-    ledger = getattr(h.core.allocator, "ledger", None)
-    if ledger is not None:  # the Fluxion allocator's fast pre-check agrees with the core's jobs
-        books: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for job in h.core.jobs.values():
-            for node, shape in job.shares.values():
-                b = books[node]
-                b[0], b[1], b[2] = b[0] + shape.cores, b[1] + shape.memory_mib, b[2] + shape.gpus
-        for node, used_here in ledger.used.items():
-            assert used_here == books.get(node, [0, 0, 0]), \
-                f"ledger {node}: {used_here} vs {books[node]}"
+        for resource, amount in amounts.items():
+            assert amount <= alloc.get(resource, 0), \
+                f"{node}: {amount} {resource} requested of {alloc.get(resource, 0)}"
+        assert count[node] <= alloc.get("pods", 0), f"{node}: {count[node]} pods"
+    ledger = h.core.ledger
+    expected = dict(running)
+    expected.update({uid: b.node for uid, b in h.core.binding.items()})
+    assert dict(ledger.where) == expected, f"ledger {dict(ledger.where)}, cluster {expected}"
+    for state in ledger.nodes.values():
+        sums: dict[str, int] = defaultdict(int)
+        for pod in state.pods.values():
+            for resource, amount in pod.request.items():
+                sums[resource] += amount
+        assert dict(sums) == {k: v for k, v in state.requested.items() if v}, state.name
+    assert h.core.metrics.overcommitted.value() == 0, sorted(ledger.over)
+    check_allocator_books(h.core)
     assert math.isfinite(h.core.metrics.match_latency.count)
+
+
+def check_allocator_books(core: SchedulerCore) -> None:
+    """The Fluxion allocator's books hold, per node, what the core's ledger holds, and (in
+    process) the graph's pools what the books say."""
+    alloc = core.allocator
+    if not isinstance(alloc, FluxionAllocator):
+        return
+    live = set(core.reservations)
+    books: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    graph: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for jobid, pieces in alloc.jobs.items():
+        if jobid in live:
+            continue
+        for piece in pieces:
+            if piece.reserved:
+                continue
+            by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+            for i, (node, request) in enumerate(piece.shares):
+                pods = piece.pods[i] if piece.pods else 1
+                slot = request.slot(pods)
+                for r, n in slot.items():
+                    books[node][r] += n
+                    if piece.slots is not None and not piece.unheld:
+                        graph[node][r] += pool_request(r, n)
+                    elif not piece.unheld:
+                        by_node[node][r] += n
+            for node, amounts in by_node.items():
+                for r, n in amounts.items():
+                    graph[node][r] += pool_request(r, n)
+    for state in core.ledger.nodes.values():
+        if state.name not in alloc.nodes:
+            continue
+        want = {k: v for k, v in state.requested.items() if v}
+        if state.pods:
+            want["pods"] = len(state.pods)
+        got = {k: v for k, v in books.get(state.name, {}).items() if v}
+        assert got == want, f"books of {state.name}: {got}, ledger {want}"
+    backend = alloc.backend
+    if not isinstance(backend, InProcessBackend) or not backend.matcher:
+        return
+    m = backend.matcher
+    g, trav = m.graph, m.trav
+    now = alloc.now
+    for v in range(len(g)):
+        if g.removed[v] or g.type[v] in ("cluster", "node") or g.parent["containment"][v] == -1:
+            continue
+        parent = g.parent["containment"][v]
+        if g.type[parent] != "node":
+            continue
+        node = g.name[parent]
+        if node in alloc.unsynced:
+            continue
+        held = g.size[v] - trav.avail(v, now, 1)
+        assert held == graph.get(node, {}).get(g.type[v], 0), \
+            f"graph {node}/{g.name[v]}: {held} held, books say {graph.get(node, {})}"

@@ -85,14 +85,18 @@ def validate(obj: dict[str, Any]) -> None:
 
 def make_node(name: str, cpu: str = "32", memory: str = "128Gi", gpu: int = 0,
               labels: dict[str, str] | None = None, unschedulable: bool = False,
-              ready: bool = True) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+              ready: bool = True, taints: list[dict[str, str]] | None = None,
+              pods: str = "110", extra: dict[str, str] | None = None) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
     if gpu:
         allocatable["nvidia.com/gpu"] = str(gpu)
+    spec: dict[str, Any] = {"unschedulable": True} if unschedulable else {}
+    if taints:
+        spec["taints"] = taints
     node = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {"unschedulable": True} if unschedulable else {},
+        "spec": spec,
         "status": {"allocatable": allocatable, "capacity": dict(allocatable),
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
@@ -103,15 +107,28 @@ def make_node(name: str, cpu: str = "32", memory: str = "128Gi", gpu: int = 0,
 def make_pod(name: str, namespace: str = "default", *, cpu: str = "1", memory: str = "1Gi",
              gpu: int = 0, scheduler: str = "fluxion", node: str = "", phase: str = "Pending",
              labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-             priority: int | None = None, created: str = "2026-01-01T00:00:00Z"
-             ) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+             priority: int | None = None, created: str = "2026-01-01T00:00:00Z",
+             extra: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
+             ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A pod; ``extra`` adds requests by resource name, ``spec`` merges into the pod spec
+    (nodeSelector, affinity, tolerations, schedulingGates, topologySpreadConstraints ...)."""
+    requests: dict[str, Any] = {}
+    if cpu:
+        requests["cpu"] = cpu
+    if memory:
+        requests["memory"] = memory
     if gpu:
         requests["nvidia.com/gpu"] = str(gpu)
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
-    }
+    requests.update(extra or {})
+    # as the API server insists: extended resources and hugepages have limit == request
+    limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages-")}
+    container: dict[str, Any] = {"name": "main", "image": "busybox",
+                                 "resources": {"requests": requests}}
+    if limits:
+        container["resources"]["limits"] = limits
+    if ports:
+        container["ports"] = ports
+    spec = {"schedulerName": scheduler, "containers": [container], **(spec or {})}
     if node:
         spec["nodeName"] = node
     if priority is not None:
@@ -127,10 +144,13 @@ def make_pod(name: str, namespace: str = "default", *, cpu: str = "1", memory: s
     return pod
 
 
-def make_podgroup(name: str, min_member: int, namespace: str = "default") -> dict[str, Any]:
+def make_podgroup(name: str, min_member: int, namespace: str = "default", *,
+                  annotations: dict[str, str] | None = None,
+                  **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"minMember": min_member}, "status": {}}
+            "metadata": {"name": name, "namespace": namespace,
+                         "annotations": annotations or {}},
+            "spec": {"minMember": min_member, **spec}, "status": {}}
 
 
 class KubeApiDouble:
@@ -149,6 +169,7 @@ class KubeApiDouble:
         self.events: list[dict[str, Any]] = []
         self.status_patches: list[tuple[str, str, dict[str, Any]]] = []
         self.podgroup_patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.deleted: list[str] = []
         self.calls: defaultdict[str, int] = defaultdict(int)
         self._uids = itertools.count(1)
         self.podgroups_installed = True
@@ -259,22 +280,34 @@ class KubeApiDouble:
                 yield {"type": etype, "object": copy.deepcopy(obj)}
         yield {"type": "BOOKMARK", "object": bookmark(kind, str(self.current_rv))}
 
-    def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
-        body = binding(namespace, pod, uid, node)
-        validate(body)
-        self._maybe_fail("bind")
-        key = f"{namespace}/{pod}"
+    def _pod_with_uid(self, key: str, pod: str, uid: str) -> dict[str, Any]:
+        """The stored pod; 404 when there is none, 409 when its uid is not ``uid``."""
         current = self.objects["pods"].get(key)
         if current is None:
             raise api_error(404, f'pods "{pod}" not found')
         if uid and current["metadata"]["uid"] != uid:
             raise conflict("pods", pod, (
-                f"StorageError: invalid object, Code: 4, Key: /registry/pods/{namespace}/{pod}, "
+                f"StorageError: invalid object, Code: 4, Key: /registry/pods/{key}, "
                 f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
                 f"precondition: {uid}, UID in object meta: {current['metadata']['uid']}"))
+        return current
+
+    def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
+        body = binding(namespace, pod, uid, node)
+        validate(body)
+        self._maybe_fail("bind")
+        key = f"{namespace}/{pod}"
+        current = self._pod_with_uid(key, pod, uid)
+        # the binding storage's own refusals (pkg/registry/core/pod/storage), all 409
+        if current["metadata"].get("deletionTimestamp"):
+            raise conflict("pods/binding", pod,
+                           f"pod {pod} is being deleted, cannot be assigned to a host")
         if current["spec"].get("nodeName"):
             raise conflict("pods/binding", pod, f"pod {pod} is already assigned to node "
                                                 f'"{current["spec"]["nodeName"]}"')
+        if current["spec"].get("schedulingGates"):
+            raise conflict("pods/binding", pod,
+                           f"pod {pod} has non-empty .spec.schedulingGates")
         if f"/{node}" not in self.objects["nodes"]:
             # The real API server accepts it and the kubelet never shows up; we are stricter.
             raise AssertionError(f"bind of {key} to unknown node {node}")
@@ -314,11 +347,34 @@ class KubeApiDouble:
             conditions[cond["type"]] = {k: v for k, v in merged.items() if v is not None}
         updated["status"]["conditions"] = with_condition_times(list(conditions.values()))
         for k, v in patch["status"].items():
-            if k != "conditions":
+            if k == "conditions":
+                continue
+            if v is None:
+                updated["status"].pop(k, None)  # a strategic merge patch deletes a null key
+            else:
                 updated["status"][k] = v
         validate(updated)
         self.status_patches.append((namespace, pod, copy.deepcopy(patch)))
         self.update("pods", updated)
+
+    def delete_pod(self, namespace: str, pod: str, uid: str) -> None:
+        """Graceful delete: the pod gets a deletionTimestamp; :meth:`kubelet_sync` (what a
+        kubelet does once its containers stopped) removes it. An unbound pod goes at once."""
+        self._maybe_fail("delete_pod")
+        key = f"{namespace}/{pod}"
+        current = self._pod_with_uid(key, pod, uid)
+        self.deleted.append(key)
+        if not current["spec"].get("nodeName"):
+            self.delete("pods", key)
+            return
+        if not current["metadata"].get("deletionTimestamp"):
+            self.terminate(key)
+
+    def kubelet_sync(self) -> None:
+        """Every pod marked for deletion is gone (its containers stopped)."""
+        for key, pod in list(self.objects["pods"].items()):
+            if pod["metadata"].get("deletionTimestamp"):
+                self.delete("pods", key)
 
     def patch_podgroup_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._maybe_fail("patch_podgroup_status")

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from fluxinfra.scheduler.client import ClientKubeApi
+from fluxinfra.scheduler.client import ClientKubeApi, Timeouts
 from fluxinfra.scheduler.kube import ApiError
 
-from .kube_double import make_node, validate
+from .kube_double import make_node, make_pod, validate
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -24,6 +26,10 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
 
 class FakeApi(BaseHTTPRequestHandler):
     calls: list[tuple[str, str, str, Any]] = []
+    #: continue tokens to refuse with 410 Expired before honouring them
+    expire_tokens = 0
+    #: set to let requests to the "hang" paths finish (they stall like a stopped server)
+    release = threading.Event()
 
     def _send(self, code: int, body: Any, lines: list[Any] | None = None) -> None:
         self.send_response(code)
@@ -45,9 +51,49 @@ class FakeApi(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(length)) if length else None
 
+    def _pods_page(self) -> None:
+        """Seven pods, served ``limit`` at a time with the real server's continue/410 shapes."""
+        query = parse_qs(urlsplit(self.path).query)
+        limit = int(query.get("limit", ["0"])[0]) or 7
+        token = query.get("continue", [""])[0]
+        if token and FakeApi.expire_tokens:
+            FakeApi.expire_tokens -= 1
+            self._send(410, {**status(410, "Expired", "The provided continue parameter is too "
+                                                      "old to display a consistent list result."),
+                             "metadata": {"continue": "inconsistent"}})
+            return
+        start = int(token[1:]) if token else 0
+        items = [make_pod(f"p{i}") for i in range(start, min(7, start + limit))]
+        meta: dict[str, Any] = {"resourceVersion": "41"}
+        if start + limit < 7:
+            meta["continue"] = f"c{start + limit}"
+            meta["remainingItemCount"] = 7 - start - limit
+        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta,
+                         "items": items})
+
+    def _hang(self, body: bool) -> None:
+        """A stopped API server: the connection is accepted, the answer never comes (or a
+        watch's headers and first event come, then nothing)."""
+        if body:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = (json.dumps({"type": "ADDED", "object": make_node("n1")}) + "\n").encode()
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            self.wfile.flush()
+        FakeApi.release.wait(30)
+
     def do_GET(self) -> None:  # noqa: N802
         self.calls.append(("GET", self.path, "", None))
-        if self.path.startswith("/api/v1/nodes") and "watch=true" in self.path:
+        if "/namespaces/hang/" in self.path or self.path.startswith("/api/v1/nodes?hang"):
+            self._hang(body=False)
+        elif self.path.startswith("/api/v1/pods"):
+            self._pods_page()
+        elif self.path.startswith("/api/v1/nodes") and "watch=true" in self.path:
+            if "resourceVersion=stall" in self.path:
+                self._hang(body=True)
+                return
             node = make_node("n1")
             node["metadata"]["resourceVersion"] = "8"
             self._send(200, None, [{"type": "ADDED", "object": node},
@@ -65,7 +111,9 @@ class FakeApi(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = self._body()
         self.calls.append(("POST", self.path, self.headers.get("Content-Type", ""), body))
-        if self.path.endswith("/pods/taken/binding"):
+        if "/namespaces/hang/" in self.path:
+            self._hang(body=False)
+        elif self.path.endswith("/pods/taken/binding"):
             self._send(409, status(409, "Conflict", 'pod taken is already assigned to node "x"'))
         elif self.path.endswith("/binding"):
             self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
@@ -75,6 +123,9 @@ class FakeApi(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:  # noqa: N802
         body = self._body()
         self.calls.append(("PATCH", self.path, self.headers.get("Content-Type", ""), body))
+        if "/namespaces/hang/" in self.path:
+            self._hang(body=False)
+            return
         self._send(503, status(503, "ServiceUnavailable", "etcd is sad")) \
             if "podgroups" in self.path else self._send(200, body)
 
@@ -87,12 +138,22 @@ def api() -> Iterator[ClientKubeApi]:
     from kubernetes import client
 
     FakeApi.calls = []
+    FakeApi.expire_tokens = 0
+    FakeApi.release = threading.Event()
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{server.server_address[1]}"
-    yield ClientKubeApi(client.ApiClient(config))
+    yield ClientKubeApi(client.ApiClient(config), page_size=3)
+    FakeApi.release.set()
     server.shutdown()
+
+
+@pytest.fixture()
+def impatient(api: ClientKubeApi) -> ClientKubeApi:
+    """The same server through a client with sub-second timeouts."""
+    return ClientKubeApi(api._core.api_client, page_size=3,
+                         timeouts=Timeouts(connect=2, read=0.5, lease=0.3, watch_slack=0.5))
 
 
 def test_list_and_watch_return_api_json(api: ClientKubeApi) -> None:
@@ -148,3 +209,61 @@ def test_connection_refused_is_transient() -> None:
     with pytest.raises(ApiError) as info:
         ClientKubeApi(client.ApiClient(config)).list_objects("pods")
     assert info.value.status == 0 and info.value.transient
+
+
+def _list_calls() -> list[dict[str, list[str]]]:
+    return [parse_qs(urlsplit(path).query) for method, path, _, _ in FakeApi.calls
+            if method == "GET" and path.startswith("/api/v1/pods")]
+
+
+def test_lists_are_paginated_with_limit_and_continue(api: ClientKubeApi) -> None:
+    items, rv = api.list_objects("pods")
+    assert [p["metadata"]["name"] for p in items] == [f"p{i}" for i in range(7)]
+    assert rv == "41"
+    calls = _list_calls()
+    assert [c.get("limit") for c in calls] == [["3"]] * 3
+    assert [c.get("continue") for c in calls] == [None, ["c3"], ["c6"]]
+
+
+def test_an_expired_continue_token_restarts_the_list_then_lists_without_pages(
+        api: ClientKubeApi) -> None:
+    FakeApi.expire_tokens = 1
+    items, _ = api.list_objects("pods")
+    assert len(items) == 7 and api.restarts == 1, "restarted once, from the first page"
+    assert [c.get("continue") for c in _list_calls()] == [None, ["c3"], None, ["c3"], ["c6"]]
+    FakeApi.calls = []
+    FakeApi.expire_tokens = 2
+    items, _ = api.list_objects("pods")
+    assert len(items) == 7 and api.restarts == 3
+    assert _list_calls()[-1].get("limit") is None, "the last resort is one unpaginated list"
+    assert [p["metadata"]["name"] for p in items] == [f"p{i}" for i in range(7)]
+
+
+@pytest.mark.parametrize("call", [
+    lambda api: api.bind("hang", "p", "u", "n0"),
+    lambda api: api.patch_pod_status("hang", "p", {"status": {}}),
+    lambda api: api.get_lease("hang", "l"),
+], ids=["bind", "status-patch", "lease"])
+def test_a_server_that_never_answers_times_out(impatient: ClientKubeApi, call) -> None:
+    started = time.monotonic()
+    with pytest.raises(ApiError) as info:
+        call(impatient)
+    elapsed = time.monotonic() - started
+    assert info.value.status == 0 and info.value.transient
+    assert "timed out" in str(info.value).lower()
+    assert elapsed < 5, f"took {elapsed:.1f}s"
+
+
+def test_a_half_open_watch_raises_after_its_timeout_instead_of_freezing(
+        impatient: ClientKubeApi) -> None:
+    started = time.monotonic()
+    seen = []
+    with pytest.raises(ApiError) as info:
+        for event in impatient.watch_objects("nodes", "stall", 1):
+            seen.append(event["type"])
+    elapsed = time.monotonic() - started
+    assert seen == ["ADDED"], "the events before the stall arrive"
+    assert info.value.status == 0 and info.value.transient
+    assert 1.0 <= elapsed < 6, f"read timeout = timeoutSeconds + slack, took {elapsed:.1f}s"
+    watch = next(path for _, path, _, _ in FakeApi.calls if "watch=true" in path)
+    assert "timeoutSeconds=1" in watch

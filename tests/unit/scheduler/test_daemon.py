@@ -1,4 +1,5 @@
-"""The daemon loop for real: informer threads, the apply/schedule loop, /healthz and /metrics."""
+"""The daemon loop for real: informer threads, the apply/schedule loop, /healthz and /metrics,
+the loop sleeping when idle and waking for timed work, and the watchdog."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import urllib.error
 import urllib.request
 
 from fluxinfra.scheduler.binder import KubeBinder
-from fluxinfra.scheduler.core import SchedulerCore
+from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
 from fluxinfra.scheduler.fluxion import FluxionAllocator
+from fluxinfra.scheduler.kube import ApiError
 from fluxinfra.scheduler.metrics import Metrics, serve_http
 from fluxinfra.scheduler.runner import Runner
 
@@ -38,15 +40,15 @@ def test_daemon_binds_watched_pods_and_serves_health_and_metrics() -> None:
     metrics = Metrics()
     binder = KubeBinder(api, metrics=metrics, workers=4, async_events=True)
     core = SchedulerCore(FluxionAllocator(), binder, metrics=metrics)
-    runner = Runner(api, core, idle_wait=0.05)
-    server = serve_http(metrics, runner.healthy, "127.0.0.1", 0)
+    runner = Runner(api, core)
+    server = serve_http(metrics, runner.health, "127.0.0.1", 0)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     assert get(base + "/healthz")[0] == 503, "not ready before the initial sync"
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
     try:
         wait_for(lambda: api.get("pods", "default/early")["spec"].get("nodeName"))
-        assert get(base + "/healthz") == (200, "ok\n")
+        wait_for(lambda: get(base + "/healthz") == (200, "ok\n"))
         for i in range(3):  # arrive through the watch
             api.create("pods", make_pod(f"late{i}", cpu="2"))
         wait_for(lambda: all(api.get("pods", f"default/late{i}")["spec"].get("nodeName")
@@ -78,3 +80,100 @@ def test_forbidden_initial_list_is_a_clear_error() -> None:
     runner = Runner(api, SchedulerCore(FluxionAllocator(), KubeBinder(api)))
     with pytest.raises(StartupError, match="listing pods failed: 403.*ClusterRole"):
         runner.start()
+
+
+class Daemon:
+    """A runner on the API double in a thread, stopped by the context manager."""
+
+    def __init__(self, api: KubeApiDouble, config: SchedulerConfig | None = None,
+                 **runner_args) -> None:
+        self.api = api
+        self.binder = KubeBinder(api)
+        self.core = SchedulerCore(FluxionAllocator(), self.binder, config)
+        self.runner = Runner(api, self.core, **runner_args)
+        self.thread = threading.Thread(target=self.runner.run, daemon=True)
+
+    def __enter__(self) -> Daemon:
+        self.thread.start()
+        wait_for(lambda: self.core.ready)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.runner.stop()
+        self.thread.join(10)
+        self.binder.close()
+        assert not self.thread.is_alive()
+
+    def bound(self, pod: str) -> str:
+        return self.api.get("pods", f"default/{pod}")["spec"].get("nodeName", "")
+
+
+def test_an_idle_scheduler_does_no_work() -> None:
+    """No events and nothing due: the loop sleeps (it used to run a cycle every second)."""
+    api = KubeApiDouble()
+    api.create("nodes", make_node("n0"))
+    api.create("pods", make_pod("p0"))
+    with Daemon(api) as d:
+        wait_for(lambda: d.bound("p0"))
+        # the bind comes back through the watch (one more wakeup): wait until that is in
+        store = d.runner.informers["pods"].store
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in store.values())
+                 and d.runner.events.empty() and d.runner.busy_since is None)
+        time.sleep(0.5)
+        wakeups, cycles = d.runner.wakeups, d.runner.cycles
+        time.sleep(2.5)
+        assert (d.runner.wakeups, d.runner.cycles) == (wakeups, cycles)
+        assert d.core.metrics.loop_wakeups.value() == wakeups
+        api.create("pods", make_pod("p1"))  # an event wakes it
+        wait_for(lambda: d.bound("p1"))
+        assert d.runner.cycles > cycles
+
+
+def test_the_loop_wakes_for_a_bind_retry_without_any_event() -> None:
+    api = KubeApiDouble()
+    api.create("nodes", make_node("n0"))
+    api.fail_next("bind", 500)
+    api.create("pods", make_pod("p0"))
+    with Daemon(api, SchedulerConfig(bind_retry_after=0.5)) as d:
+        wait_for(lambda: d.bound("p0"), timeout=10)
+        assert api.calls["bind"] == 2, "failed once, retried after the cool-down"
+
+
+def test_watchdog_fails_health_while_one_cycle_hangs_and_recovers() -> None:
+    """A bind that never returns freezes the loop: /healthz must say so (the Lease alone
+    must not keep such a scheduler in charge); when the call returns, health comes back."""
+    api = KubeApiDouble()
+    api.create("nodes", make_node("n0"))
+    release = threading.Event()
+    real_bind = api.bind
+
+    def hanging_bind(*args) -> None:
+        release.wait(20)
+        real_bind(*args)
+
+    api.bind = hanging_bind  # type: ignore[method-assign]
+    with Daemon(api, stall_seconds=0.5) as d:
+        assert d.runner.health() == (True, "ok")
+        api.create("pods", make_pod("p0"))
+        wait_for(lambda: not d.runner.healthy(), timeout=10)
+        ok, why = d.runner.health()
+        assert not ok and why.startswith("scheduling loop stalled")
+        assert d.runner.stalled() == why
+        release.set()
+        wait_for(lambda: d.bound("p0"))
+        wait_for(d.runner.healthy)
+
+
+def test_watchdog_fails_health_when_the_api_server_goes_silent() -> None:
+    api = KubeApiDouble()
+    api.create("nodes", make_node("n0"))
+    with Daemon(api, watch_timeout=1, stall_seconds=0.5) as d:
+        assert d.runner.healthy()
+
+        def silent(*args, **kwargs):
+            raise ApiError(0, "ReadTimeoutError", "Read timed out. (read timeout=31)")
+
+        api.watch_objects = silent  # type: ignore[method-assign]
+        api.list_objects = silent  # type: ignore[method-assign]
+        wait_for(lambda: not d.runner.healthy(), timeout=10)
+        assert "no answer from the API server" in d.runner.health()[1]

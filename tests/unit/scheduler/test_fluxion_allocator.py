@@ -1,4 +1,5 @@
-"""Fluxion-specific behaviour: slot shape, EASY backfill, overrun, rebuilds, per-pod release."""
+"""Fluxion-specific behaviour: the pool graph, constraints, EASY backfill, overrun, node
+changes node by node, per-pod release."""
 
 from __future__ import annotations
 
@@ -7,88 +8,127 @@ import pytest
 from fluxinfra.matcher.errors import Busy, Unsatisfiable
 from fluxinfra.scheduler.core import SchedulerConfig
 from fluxinfra.scheduler.fluxion import FluxionAllocator
-from fluxinfra.scheduler.pods import ANNOT_DURATION, Shape
+from fluxinfra.scheduler.pods import ANNOT_DURATION, Request
 
 from .harness import Harness, check_invariants
 from .kube_double import KubeApiDouble, make_node, make_pod
+
+ZONE = "topology.kubernetes.io/zone"
 
 
 def nodes(n: int, cpu: str = "4", memory: str = "4Gi") -> list[dict]:
     return [make_node(f"n{i}", cpu=cpu, memory=memory) for i in range(n)]
 
 
+def cpu(milli: int, **more: int) -> Request:
+    return Request.of({"cpu": milli, **{k.replace("_", "/", 1): v for k, v in more.items()}})
+
+
+def place(a: FluxionAllocator, count: int, request: Request, now: int = 0, **kw):
+    return a.place(count, request, candidates=kw.pop("candidates", None), duration=60, now=now,
+                   reserve=kw.pop("reserve", False), **kw)
+
+
 def test_each_slot_is_on_one_node_and_slots_share_nodes() -> None:
     """Pins the jobspec form the scheduler relies on (top-level slot[count])."""
     a = FluxionAllocator()
     a.set_nodes(nodes(2))
-    p = a.place(8, Shape(1, 0, 0), duration=60, now=0, reserve=False)
-    assert sorted(p.nodes) == ["n0"] * 4 + ["n1"] * 4
+    p = place(a, 16, cpu(500))
+    assert sorted(p.nodes) == ["n0"] * 8 + ["n1"] * 8, "half cores share a node exactly"
     with pytest.raises(Unsatisfiable):
-        a.place(1, Shape(5, 0, 0), duration=60, now=0, reserve=False)  # 8 cores, 4 per node
+        place(a, 1, cpu(5000))  # 8 cores, 4 per node
     with pytest.raises(Busy):
-        a.place(1, Shape(1, 0, 0), duration=60, now=0, reserve=False)
+        place(a, 1, cpu(1))
+
+
+def test_candidates_travel_as_a_ranks_constraint() -> None:
+    a = FluxionAllocator()
+    a.set_nodes(nodes(4))
+    assert place(a, 2, cpu(1000), candidates=frozenset({"n2"})).nodes == ["n2", "n2"]
+    js = next(iter(a._jobspecs.values()))
+    assert js["attributes"]["system"]["constraints"] == {"ranks": ["2"]}
+    with pytest.raises(Unsatisfiable):
+        place(a, 1, cpu(1000), candidates=frozenset())
+    every = frozenset(f"n{i}" for i in range(4))
+    place(a, 1, cpu(1000), candidates=every)
+    assert a._constraint(every) is None, "every node: no constraint at all"
 
 
 def test_reservation_starts_when_the_running_job_ends() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(1))
-    a.place(1, Shape(4, 0, 0), duration=100, now=0, reserve=False)
-    p = a.place(1, Shape(2, 0, 0), duration=10, now=5, reserve=True)
+    a.place(1, cpu(4000), candidates=None, duration=100, now=0, reserve=False)
+    p = a.place(1, cpu(2000), candidates=None, duration=10, now=5, reserve=True)
     assert (p.status, p.at) == ("RESERVED", 100)
 
 
 def test_releasing_one_of_several_pods_on_a_node_frees_exactly_its_share() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(1))
-    p = a.place(4, Shape(1, 1024, 0), duration=60, now=0, reserve=False)
-    assert not a.release(p.jobid, "n0", Shape(1, 1024, 0))
+    req = Request.of({"cpu": 1000, "memory": 2**30})
+    p = place(a, 4, req)
+    assert not a.release(p.jobid, "n0", req)
     [piece] = a.jobs[p.jobid]
     assert piece.mjobid == p.jobid and piece.slots == [1, 2, 3], "slot 0 released alone"
-    a.place(1, Shape(1, 1024, 0), duration=60, now=1, reserve=False)  # exactly one came back
+    place(a, 1, req, now=1)  # exactly one came back
     with pytest.raises(Busy):
-        a.place(1, Shape(1, 0, 0), duration=60, now=1, reserve=False)
+        place(a, 1, cpu(1), now=1)
     for _ in range(3):
-        done = a.release(p.jobid, "n0", Shape(1, 1024, 0))
+        done = a.release(p.jobid, "n0", req)
     assert done and p.jobid not in a.jobs
 
 
 def test_nodes_join_and_leave_the_live_graph_without_a_rebuild() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(1))
-    first = a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    first = place(a, 1, cpu(4000))
     a.upsert_node(make_node("n1", cpu="4", memory="4Gi"))
-    assert a.rebuilds == 0 and a.ledger.free[0] == 4
-    p = a.place(1, Shape(4, 0, 0), duration=60, now=1, reserve=False)
-    assert p.nodes == ["n1"], "n0 is still full"
-    a.upsert_node(make_node("n2", cpu="2", memory="4Gi", labels={"topology.kubernetes.io/zone":
-                                                                  "z1"}))
-    assert a.place(1, Shape(2, 0, 0), duration=60, now=1, reserve=False).nodes == ["n2"]
+    assert a.rebuilds == 0
+    assert place(a, 1, cpu(4000), now=1).nodes == ["n1"], "n0 is still full"
+    a.upsert_node(make_node("n2", cpu="2", memory="4Gi", labels={ZONE: "z1"}))
+    assert place(a, 1, cpu(2000), now=1).nodes == ["n2"]
     a.remove_node("n0")
     assert a.rebuilds == 0
-    assert a.release(first.jobid, "n0", Shape(4, 0, 0)), "its share went with the node"
+    assert a.release(first.jobid, "n0", cpu(4000)), "its share went with the node"
     with pytest.raises(Busy):  # n1 and n2 are left, both full
-        a.place(1, Shape(1, 0, 0), duration=60, now=2, reserve=False)
-    assert sorted(a.ledger.capacity) == ["n1", "n2"] and a.ledger.free == [0, 8192, 0]
+        place(a, 1, cpu(1), now=2)
+    assert a.ranks == {"n0": 0, "n1": 1, "n2": 2}, "ranks are never reused"
 
 
-def test_a_resized_node_rebuilds_and_keeps_allocations() -> None:
+def test_a_resized_node_changes_alone_and_keeps_its_allocations() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(2))
-    a.place(2, Shape(4, 0, 0), duration=60, now=0, reserve=False)
+    running = place(a, 2, cpu(4000))
     a.upsert_node(make_node("n0", cpu="8", memory="4Gi"))
-    assert a.rebuilds == 1
-    p = a.place(1, Shape(4, 0, 0), duration=60, now=1, reserve=False)
-    assert p.nodes == ["n0"], "n0 grew by 4 free cores; n1 is still full"
+    assert (a.rebuilds, a.resized) == (0, 1)
+    assert place(a, 1, cpu(4000), now=1).nodes == ["n0"], "n0 grew by 4 free cores"
+    with pytest.raises(Busy):
+        place(a, 1, cpu(1), now=1)
+    for node in ("n0", "n1"):
+        a.release(running.jobid, node, cpu(4000))
+    assert place(a, 1, cpu(4000), now=2).nodes, "the pre-resize pod's share came back"
 
 
-def test_heartbeat_and_cordon_do_not_rebuild() -> None:
+def test_labels_taints_and_cordons_never_touch_the_graph() -> None:
     a = FluxionAllocator()
     a.set_nodes(nodes(2))
-    node = make_node("n0", cpu="4", memory="4Gi", unschedulable=True)
-    a.upsert_node(node)
-    assert a.rebuilds == 0 and a.status["n0"] == "down"
-    p = a.place(1, Shape(4, 0, 0), duration=60, now=0, reserve=False)
-    assert p.nodes == ["n1"]
+    graph = a.backend.matcher.graph
+    a.upsert_node(make_node("n0", cpu="4", memory="4Gi", unschedulable=True,
+                            labels={"pool": "b"},
+                            taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]))
+    assert a.backend.matcher.graph is graph and (a.rebuilds, a.resized) == (0, 0)
+
+
+def test_a_zone_label_change_moves_the_node() -> None:
+    a = FluxionAllocator(levels=f"zone={ZONE}")
+    a.set_nodes([make_node("n0", cpu="4", memory="4Gi", labels={ZONE: "a"})])
+    held = place(a, 1, cpu(3000))
+    a.upsert_node(make_node("n0", cpu="4", memory="4Gi", labels={ZONE: "b"}))
+    g = a.backend.matcher.graph
+    assert g.path(g.resolve("n0")) == "/cluster0/b/n0" and a.resized == 1
+    with pytest.raises(Busy):
+        place(a, 1, cpu(2000), now=1)  # its running pod moved with it
+    assert a.release(held.jobid, "n0", cpu(3000))
 
 
 def backfill_cluster() -> Harness:
@@ -149,40 +189,38 @@ def test_overrunning_pod_keeps_its_resources() -> None:
     check_invariants(h)
 
 
-def test_adopted_pods_are_registered_through_the_public_matcher_api(monkeypatch) -> None:
-    """``adopt`` holds a running pod's amounts with ``Matcher.register_amounts`` (no
-    traverser internals, no path scans) and matches then see them held."""
+def test_running_pods_are_registered_by_a_match_pinned_to_their_node() -> None:
+    """``adopt`` is a match with a ranks constraint on the node: never a vertex twice; a node
+    without the room is listed as unsynced and the books are kept."""
     a = FluxionAllocator(policy="low")
     a.set_nodes(nodes(2))
-    matcher = a.backend.matcher
-    calls = []
-    real = matcher.register_amounts
-    monkeypatch.setattr(matcher, "register_amounts",
-                        lambda *args, **kw: calls.append((args, kw)) or real(*args, **kw))
-    jobid = a.adopt("n1", Shape(3, 2048, 0), now=0, duration=100)
-    assert calls == [((jobid, "n1", {"core": 3, "memory": 2048, "gpu": 0}),
-                      {"at": 0, "duration": 100})]
-    held = matcher.info(jobid)
-    assert held.nodes == ["n1"]
-    amounts = {}
-    for _, v, amount, _, _ in held.emitted:
-        t = matcher.graph.type[v]
-        amounts[t] = amounts.get(t, 0) + (amount if t == "memory" else 1)
-    assert amounts["core"] == 3 and amounts["memory"] >= 2048
-    p = a.place(2, Shape(1, 0, 0), duration=10, now=0, reserve=False)
+    a.adopt("n1", cpu(3000), 2, now=0, duration=100)
+    assert not a.unsynced
+    p = place(a, 2, cpu(1000))
     assert sorted(p.nodes).count("n1") <= 1  # n1 has one core left
-    with pytest.raises(Busy):
-        a.place(1, Shape(4, 0, 0), duration=10, now=0, reserve=False)
+    jobid = a.adopt("n1", cpu(2000), 1, now=0, duration=100)
+    assert a.unsynced == {"n1"} and a.jobs[jobid][0].unheld
 
 
-def test_adopting_on_a_node_held_whole_is_busy_and_books_nothing() -> None:
-    """With a node-exclusive policy a placed job holds its node whole: adopting running pods
-    there must not book the node twice (``Busy``, which the core logs and counts), and the
-    allocator's ledger and the matcher hold nothing for the refused pods."""
-    a = FluxionAllocator(policy="lonodex")
-    a.set_nodes(nodes(1))
-    a.place(1, Shape(1, 0, 0), duration=60, now=0, reserve=False)  # n0, whole
-    before = sorted(a.jobs), sorted(a.backend.matcher.jobs)
-    with pytest.raises(Busy, match="n0"):
-        a.adopt("n0", Shape(1, 0, 0), now=0, duration=60)
-    assert (sorted(a.jobs), sorted(a.backend.matcher.jobs)) == before
+def test_the_service_gets_nodes_without_their_bulk() -> None:
+    """What RemoteBackend sends builds the same pool graph from a fraction of the bytes."""
+    import json
+
+    from fluxinfra.matcher.k8s import parse_topology, pool_graph
+    from fluxinfra.scheduler.fluxion import slim_node
+
+    node = make_node("n0", cpu="8", memory="32Gi", gpu=2, labels={ZONE: "a"})
+    node["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:x": {}}}]
+    node["status"]["images"] = [{"names": [f"img{i}@sha256:{i:064x}"], "sizeBytes": i}
+                                for i in range(50)]
+    node["status"]["conditions"][0].update(message="kubelet is posting ready status",
+                                           lastHeartbeatTime="2026-01-01T00:00:00Z")
+    slim = slim_node(node)
+    assert len(json.dumps(slim)) * 5 < len(json.dumps(node))
+    assert slim["metadata"]["labels"] == node["metadata"]["labels"]
+    assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    levels = parse_topology(f"zone={ZONE}")
+    (full, _), (lean, _) = (pool_graph([n], levels) for n in (node, slim))
+    assert len(full) > 4
+    assert [(full.type[v], full.name[v], full.size[v]) for v in range(len(full))] == \
+        [(lean.type[v], lean.name[v], lean.size[v]) for v in range(len(lean))]

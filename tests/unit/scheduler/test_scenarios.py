@@ -7,7 +7,8 @@ node over capacity, exactly one share held per running pod, on the node it runs 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -23,20 +24,6 @@ ALLOCATORS: dict[str, Callable[[], Allocator]] = {
     "spread": SpreadAllocator,
     "fluxion": lambda: FluxionAllocator(policy="first"),
 }
-
-
-@pytest.fixture(scope="module")
-def fluxion_service() -> Iterator[str]:
-    """One real gRPC Fluxion service on loopback; each scheduler reloads its graph."""
-    from fluxinfra.matcher import Matcher
-    from fluxinfra.matcher.k8s import graph_from_k8s
-    from fluxinfra.service.server import serve
-
-    nodes = [make_node("bootstrap")]
-    server, port = serve(Matcher(graph_from_k8s(nodes, [], subtract_pods=False)),
-                         host="127.0.0.1", port=0, workers=2)
-    yield f"127.0.0.1:{port}"
-    server.stop(grace=None)
 
 
 @pytest.fixture(params=[*sorted(ALLOCATORS), "fluxion-grpc"])
@@ -146,7 +133,11 @@ def test_group_larger_than_cluster_is_unschedulable_once(make: Callable[..., Har
     h.step(10)
     assert h.core.metrics.match_latency.count == tries, "no endless retry"
     assert not h.api.bindings
-    assert len(h.events("Unschedulable")) == 9 + 1  # each pod, and the PodGroup
+    never = h.events("Unschedulable")
+    pods = [e for e in never if e["regarding"]["kind"] == "Pod"]
+    assert len(pods) == 9 and all("can never fit" in e["note"] for e in pods), \
+        "one Event per pod, not one per cycle"
+    assert [e["regarding"]["kind"] for e in never].count("PodGroup") == 1
     assert h.conditions("huge-3")["PodScheduled"]["reason"] == "Unschedulable"
     # A node joins: the group is looked at again (and still cannot fit 9 cores on 12 - no,
     # it now can: 3 nodes x 4 cores).
@@ -207,8 +198,7 @@ def test_node_deleted_under_running_pods(make: Callable[..., Harness]) -> None:
     check_invariants(h)
 
 
-def test_bind_conflict_rolls_back_and_adopts_the_real_placement(
-        make: Callable[..., Harness]) -> None:
+def test_bind_conflict_accounts_for_the_real_placement(make: Callable[..., Harness]) -> None:
     h = make(nodes=2, cpu="4").start()
     h.api.create("pods", make_pod("racer", cpu="2"))
     real_bind = h.api.bind
@@ -223,24 +213,27 @@ def test_bind_conflict_rolls_back_and_adopts_the_real_placement(
     h.step()
     assert h.events("FailedBinding"), "the 409 is reported"
     assert h.core.metrics.errors.value(source="bind") == 1
-    assert h.core.held() == {}, "our share was rolled back"
-    h.step()  # the watch shows where the pod really runs
+    h.step()  # the watch shows where the pod really runs: counted there, our hold released
     [(uid, _)] = h.core.held()[h.node_of("racer")]
+    assert uid == h.api.get("pods", "default/racer")["metadata"]["uid"]
+    assert len(h.core.held()) == 1
     check_invariants(h)
 
 
-def test_server_error_on_bind_rolls_back_then_retries(make: Callable[..., Harness]) -> None:
+def test_server_error_on_bind_keeps_the_reservation_and_retries_to_the_same_node(
+        make: Callable[..., Harness]) -> None:
     cfg = SchedulerConfig(bind_retry_after=5)
     h = make(config=cfg).start()
     h.api.fail_next("bind", 503)
     h.api.create("pods", make_pod("p"))
     h.step()
     assert h.node_of("p") == ""
-    assert h.core.held() == {}, "the failed bind's share was released"
+    [(reserved, _)] = [(n, u) for n, us in h.core.held().items() for u in us]
+    check_invariants(h)
     h.step(1)
     assert h.node_of("p") == "", "still cooling down"
     h.step(5)
-    assert h.node_of("p")
+    assert h.node_of("p") == reserved
     check_invariants(h)
 
 
@@ -355,4 +348,50 @@ def test_node_heartbeats_do_not_wake_unschedulable_groups(make: Callable[..., Ha
     h.api.update("nodes", grown)
     h.step(10)
     assert h.node_of("huge") == "n0", "more capacity: tried again, and it fits"
+    check_invariants(h)
+
+
+class _SlowBinder:
+    """A KubeBinder whose binds finish when the test says so (async binding)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.held: list[tuple[Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def submit(self, assignments: list) -> list:
+        from concurrent.futures import Future
+
+        futures = []
+        for a in assignments:
+            f: Future = Future()
+            self.held.append((a, f))
+            futures.append(f)
+        return futures
+
+    def finish(self) -> None:
+        for a, f in self.held:
+            f.set_result(self.inner._bind_one(a))
+        self.held.clear()
+
+
+def test_binds_run_while_the_loop_goes_on(make: Callable[..., Harness]) -> None:
+    """Async binding: pods are assumed (ledger and graph) while their binds run; nothing else
+    takes their room meanwhile, and the results are taken in when the binds finish."""
+    h = make(nodes=1, cpu="4")
+    slow = _SlowBinder(h.binder)
+    h.core.binder = slow
+    h.start()
+    group_pods(h.api, "g", 3, cpu="1")
+    h.step()
+    assert not h.api.bindings and len(slow.held) == 3
+    assert sorted(len(v) for v in h.core.held().values()) == [3], "assumed on their node"
+    h.api.create("pods", make_pod("other", cpu="2"))
+    h.step()
+    assert h.node_of("other") == "", "the assumed gang's cores are not free"
+    slow.finish()
+    h.step()
+    assert len(h.api.bindings) == 3 and len(h.events("Scheduled")) == 3
     check_invariants(h)

@@ -213,3 +213,98 @@ def test_concurrent_matches_never_oversubscribe(server: str) -> None:
         assert sum(pool.map(grab, range(8))) == 8
     with FluxionClient(server, timeout=10) as c:
         assert len(c.dump()["jobs"]) == 8
+
+
+def _node_jgf(server_nodes: int, name: str) -> dict:
+    """The JGF of one more node for the service's whole-core graph (what a client of
+    ``UpdateGraph add_subgraph`` sends): the existing parent, by its path, and the new vertices
+    under it, from :func:`fluxinfra.matcher.k8s.node_insertion`'s plan."""
+    from fluxinfra.matcher.k8s import k8s_inventory, node_insertion
+
+    graph = graph_from_k8s(k8s_nodes(server_nodes), [], subtract_pods=False)
+    node = {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4",
+                                                                   "memory": "8Gi"}}}
+    plan = node_insertion(graph, k8s_inventory([node], [], subtract_pods=False).nodes[0])
+    parent = graph.resolve(plan["parent"])
+    nodes = [{"id": "parent", "metadata": {"type": graph.type[parent],
+                                           "uniq_id": graph.uniq_id[parent],
+                                           "paths": {"containment": plan["parent"]}}}]
+    parent_of = {child: pos for pos, child in plan["edges"]}
+    paths: dict[int, str] = {}
+    edges = []
+    for i, v in enumerate(plan["vertices"]):
+        paths[i] = f"{paths[parent_of[i]] if i in parent_of else plan['parent']}/{v['name']}"
+        md = {k: v[k] for k in ("type", "basename", "name", "id", "rank", "size", "unit")}
+        md.update(uniq_id=max(graph.uniq_id) + 1 + i, status=0,
+                  paths={"containment": paths[i]})
+        nodes.append({"id": f"new{i}", "metadata": md})
+        edges.append({"source": f"new{parent_of[i]}" if i in parent_of else "parent",
+                      "target": f"new{i}", "metadata": {"subsystem": "containment"}})
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def test_add_subgraph_attaches_a_node_and_remove_subgraph_takes_it_away(
+        client: FluxionClient) -> None:
+    """UpdateGraph add_subgraph used to answer INTERNAL (a TypeError in the service)."""
+    three = slots_jobspec(3, cores=4, duration=60)
+    with pytest.raises(Unsatisfiable):
+        client.match(three, op="allocate_with_satisfiability")
+    stat = client.add_subgraph(_node_jgf(2, "node9"), parent="/cluster0")
+    assert stat["vertices"] > 0
+    placed = client.match(three, op="allocate")
+    assert sorted(placed.nodes) == ["node0", "node1", "node9"]
+    client.cancel(placed.jobid)
+    client.remove_subgraph("node9")
+    with pytest.raises(Unsatisfiable):
+        client.match(three, op="allocate_with_satisfiability")
+
+
+@pytest.mark.parametrize(("parent", "needle"), [
+    ("/cluster0/node0", "not under add_subgraph.parent '/cluster0/node0'"),
+    ("/nowhere", "no vertex at path '/nowhere'"),
+])
+def test_add_subgraph_outside_its_parent_is_invalid_argument(stub, parent: str,
+                                                             needle: str) -> None:
+    req = pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(
+        jgf=json.dumps(_node_jgf(2, "node9")), parent=parent))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateGraph(req, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in info.value.details()
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    (pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(jgf="{")),
+     "add_subgraph.jgf: not valid JSON"),
+    (pb.GraphUpdateRequest(add_subgraph=pb.GraphUpdateRequest.AddSubgraph(jgf="{}")),
+     "JGF: top-level key 'graph'"),
+    (pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph()),
+     "remove_subgraph.path: empty"),
+    (pb.GraphUpdateRequest(remove_subgraph=pb.GraphUpdateRequest.RemoveSubgraph(path="ghost")),
+     "no vertex named 'ghost'"),
+])
+def test_bad_graph_updates_are_invalid_argument(stub, change, needle: str) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.UpdateGraph(change, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in info.value.details()
+
+
+def test_load_nodes_larger_than_grpcs_default_4_mib_is_accepted(client: FluxionClient) -> None:
+    """Real Node objects are kilobytes each (image lists, managedFields): a few hundred used to
+    exceed gRPC's default 4 MiB message limit, answered RESOURCE_EXHAUSTED (read as Busy)."""
+    images = [{"names": [f"registry.example.org/img{j}@sha256:{j:064x}"], "sizeBytes": j}
+              for j in range(60)]
+    nodes = [{**n, "status": {**n["status"], "images": images}} for n in k8s_nodes(600)]
+    assert len(json.dumps(nodes)) > 4 * 2**20
+    client.load_nodes(nodes)
+    assert client.dump()["stat"]["vertices"] > 600
+
+
+def test_grpc_limits_are_not_mistaken_for_busy(server: str) -> None:
+    from fluxinfra.service.client import ServiceError
+
+    tiny = grpc.insecure_channel(server, options=[("grpc.max_send_message_length", 1000)])
+    with FluxionClient(server, timeout=5, channel=tiny) as c, \
+            pytest.raises(ServiceError, match="RESOURCE_EXHAUSTED"):
+        c.load_nodes(k8s_nodes(50))

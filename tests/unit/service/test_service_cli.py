@@ -13,6 +13,7 @@ import pytest
 
 from fluxinfra.service.client import FluxionClient, ServiceError
 from fluxinfra.service.jobspecs import slots_jobspec
+from fluxinfra.signals import signal_disposition
 
 RECIPE = json.dumps({"cluster": "t", "racks": 1, "nodes_per_rack": 2, "sockets": 1,
                      "cores_per_socket": 4, "memory_per_socket": [1, 4]})
@@ -76,3 +77,39 @@ def test_scheduler_without_a_cluster_says_so() -> None:
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--kubeconfig" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--port", "--health-port"])
+def test_a_port_in_use_is_named(flag: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = {"--port": "0", "--health-port": "0", flag: str(busy)}
+        proc = fluxinfra("service", "--host", "127.0.0.1", "--recipe", RECIPE,
+                         *(x for kv in ports.items() for x in kv))
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, (out, err)
+    # gRPC's core logs its own line first; ours is last and names the flag
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"fluxinfra service: error: {flag} {busy}: "
+                                           "cannot listen"), err
+
+
+def test_sigterm_reaches_the_service_whichever_thread_the_kernel_picks() -> None:
+    """Every thread blocks SIGTERM and the main thread takes it with sigwait: a SIGTERM
+    handed to one of gRPC's threads used to wait for the main thread to wake (it did not,
+    until the kubelet's SIGKILL)."""
+    proc = fluxinfra("service", "--host", "127.0.0.1", "--port", "0", "--health-port", "0",
+                     "--recipe", RECIPE)
+    try:
+        assert "listening on" in proc.stderr.readline()
+        threads = signal_disposition(proc.pid)
+        assert len(threads) > 3 and "open" not in threads.values(), threads
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,240 @@
+"""Kubernetes selectors as kube-scheduler v1.28 evaluates them (pure functions on API JSON).
+
+- :class:`LabelSelector`: a ``metav1.LabelSelector`` (``matchLabels`` + ``matchExpressions``
+  with In, NotIn, Exists, DoesNotExist). A missing selector (``None``) selects nothing, an
+  empty one (``{}``) everything (``metav1.LabelSelectorAsSelector``).
+- :class:`NodeSelector`: ``requiredDuringSchedulingIgnoredDuringExecution`` of a node affinity:
+  terms are ORed, a term's ``matchExpressions`` (In, NotIn, Exists, DoesNotExist, Gt, Lt) and
+  ``matchFields`` (``metadata.name`` In/NotIn with one value) are ANDed; an empty term is
+  skipped and a selector with no usable term selects nothing (component-helpers'
+  ``nodeaffinity``).
+- :func:`tolerates`: one toleration against one taint (``v1.Toleration.ToleratesTaint``): an
+  empty effect matches every effect, an empty key with ``Exists`` every key.
+
+Malformed selectors raise :class:`~fluxinfra.scheduler.pods.PodSpecError` naming the field
+(the API server validates pods, so this only meets hand-made objects).
+
+>>> sel = LabelSelector.parse({"matchExpressions": [{"key": "app", "operator": "In",
+...                                                  "values": ["web"]}]}, "selector")
+>>> sel.matches({"app": "web"}), sel.matches({}), LabelSelector.parse(None, "x").matches({})
+(True, False, False)
+>>> ns = NodeSelector.parse({"nodeSelectorTerms": [{"matchExpressions": [
+...     {"key": "cores", "operator": "Gt", "values": ["8"]}]}]}, "affinity")
+>>> ns.matches("n1", {"cores": "16"}), ns.matches("n1", {"cores": "x"})
+(True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fluxinfra.errors import FluxinfraError
+
+__all__ = ["LabelSelector", "NodeSelector", "SelectorError", "Toleration", "Taint",
+           "tolerates", "untolerated_taint"]
+
+
+class SelectorError(FluxinfraError):
+    """A selector, toleration or taint that cannot be read (names the field)."""
+
+
+_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+_NODE_OPS = _LABEL_OPS + ("Gt", "Lt")
+
+
+def _requirement(expr: Any, where: str, ops: tuple[str, ...]) -> tuple[str, str, frozenset]:
+    if not isinstance(expr, Mapping):
+        raise SelectorError(f"{where}: {expr!r} is not a requirement (key, operator, values)")
+    key, op = expr.get("key"), expr.get("operator")
+    values = expr.get("values") or []
+    if not isinstance(key, str) or not key:
+        raise SelectorError(f"{where}.key: {key!r}; every requirement names a label key")
+    if op not in ops:
+        raise SelectorError(f"{where}.operator: {op!r}; use one of {', '.join(ops)}")
+    if not isinstance(values, list):
+        raise SelectorError(f"{where}.values: {values!r} is not a list")
+    if op in ("In", "NotIn") and not values:
+        raise SelectorError(f"{where}.values: {op} needs at least one value")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise SelectorError(f"{where}.values: {op} takes no values")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not _is_int(values[0])):
+        raise SelectorError(f"{where}.values: {op} needs exactly one integer value, got "
+                            f"{values!r}")
+    return key, op, frozenset(str(v) for v in values)
+
+
+def _is_int(value: Any) -> bool:
+    try:
+        int(str(value), 10)
+    except ValueError:
+        return False
+    return True
+
+
+def _matches(reqs: tuple[tuple[str, str, frozenset], ...], labels: Mapping[str, str]) -> bool:
+    for key, op, values in reqs:
+        value = labels.get(key)
+        if op == "In":
+            if value is None or value not in values:
+                return False
+        elif op == "NotIn":
+            if value is not None and value in values:
+                return False
+        elif op == "Exists":
+            if value is None:
+                return False
+        elif op == "DoesNotExist":
+            if value is not None:
+                return False
+        else:  # Gt, Lt: integer comparison; a non-integer label never matches
+            if value is None or not _is_int(value):
+                return False
+            bound = int(next(iter(values)))
+            if (op == "Gt" and not int(value) > bound) or (op == "Lt" and not int(value) < bound):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A parsed ``metav1.LabelSelector``; ``nothing`` for a missing one."""
+
+    reqs: tuple[tuple[str, str, frozenset], ...] = ()
+    nothing: bool = False
+
+    @classmethod
+    def parse(cls, obj: Any, where: str) -> LabelSelector:
+        if obj is None:
+            return cls(nothing=True)
+        if not isinstance(obj, Mapping):
+            raise SelectorError(f"{where}: {obj!r} is not a label selector (matchLabels, "
+                                "matchExpressions)")
+        match_labels = obj.get("matchLabels") or {}
+        if not isinstance(match_labels, Mapping):
+            raise SelectorError(f"{where}.matchLabels: {match_labels!r} is not a mapping")
+        reqs = [(str(k), "In", frozenset([str(v)])) for k, v in sorted(match_labels.items())]
+        for i, expr in enumerate(obj.get("matchExpressions") or []):
+            reqs.append(_requirement(expr, f"{where}.matchExpressions[{i}]", _LABEL_OPS))
+        return cls(tuple(reqs))
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> LabelSelector:
+        """``labels.SelectorFromSet``: every key equal to its value (empty: everything)."""
+        return cls(tuple((k, "In", frozenset([v])) for k, v in sorted(labels.items())))
+
+    def with_labels(self, labels: Mapping[str, str]) -> LabelSelector:
+        """This selector AND the given key=value pairs (matchLabelKeys)."""
+        if self.nothing:
+            return self
+        return LabelSelector(self.reqs + LabelSelector.from_labels(labels).reqs)
+
+    @property
+    def empty(self) -> bool:
+        """Selects everything (``labels.Selector.Empty``)."""
+        return not self.nothing and not self.reqs
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return not self.nothing and _matches(self.reqs, labels)
+
+
+@dataclass(frozen=True)
+class NodeSelector:
+    """Required node affinity: a tuple of terms, each ``(label reqs, field reqs)``."""
+
+    terms: tuple[tuple[tuple, tuple], ...]
+
+    @classmethod
+    def parse(cls, obj: Any, where: str) -> NodeSelector:
+        if not isinstance(obj, Mapping):
+            raise SelectorError(f"{where}: {obj!r} is not a NodeSelector (nodeSelectorTerms)")
+        terms = []
+        raw = obj.get("nodeSelectorTerms") or []
+        if not isinstance(raw, list):
+            raise SelectorError(f"{where}.nodeSelectorTerms: {raw!r} is not a list")
+        for i, term in enumerate(raw):
+            at = f"{where}.nodeSelectorTerms[{i}]"
+            if not isinstance(term, Mapping):
+                raise SelectorError(f"{at}: {term!r} is not a term")
+            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+            if not exprs and not fields:
+                continue  # an empty term matches nothing and is skipped
+            labels = tuple(_requirement(e, f"{at}.matchExpressions[{j}]", _NODE_OPS)
+                           for j, e in enumerate(exprs))
+            field_reqs = []
+            for j, f in enumerate(fields):
+                key, op, values = _requirement(f, f"{at}.matchFields[{j}]", ("In", "NotIn"))
+                if key != "metadata.name" or len(values) != 1:
+                    raise SelectorError(f"{at}.matchFields[{j}]: only metadata.name In/NotIn "
+                                        "with exactly one value is supported (as in Kubernetes)")
+                field_reqs.append((key, op, values))
+            terms.append((labels, tuple(field_reqs)))
+        return cls(tuple(terms))
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        fields = {"metadata.name": node_name}
+        for label_reqs, field_reqs in self.terms:
+            if label_reqs and not _matches(label_reqs, labels):
+                continue
+            if field_reqs and not _matches(field_reqs, fields):
+                continue
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    @classmethod
+    def parse(cls, obj: Any, where: str) -> Taint:
+        if not isinstance(obj, Mapping) or not obj.get("effect"):
+            raise SelectorError(f"{where}: {obj!r} is not a taint (key, value, effect)")
+        return cls(str(obj.get("key") or ""), str(obj.get("value") or ""), str(obj["effect"]))
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def parse(cls, obj: Any, where: str) -> Toleration:
+        if not isinstance(obj, Mapping):
+            raise SelectorError(f"{where}: {obj!r} is not a toleration")
+        op = obj.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise SelectorError(f"{where}.operator: {op!r}; use Equal or Exists")
+        key = str(obj.get("key") or "")
+        if not key and op != "Exists":
+            raise SelectorError(f"{where}: an empty key needs operator Exists (tolerates every "
+                                "taint)")
+        return cls(key, op, str(obj.get("value") or ""), str(obj.get("effect") or ""))
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``v1.Toleration.ToleratesTaint``."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return toleration.value == taint.value
+
+
+def untolerated_taint(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...],
+                      effects: tuple[str, ...] = ("NoSchedule", "NoExecute")) -> Taint | None:
+    """The first taint with one of ``effects`` that no toleration tolerates, or None."""
+    for taint in taints:
+        if taint.effect in effects and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
