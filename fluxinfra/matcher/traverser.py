@@ -1189,6 +1189,7 @@ class Traverser:
             if span is not None:
                 self.xcheck[u].remove_span(span)
             if u in job.agg_owners:
+                job.agg_owners.discard(u)
                 entry = job.agg.pop(u, None)
                 if entry is not None:
                     self.agg[u].remove_span(entry[0])
@@ -1210,11 +1211,7 @@ class Traverser:
                 continue
             span, amounts = entry
             left = {t: n - per.get(t, 0) for t, n in amounts.items() if n > per.get(t, 0)}
-            new = self.agg[a].resize_span(span, left)
-            if new is None:
-                del job.agg[a]
-            else:
-                job.agg[a] = (new, left)
+            self._resize_agg(job, a, span, left)
         # (Fluxion does not re-rank children on cancel)
         # the job is gone once no vertex it holds exclusively remains
         remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
@@ -1252,13 +1249,18 @@ class Traverser:
             if entry is not None and rtype in entry[1]:
                 span, amounts = entry
                 left = {t: n - amount if t == rtype else n for t, n in amounts.items()}
-                left = {t: n for t, n in left.items() if n > 0}
-                new = self.agg[a].resize_span(span, left)
-                if new is None:
-                    del job.agg[a]
-                else:
-                    job.agg[a] = (new, left)
+                self._resize_agg(job, a, span, {t: n for t, n in left.items() if n > 0})
             a = parent[a]
+
+    def _resize_agg(self, job: JobState, a: int, span: int, left: dict[str, int]) -> None:
+        """Shrink ``job``'s aggregate span on ``a`` to ``left``; once nothing is left the
+        span and the job's ``jobid-span`` mark on ``a`` go (Fluxion's reduce-to-empty)."""
+        new = self.agg[a].resize_span(span, left)
+        if new is None:
+            del job.agg[a]
+            job.agg_owners.discard(a)
+        else:
+            job.agg[a] = (new, left)
 
     def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
         """Re-rank children for ``first``: Fluxion orders a vertex's children by the free amount
