@@ -575,7 +575,7 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
         graph.unit[:] = [""] * len(graph.unit)
     subsystems = _subsystems(opts.match_subsystems)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
-                      prune_filters=opts.prune_filters, exact=True,
+                      prune_filters=opts.prune_filters,
                       flexible=opts.traverser_policy == "flexible")
     return QuerySession(matcher, out, opts.match_format, err, stdout)
 

@@ -31,6 +31,9 @@ MATCH_UNMET, MATCH_MET = 0, 1
 X_NJOBS = 0x40000000
 AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+#: what a guarded walk left unexplored: one child, a vertex's children from one on, or
+#: the slots a slot vertex would still form (see Traverser._bound)
+_ONE, _KIDS, _SLOTS = range(3)
 _EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
 
@@ -81,18 +84,14 @@ class _Evals:
     def choose_best_k(self, k: int, high: bool, runs: bool = False) -> bool:
         if k == 0 or k > self.qual:
             return False
+        eg = self.eg
         if runs:
             # locality at the top level: rank by the run of consecutive scores each candidate
             # falls in (higher runs first; candidates of one run tie)
-            run = _score_runs(self.eg)
-            if _EXACT_SORT[0]:
-                introsort(self.eg, lambda a, b: run[a[0]] > run[b[0]])
-            else:
-                self.eg.sort(key=lambda g: run[g[0]], reverse=True)
-        elif _EXACT_SORT[0]:
-            introsort(self.eg, _greater if high else _less)
+            run = _score_runs(eg)
+            eg[:] = std_sorted(eg, lambda g: run[g[0]], True)
         else:
-            self.eg.sort(key=_score, reverse=high)
+            eg[:] = std_sorted(eg, _score, high)
         left, i = k, 0
         while left > 0:
             group = self.eg[i]
@@ -125,6 +124,30 @@ def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     return out
 
 
+def std_sorted(items: list, key, high: bool) -> list:
+    """``items`` in the order ``std::sort`` leaves them under "``key`` greater" (``high``) or
+    "less". libstdc++ insertion-sorts up to 16 elements (stable), and distinct keys leave
+    one order, so a stable sort gives its result then; otherwise introsort is replayed."""
+    if len(items) <= _INSERTION:
+        return sorted(items, key=key, reverse=high)
+    keys = list(map(key, items))
+    if len(set(keys)) == len(keys):
+        return sorted(items, key=key, reverse=high)
+    out = list(items)
+    if key is _score:
+        introsort(out, _greater if high else _less)
+    elif high:
+        introsort(out, lambda a, b: key(a) > key(b))
+    else:
+        introsort(out, lambda a, b: key(a) < key(b))
+    return out
+
+
+def _worse(a: int, b: int, high: bool) -> bool:
+    """Score ``a`` ranks strictly after score ``b``."""
+    return a < b if high else a > b
+
+
 def _greater(a: list, b: list) -> bool:
     return a[0] > b[0]
 
@@ -133,20 +156,27 @@ def _less(a: list, b: list) -> bool:
     return a[0] < b[0]
 
 
-#: exact matching breaks score ties the way libstdc++'s std::sort does (set per selection)
-_EXACT_SORT = [False]
+#: std::sort leaves runs this short in insertion-sorted (stable) order
+_INSERTION = 16
+
+
+class _GuardFailed(Exception):
+    """A selection made from the first candidates found might differ from Fluxion's ranking
+    of every candidate: rank them all (see Traverser.select)."""
 
 
 class _Dfu:
     """Scores gathered below one vertex (Fluxion's scoring_api_t, one subsystem)."""
 
-    __slots__ = ("ev", "avail", "overall", "hier")
+    __slots__ = ("ev", "avail", "overall", "hier", "used")
 
     def __init__(self) -> None:
         self.ev: dict[str, _Evals] = {}
         self.avail = 0
         self.overall = -1
         self.hier = False
+        #: slot members: type -> how many ranked member groups the formed slots took
+        self.used: dict[str, int] | None = None
 
     def evals(self, rtype: str) -> _Evals:
         ev = self.ev.get(rtype)
@@ -217,6 +247,7 @@ class Traverser:
         #: bulk emission target of the commit in progress (job.vertices), or None
         self._bulk: list | None = None
         self._post_cache: dict[int, list[tuple[int, int]]] = {}
+        self._inner_cache: dict[int, list[tuple[int, int]]] = {}
         self._kid_pos: dict[int, dict[int, int]] = {}
         #: parent -> its children held whole by an allocation (fast mode skips them in a
         #: set lookup instead of a planner query: busy clusters have thousands)
@@ -229,12 +260,28 @@ class Traverser:
         self._marked_kids: dict[int, list[int]] | None = None
         #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
         self._whole: dict[int, int] = {}
+        #: the same, counting only allocations (not reservations)
+        self._whole_alloc: dict[int, int] = {}
         #: whole-node requests under first-fit policies skip the generic walk (express.py);
         #: None turns it off
         self.express: Express | None = Express(self)
+        #: guarded selection (see select): per open ranking, what was left unexplored
+        self._guard: list[list[tuple]] | None = None
+        #: the full walk: every child, in graph order (Fluxion's static exploration)
+        self._static = False
+        #: (type, high) -> vertex -> best relative score of a vertex of that type below it
+        self._rel: dict[tuple[str, bool], dict[int, int | None]] = {}
+        self._rel_layout: dict[tuple[str, bool], dict[int, int | None]] = {}
+        #: (vertex, type, high) -> best relative score over each suffix of its policy order
+        self._suffix: dict[tuple[int, tuple, bool], list] = {}
+        self._unit_types: dict[str, bool] = {}
 
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
+        self._rel.clear()
+        self._rel_layout.clear()
+        self._suffix.clear()
+        self._unit_types.clear()
         self._order_cache.clear()
         self._free.clear()
         self._policy_pos.clear()
@@ -242,6 +289,7 @@ class Traverser:
         self._kid_types.clear()
         self.invalidate_status()
         self._post_cache.clear()
+        self._inner_cache.clear()
         self._kid_pos.clear()
         self._held_kids = {
             p: hk for p, hk in self._held_kids.items()
@@ -275,12 +323,43 @@ class Traverser:
 
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
-        _EXACT_SORT[0] = not self.fast
+        """Choose what Fluxion's traversal chooses for ``resources`` (marks for the commit).
+
+        ``first``-fit policies explore each vertex's children in Fluxion's dynamic order and
+        stop once a level has what it needs, as Fluxion does. The other policies rank every
+        candidate in Fluxion; here their children are explored in the policy's order first
+        and the walk stops as ``first``'s does, under a guard: at every ranking, each
+        candidate left unexplored must score strictly worse than the last one chosen (by a
+        bound from the ids below it) and the chosen must not tie with the next. Only then is
+        the choice Fluxion's; otherwise every candidate is ranked (the full walk)."""
         express = self.express
         if express is not None:
             hit = express.select(resources, meta, excl)
             if hit is not None:
                 return hit
+        if self.fast and not self.policy.stop_on_k and self.visited_free():
+            self._guard = [[]]
+            try:
+                return self._select(resources, meta, excl)
+            except _GuardFailed:
+                pass
+            finally:
+                self._guard = None
+        if self.policy.stop_on_k:
+            return self._select(resources, meta, excl)
+        self._static = True
+        try:
+            return self._select(resources, meta, excl)
+        finally:
+            self._static = False
+
+    def visited_free(self) -> bool:
+        """The guarded walk applies: no vertex has two parents (the full walk's graph order
+        decides which parent claims it) and sibling slots are not alternatives (flexible)."""
+        return not self.g.multi_parent and type(self) is Traverser
+
+    def _select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
+        express = self.express
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -385,7 +464,7 @@ class Traverser:
             if self.exact_pools and self.g.size[u] > 1:
                 return False  # a split pool is shared by amount; its planner decides
             if (meta.at == meta.now and meta.alloc_type in (AT_ALLOC, AT_NO_ALLOC)
-                    and self.allocs.get(u)):
+                    and (self.allocs.get(u) or self._whole_alloc and self._allocated_above(u))):
                 return True
             p = self.xcheck.get(u)
             if p is not None and p.avail_during(meta.at, meta.duration) < X_NJOBS:
@@ -436,14 +515,20 @@ class Traverser:
                 return self._replay(u, resources, key, to_parent), x_in
             first_slot, pre0, post0 = len(self.chosen_slots), self.preorder, self.postorder
         dfu = _Dfu()
-        if kind == _SLOT:
-            self._dom_slot(meta, u, nxt, nslots, check_pres, dfu)
+        guard = self._guard
+        if guard is not None and kind == _RESOURCE and nxt:
+            guard.append([])  # u ranks its children's candidates: a scope of its own
+            try:
+                avail = self._visit_below(meta, u, resources, nxt, nslots, kind, check_pres,
+                                          x_in, dfu)
+            finally:
+                guard.pop()
         else:
-            self._explore(meta, u, nxt, check_pres, x_in, dfu, 1)
-        avail = self.avail(u, meta.at, meta.duration)
+            avail = self._visit_below(meta, u, resources, nxt, nslots, kind, check_pres,
+                                      x_in, dfu)
         if avail == 0:
             return False, x_in
-        if not self._finish_vtx(u, resources, dfu):
+        if avail < 0:
             if key is not None and len(self._templates) < MAX_TEMPLATES:
                 self._templates[key] = None
             return False, x_in
@@ -455,6 +540,21 @@ class Traverser:
         self.postorder += 1
         return True, x_in
 
+    def _visit_below(self, meta: Meta, u: int, resources: list[Resource],
+                     nxt: list[Resource], nslots: int, kind: int, pristine: bool, x_in: bool,
+                     dfu: _Dfu) -> int:
+        """Explore below ``u`` (its slot, or its children) and finish it: u's availability,
+        0 when it has none (Fluxion then skips the finish, score factor included), -1 when
+        the finish fails."""
+        if kind == _SLOT:
+            self._dom_slot(meta, u, nxt, nslots, pristine, dfu)
+        else:
+            self._explore(meta, u, nxt, pristine, x_in, dfu, 1)
+        avail = self.avail(u, meta.at, meta.duration)
+        if avail == 0:
+            return 0
+        return avail if self._finish_vtx(u, resources, dfu) else -1
+
     # -- whole free subtrees (fast mode) -----------------------------------------------------
     # A vertex the commit will hold whole (its type is exclusive; fast mode) whose subtree
     # carries no span at all (no job ever holds anything below it now or later) is explored
@@ -464,8 +564,23 @@ class Traverser:
     # the selection is recorded once per shape and replayed by position: only the slot
     # instances are kept, mapped onto the vertex's own subtree.
 
+    def _allocated_above(self, u: int) -> bool:
+        """An ancestor of ``u`` is held whole by an allocation: Fluxion's commit would have
+        booked that allocation on ``u`` too (its exclusivity check refuses a vertex with any
+        allocation, ended or not, until the job is cancelled)."""
+        parent = self.g.parent[self.sub]
+        whole = self._whole_alloc
+        a = parent[u]
+        while a != -1:
+            if a in whole:
+                return True
+            a = parent[a]
+        return False
+
     def _untouched(self, u: int) -> bool:
         """No span on ``u`` nor anywhere below it (every span below shows in u's aggregates)."""
+        if self._whole_alloc and self._allocated_above(u):
+            return False
         p = self.sched.get(u)
         if p is not None and p.spans:
             return False
@@ -537,13 +652,35 @@ class Traverser:
 
     def _record(self, u: int, key: tuple, first_slot: int, pre: int, post: int) -> None:
         where = {v: i for i, v in enumerate(self._post_below(u)[1])}
-        chosen = expand_slots(self.chosen_slots[first_slot:])
+        chosen = expand_slots([item for item in self.chosen_slots[first_slot:]
+                               if self.reached(item, u)])
         if any(c not in where for edges in chosen for c, _ in edges):
             return  # a slot of u itself: not replayable by position below u
         slots = tuple(tuple((where[c], amount) for c, amount in edges) for edges in chosen)
         if len(self._templates) >= MAX_TEMPLATES:
             self._templates.clear()  # many request shapes: start over rather than grow
         self._templates[key] = (slots, pre, post)
+
+    def reached(self, item, stop: int) -> bool:
+        """Slot ``item`` of :attr:`chosen_slots` was chosen on the path the commit walks
+        down from ``stop`` (the root, or a vertex being recorded): a ranking chooses slots
+        at every vertex it visits, even below candidates left out higher up. Its ranking
+        vertex (a replayed subtree's root) must hang from ``stop`` by marks."""
+        v = item[1] if type(item) is _Replayed else item.top
+        if v == -1:
+            return stop == self.g.roots[self.sub]  # chosen by the root's ranking
+        marks = self.marks
+        while v != stop:
+            mark = marks.get(v)
+            if mark is None or mark[2] == -1:
+                return False
+            v = mark[2]
+        return True
+
+    def reached_slots(self) -> list:
+        """The slots of the last selection that the commit reaches (see :meth:`reached`)."""
+        root = self.g.roots[self.sub]
+        return [item for item in self.chosen_slots if self.reached(item, root)]
 
     def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: _Dfu) -> bool:
         g = self.g
@@ -578,8 +715,11 @@ class Traverser:
                 if count == 0:
                     met = False
                     break
-                if dfu.evals(c.type).choose_best_k(count, high):
+                ev = dfu.evals(c.type)
+                if ev.choose_best_k(count, high):
                     dfu.hier = True
+                    if self._guard is not None:
+                        self._check(ev, c, high)
         factors = self.policy.factors
         if factors and utype in factors:
             self._ml -= self._last_factor.get(utype, 0)
@@ -606,7 +746,7 @@ class Traverser:
         if self.policy.stop_on_k:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._ordered_children(u))
-        if self.fast:
+        if self._guard is not None:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._policy_children(u))
         found = False
@@ -770,18 +910,26 @@ class Traverser:
         sat: set[str] = set()
         found = False
         visited = self.visited
-        fast = self.fast
+        # (a vertex with two parents is claimed by the first walk that visits it: skipping
+        # children that cannot supply anything would change who claims what)
+        fast = self.fast and visited is None
         sched = self.sched
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
         held = None
         if fast:
             children, held = self.unheld_children(u, children, meta.at)
+        guard = self._guard
+        children = iter(children)
         for c in children:
             if held is not None and c in held.kids:
                 continue  # held whole by an allocation over meta.at: nothing free now
             ctype = gtype[c]
-            if ctype in sat or (visited is not None and c in visited):
+            if ctype in sat:
+                if guard is not None:  # Fluxion's full walk would visit it: bound it
+                    guard[-1].append((_ONE, c, self._ml))
+                continue
+            if visited is not None and c in visited:
                 continue
             if leaves is not None and not kids[c] and ctype in leaves:
                 hit = self._leaf(meta, c, leaves[ctype], excl)  # checks its own availability
@@ -817,17 +965,38 @@ class Traverser:
                 else:
                     enough = False
             if enough:
+                if guard is not None:
+                    rest = next(children, None)
+                    if rest is not None:  # the children from here on were not visited
+                        guard[-1].append((_KIDS, u, rest, self._ml))
                 break
         return found
 
     def _dom_slot(self, meta: Meta, u: int, shape: list[Resource], nslots: int,
                   pristine: bool, dfu: _Dfu) -> bool:
         slot_dfu = _Dfu()
-        self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
+        guard = self._guard
+        if guard is not None:
+            guard.append([])  # the members' own ranking
+            try:
+                self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
+            finally:
+                unexplored = guard.pop()
+        else:
+            self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
         high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
                 ev.choose_best_k(ev.qual, high)
+        if guard is not None:
+            made = self._form_slots(u, shape, nslots, slot_dfu, dfu)
+            self._check_members(shape, slot_dfu, unexplored, high)
+            return made
+        return self._form_slots(u, shape, nslots, slot_dfu, dfu)
+
+    def _form_slots(self, u: int, shape: list[Resource], nslots: int, slot_dfu: _Dfu,
+                    dfu: _Dfu) -> bool:
+        """Form slot instances from the ranked members (Fluxion's dom_slot) into ``dfu``."""
         # how many whole slots the candidates can form (greedy whole-group packing, or
         # amount packing when pools are split exactly)
         exact = self.exact_pools
@@ -853,6 +1022,7 @@ class Traverser:
         if not qual_slots:
             return False
         cursor = {elem.type: [0, -1] for elem in shape}  # egroup index, amount left in it
+        slot_dfu.used = used = {}
         made = []
         for _ in range(qual_slots):
             edges = []
@@ -876,11 +1046,189 @@ class Traverser:
                         cur[1] = left - take
                     else:
                         cur[0], cur[1] = k + 1, -1
+                    used[elem.type] = cur[0] + (cur[1] >= 0)
             made.append([score, 1, 0, True, False, edges])
         ev = dfu.evals("slot")
         for group in made:
             ev.add(group)
         return True
+
+    # -- the guard of a first-found selection (see select) ---------------------------------
+    def _check(self, ev: _Evals, req: Resource, high: bool, runs: bool = False) -> None:
+        """After ``ev`` ranked its candidates for ``req``: the chosen are Fluxion's only if
+        the first one left out does not tie with the last one in, a partly taken last group
+        ties with no other chosen group (which one is partial would depend on Fluxion's
+        order), and everything left unexplored in this ranking scores strictly worse."""
+        eg, i = ev.eg, ev.best_i
+        last = eg[i - 1][0]
+        if runs:
+            if self._guard[-1]:
+                raise _GuardFailed  # the runs depend on every candidate's score
+            run = _score_runs(eg)
+            if i < len(eg) and run[eg[i][0]] == run[last]:
+                raise _GuardFailed
+            if eg[i - 1][2] < eg[i - 1][1] and any(run[g[0]] == run[last] for g in eg[:i - 1]):
+                raise _GuardFailed
+            return
+        if i < len(eg) and eg[i][0] == last:
+            raise _GuardFailed
+        if eg[i - 1][2] < eg[i - 1][1] and any(g[0] == last for g in eg[:i - 1]):
+            raise _GuardFailed
+        bound = self._bound_all(self._guard[-1], req, high)
+        if bound is not None and not _worse(bound, last, high):
+            raise _GuardFailed
+
+    def _check_members(self, shape: list[Resource], slot_dfu: _Dfu, unexplored: list,
+                       high: bool) -> None:
+        """A slot vertex formed its slots from the members it found first: they are the
+        ones Fluxion forms them from if no two members tie and every member left
+        unexplored ranks strictly after the last one taken. The slots Fluxion would form
+        here from the rest go to the enclosing ranking as a bound on their score."""
+        used = slot_dfu.used or {}
+        outer = self.policy.high  # how the enclosing ranking orders slots
+        best = max if outer else min
+        bound_slots = MATCH_MET
+        more = bool(unexplored)
+        for elem in shape:
+            ev = slot_dfu.ev.get(elem.type)
+            scores = [g[0] for g in ev.eg] if ev else []
+            if len(set(scores)) != len(scores):
+                raise _GuardFailed  # tied members: Fluxion's order decides who goes together
+            taken = used.get(elem.type, 0)
+            if taken and unexplored:
+                bound = self._bound_all(unexplored, elem, high)
+                if bound is not None and not _worse(bound, scores[taken - 1], high):
+                    raise _GuardFailed
+            if not more:
+                continue
+            rest = scores[taken:]
+            bound = self._bound_all(unexplored, elem, outer)
+            if bound is not None:
+                rest.append(bound)
+            if not rest:
+                more = False  # no member of this type left: no further slot here
+                continue
+            bound_slots += self._per_slot(elem, outer) * best(rest)
+        if more:
+            self._guard[-1].append((_SLOTS, bound_slots))
+
+    def _per_slot(self, member: Resource, high: bool) -> int:
+        """How many ranked groups of ``member``'s type a slot adds up, bounded the way the
+        ranking needs: at most its count (high: an upper bound, scores are positive), at
+        least its minimum count when every vertex of the type is one unit (low), else 1."""
+        if high:
+            return member.effective_max
+        return member.count_min if self._unit(member.type) else 1
+
+    def _unit(self, rtype: str) -> bool:
+        """Every vertex of ``rtype`` has size 1 (one vertex, one ranked group of one unit)."""
+        unit = self._unit_types.get(rtype)
+        if unit is None:
+            g = self.g
+            unit = self._unit_types[rtype] = all(
+                sz == 1 for t, sz in zip(g.type, g.size, strict=True) if t == rtype)
+        return unit
+
+    def _bound_all(self, records: list, req: Resource, high: bool) -> int | None:
+        """The best score any unexplored candidate for ``req`` could have (None: none)."""
+        out = None
+        for rec in records:
+            b = self._bound(rec, req, high)
+            if b is not None and (out is None or _worse(out, b, high)):
+                out = b
+        return out
+
+    def _bound(self, rec: tuple, req: Resource, high: bool) -> int | None:
+        kind = rec[0]
+        if kind == _SLOTS:
+            return rec[1] if req.type == "slot" else None
+        sig = self._signature(req, high)
+        if kind == _ONE:
+            rel = self._rel_sig(sig, high, rec[1])
+        else:
+            rel = self._suffix_rel(rec[1], rec[2], sig, high)
+        if rel is None:
+            return None
+        base = MATCH_MET if self.policy.kind == "variation" else MATCH_MET + rec[-1] + 1
+        if sig[0] is not None:
+            return base + rel
+        return MATCH_MET + sum(q for _, q in sig[1]) * base + rel  # a slot adds its members
+
+    def _signature(self, req: Resource, high: bool) -> tuple:
+        """(type, ()) for a vertex candidate; (None, ((member type, per slot), ...)) for a
+        slot candidate."""
+        if req.type != "slot":
+            return (req.type, ())
+        return (None, tuple((m.type, self._per_slot(m, high)) for m in req.with_))
+
+    def _rel_sig(self, sig: tuple, high: bool, v: int) -> int | None:
+        if sig[0] is not None:
+            return self._rel_of(sig[0], high, v)
+        total = 0
+        for rtype, q in sig[1]:
+            rel = self._rel_of(rtype, high, v)
+            if rel is None:
+                return None
+            total += q * rel
+        return total
+
+    def _suffix_rel(self, u: int, first: int, sig: tuple, high: bool) -> int | None:
+        """Best relative score over ``u``'s children from ``first`` on, in policy order."""
+        key = (u, sig, high)
+        suffix = self._suffix.get(key)
+        order = self._policy_children(u)
+        if suffix is None:
+            suffix = [None] * (len(order) + 1)
+            acc = None
+            for i in range(len(order) - 1, -1, -1):
+                rel = self._rel_sig(sig, high, order[i])
+                if rel is not None and (acc is None or _worse(acc, rel, high)):
+                    acc = rel
+                suffix[i] = acc
+            self._suffix[key] = suffix
+        pos = self._policy_pos.get(u)
+        if pos is None:
+            pos = self._policy_pos[u] = {c: i for i, c in enumerate(order)}
+        return suffix[pos[first]]
+
+    def _rel_of(self, rtype: str, high: bool, v: int) -> int | None:
+        """The best score (less the parts every candidate at the ranking shares) of a
+        ``rtype`` vertex at or below ``v``: its id (variation: its perf class) plus the score
+        factors of the vertices from v down to it; None when there is none. A fact of the
+        graph, kept per vertex (and per layout for what lies below a vertex)."""
+        memo = self._rel.setdefault((rtype, high), {})
+        hit = memo.get(v, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        g = self.g
+        variation = self.policy.kind == "variation"
+        own = None
+        if g.type[v] == rtype:
+            own = _perf_class(g.properties[v]) if variation else g.id[v]
+        layout = g.layouts.get(v) if g.layouts else None
+        lmemo = self._rel_layout.setdefault((rtype, high), {}) if layout is not None else None
+        below = lmemo.get(layout, _MISSING) if lmemo is not None else _MISSING
+        if below is _MISSING:
+            below = None
+            for c in self._children(v):
+                rel = self._rel_of(rtype, high, c)
+                if rel is not None and (below is None or _worse(below, rel, high)):
+                    below = rel
+            if lmemo is not None:
+                lmemo[layout] = below
+        if below is not None and not variation:
+            factor = self.policy.factors.get(g.type[v])
+            if factor is not None:
+                add_by, mul_by = factor
+                below += (g.id[v] + 1 + add_by) * mul_by + abs(_cmod(g.uniq_id[v], mul_by) - 1)
+        if own is None:
+            out = below
+        elif below is None or _worse(below, own, high):
+            out = own
+        else:
+            out = below
+        memo[v] = out
+        return out
 
     def _resolve_graph(self, root: int, resources: list[Resource], dfu: _Dfu) -> int | None:
         high = self.policy.high
@@ -889,7 +1237,10 @@ class Traverser:
             count = r.calc_count(dfu.qual(r.type))
             if count == 0:
                 return None
-            dfu.evals(r.type).choose_best_k(count, high, runs)
+            ev = dfu.evals(r.type)
+            ev.choose_best_k(count, high, runs)
+            if self._guard is not None:
+                self._check(ev, r, high, runs)
         self._ml = 0
         needs = 1
         rtype = self.g.type[root]
@@ -917,7 +1268,8 @@ class Traverser:
                 if group[4]:
                     continue
                 if rtype == "slot":
-                    self.chosen_slots.append([(edge[3], edge[1]) for edge in group[5]])
+                    self.chosen_slots.append(_Chosen(top, [(edge[3], edge[1])
+                                                           for edge in group[5]]))
                 for edge in group[5]:
                     child = edge[3]
                     if split and child in split:
@@ -992,7 +1344,7 @@ class Traverser:
         mod = emit_shadow or g.type[u] in self.excl_types
         excl = excl or mod
         if (mod and not emit_shadow and self.fast and meta.alloc_type != AT_NO_ALLOC
-                and self.totals(u)):
+                and needs >= g.size[u] and self._upd_seen is None and self.totals(u)):
             return self._hold_whole(u, needs, meta, job, emit, to_parent, excl_parent)
         self._level += 1
         n_plans = 0
@@ -1070,17 +1422,33 @@ class Traverser:
             for d, v in zip(depths, below_u, strict=True):
                 emit(base + 1 + d, v, g.size[v], True, True)
         self._add_sched(u, needs, meta, job)
-        if meta.alloc_type == AT_ALLOC and needs >= g.size[u]:
+        if self.policy.stop_on_k:
+            job.reweigh_inner += self.inner_edges(u)
+        if meta.alloc_type == AT_ALLOC:
             p = g.parent[self.sub][u]
             if p != -1:
                 self.hold_kid(p, u, meta.at, meta.at + meta.duration, job.jobid)
         totals = self.totals(u)
-        # ancestors get the whole subtree's amounts either way
-        self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=needs >= g.size[u])
+        # ancestors get the whole subtree's amounts
+        self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=True)
         used = job.used[u] = dict(totals)
         used[g.type[u]] = used.get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
         return 1 + bool(totals)  # u and (at least) what is below it
+
+    def inner_edges(self, u: int) -> list[tuple[int, int]]:
+        """The edges (vertex, child) below ``u`` whose child has children of its own, in the
+        order Fluxion's commit walks them (its ``first`` re-ranks those children)."""
+        hit = self._inner_cache.get(u)
+        if hit is None:
+            kids = self.g.children[self.sub]
+            hit = self._inner_cache[u] = [(v, c) for v in self._post_below(u)[2]
+                                          for c in kids[v] if kids[c]]
+        return hit
+
+    def below_count(self, u: int) -> int:
+        """How many vertices lie below ``u`` (in the traversal's subsystem)."""
+        return len(self._post_below(u)[1])
 
     def _post_below(self, u: int) -> tuple[bytes | list[int], list[int], list[int]]:
         """The vertices below ``u`` in post-order (children in graph order), their depths
@@ -1142,6 +1510,8 @@ class Traverser:
         if whole:
             self._whole[u] = self._whole.get(u, 0) + 1
             job.whole.add(u)
+            if meta.alloc_type == AT_ALLOC:
+                self._whole_alloc[u] = self._whole_alloc.get(u, 0) + 1
         elif below and self.totals(u):
             amounts = {t: n for t, n in below.items() if n > 0}
             if amounts:
@@ -1175,11 +1545,9 @@ class Traverser:
                 self.sched[u].remove_span(span)
                 if u in job.whole:
                     job.whole.discard(u)
-                    left = self._whole[u] - 1
-                    if left:
-                        self._whole[u] = left
-                    else:
-                        del self._whole[u]
+                    _count_down(self._whole, u)
+                    if job.jobid in self.allocs.get(u, ()):
+                        _count_down(self._whole_alloc, u)
                 self.unhold_kid(parent[u], u, job.jobid)
                 for table in (self.allocs, self.resvs):
                     spans = table.get(u)
@@ -1262,10 +1630,15 @@ class Traverser:
         else:
             job.agg[a] = (new, left)
 
-    def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
+    def reweigh(self, pairs: list[tuple[int, int]], now: int,
+                inner: list[tuple[int, int]] = (), held_now: bool = False) -> None:
         """Re-rank children for ``first``: Fluxion orders a vertex's children by the free amount
         (at ``now``) of the last pruning type below each child, most free first; children no
-        job touched yet come before all others."""
+        job touched yet come before all others. ``inner``: the edges inside subtrees the job
+        holds whole (booked on their roots alone), which Fluxion's commit re-ranks too: with
+        nothing free below them while the job holds them at ``now``."""
+        if inner:
+            self._reweigh_inner(inner, now, held_now)
         g = self.g
         gtype = g.type
         weigh_type = self._weigh_type
@@ -1278,11 +1651,9 @@ class Traverser:
             totals = self.totals(c)
             if not totals and not kids[c]:
                 continue  # leaves keep their initial rank
-            ctype = gtype[c]
-            rtype = weigh_type.get(ctype, 0)
+            rtype = weigh_type.get(gtype[c], 0)
             if rtype == 0:
-                types = [t for t in self.prune_types if t != ctype]
-                rtype = weigh_type[ctype] = types[-1] if types else None
+                rtype = self._weigh_type_of(c)
             if rtype is None:
                 continue
             if not totals:
@@ -1300,17 +1671,45 @@ class Traverser:
                 held = self.agg.get(c)
                 if avail == 0 and c not in whole and (held is None or not held.spans):
                     continue
-            w = self.weights.get(u)
-            if w is None:
-                w = self.weights[u] = {}
-                a = u  # u and everything above it now has a weighted vertex at or below it
-                parent = g.parent[self.sub]
-                while a != -1 and a not in self._weighted:
-                    self._weighted.add(a)
-                    a = parent[a]
-            old = w.get(c, _UNTOUCHED)
-            if old != avail:
-                self._move_child(u, w, c, old, avail)
+            self._weigh(u, c, avail)
+
+    def _reweigh_inner(self, inner: list[tuple[int, int]], now: int, held_now: bool) -> None:
+        kids = self.g.children[self.sub]
+        for u, c in inner:
+            if len(kids[u]) < 2:
+                continue
+            rtype = self._weigh_type_of(c)
+            if rtype is None:
+                continue
+            if held_now:
+                avail = 0
+            else:
+                totals = self.totals(c)
+                avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
+            self._weigh(u, c, avail)
+
+    def _weigh_type_of(self, c: int) -> str | None:
+        """The pruning type ``first`` weighs child ``c`` by (None: not weighed)."""
+        ctype = self.g.type[c]
+        rtype = self._weigh_type.get(ctype, 0)
+        if rtype == 0:
+            types = [t for t in self.prune_types if t != ctype]
+            rtype = self._weigh_type[ctype] = types[-1] if types else None
+        return rtype
+
+    def _weigh(self, u: int, c: int, avail: int) -> None:
+        """Give child ``c`` of ``u`` the weight ``avail`` (moving it in u's order)."""
+        w = self.weights.get(u)
+        if w is None:
+            w = self.weights[u] = {}
+            a = u  # u and everything above it now has a weighted vertex at or below it
+            parent = self.g.parent[self.sub]
+            while a != -1 and a not in self._weighted:
+                self._weighted.add(a)
+                a = parent[a]
+        old = w.get(c, _UNTOUCHED)
+        if old != avail:
+            self._move_child(u, w, c, old, avail)
 
     def _move_child(self, u: int, w: dict[int, int], c: int, old: int, avail: int) -> None:
         """Set c's weight, moving it within u's cached order (most free first, then higher
@@ -1341,8 +1740,8 @@ class JobState:
     """What a committed match holds, so cancel can undo it exactly."""
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
-                 "resv_vertices", "reweigh", "now", "raw_vertices", "at", "duration",
-                 "reserved", "slots", "slot_edges", "whole", "node_hint")
+                 "resv_vertices", "reweigh", "reweigh_inner", "now", "raw_vertices", "at",
+                 "duration", "reserved", "slots", "slot_edges", "whole", "node_hint")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -1360,6 +1759,8 @@ class JobState:
         self.alloc_vertices: list[int] = []
         self.resv_vertices: list[int] = []
         self.reweigh: list[tuple[int, int]] = []
+        #: the edges inside the subtrees held whole (see Traverser.reweigh)
+        self.reweigh_inner: list[tuple[int, int]] = []
         #: per slot instance: {vertex: amount} (None once released); resolved lazily from
         #: slot_edges, the (vertex, amount) members the selection chose
         self.slots: list[dict[int, int] | None] | None = []
@@ -1551,6 +1952,17 @@ class _Held(tuple):
         return self[1](self[3])[1]
 
 
+class _Chosen(list):
+    """A slot instance ranked at vertex ``top`` (-1: the root's ranking): its (member,
+    amount) pairs."""
+
+    __slots__ = ("top",)
+
+    def __init__(self, top: int, members: list) -> None:
+        super().__init__(members)
+        self.top = top
+
+
 class _Replayed(tuple):
     """Slot instances of a replayed subtree: (the traverser's ``_post_below``, the subtree
     root, slots by position in its post-order)."""
@@ -1598,6 +2010,14 @@ def _request_key(resources: list[Resource]) -> tuple:
     return tuple((r.type, r.count_min, r.count_max, r.oper, r.operand, r.exclusive,
                   tuple(sorted(r.user_data.items())), _request_key(r.with_))
                  for r in resources)
+
+
+def _count_down(counts: dict[int, int], key: int) -> None:
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 def _resize(planner: Planner, span: int, amount: int) -> int:

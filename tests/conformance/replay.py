@@ -23,7 +23,8 @@ TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
 #: case id -> identical | normalised | differs (filled by the pytest replay, summed at the end)
 RESULTS: dict[str, str] = {}
-FORCE_FAST = bool(os.environ.get("FLUXINFRA_FORCE_FAST"))
+#: replay through Fluxion's full walk (``Matcher(exact=True)``) instead of the default one
+FULL_WALK = bool(os.environ.get("FLUXINFRA_FULL_WALK"))
 _STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT|"
                     r"(PARTIAL )?CANCEL (PRE|POST)ORDER COUNT)=")
 
@@ -78,8 +79,9 @@ def run_case(case: Case) -> str:
     out = io.StringIO()
     with tempfile.TemporaryDirectory():
         session = open_session(opts, out, err=io.StringIO(), stdout=io.StringIO())
-        if FORCE_FAST:
-            session.m.trav.fast = True
+        if FULL_WALK:
+            session.m.exact = True
+            session.m.trav.fast = False
         session.run(text.splitlines())
     return out.getvalue()
 
