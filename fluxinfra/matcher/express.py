@@ -214,6 +214,7 @@ class Express:
         if pl is None:
             pl = t.sched[n] = Planner(needs)
         span = job.sched[n] = pl.add_span(at, duration, needs)
+        t.mark_dirty(n)
         allocs = t.allocs.get(n)
         if allocs is None:
             t.allocs[n] = {jobid: span}

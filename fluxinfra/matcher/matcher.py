@@ -965,6 +965,7 @@ class Matcher:
         for u in self.graph.preorder(v, self.trav.sub):
             self.graph.status[u] = flag
             self.graph.drop_layout(u)
+            self.trav.mark_dirty(u)
         self.trav.invalidate_status()
         self._up_count = None
 

@@ -137,3 +137,133 @@ def _adjust_heap(a, first, hole, length, value, comp) -> None:
         hole = parent
         parent = (hole - 1) // 2
     a[first + hole] = value
+
+
+def sorted_prefix(keys: list, enough: Callable[[list[int]], bool]) -> list[int]:
+    """The positions of ``keys`` in the order ``std::sort(keys, less)`` puts them, from the
+    front, segment by segment until ``enough(order so far)``; only what decides those first
+    elements is sorted (the right parts of partitions are left alone until needed).
+
+    libstdc++ partitions down to runs of at most 16 (each left part before its right part),
+    heap-sorts a run past the depth limit, then insertion-sorts the whole array once; an
+    element never crosses a partition boundary in that last pass, so insertion-sorting each
+    run on its own gives the same order.
+
+    >>> keys = [3, 1, 3, 2] * 10
+    >>> order = sorted_prefix(keys, lambda got: len(got) >= 3)
+    >>> full = list(range(40))
+    >>> introsort(full, lambda a, b: keys[a] < keys[b])
+    >>> order == full[:len(order)]
+    True
+    """
+    n = len(keys)
+    out: list[int] = []
+    if n == 0:
+        return out
+    vals = list(keys)
+    idx = list(range(n))
+    pending = [(0, n, 2 * (n.bit_length() - 1))]
+    while pending:
+        first, last, depth = pending.pop()
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            cut = _partition_pair(vals, idx, first, last)
+            pending.append((cut, last, depth))
+            last = cut
+        if last - first > _THRESHOLD:  # depth limit: libstdc++ heap-sorts this run
+            pairs = [(vals[i], idx[i]) for i in range(first, last)]
+            _heapsort(pairs, 0, len(pairs), _less_first)
+            out += [i for _, i in pairs]
+        else:
+            run = sorted(range(first, last), key=vals.__getitem__)  # stable, as insertion
+            out += [idx[i] for i in run]
+        if enough(out):
+            break
+    return out
+
+
+def equal_prefix(n: int, count: int) -> list[int]:
+    """The positions of ``n`` equal keys in the order ``std::sort`` leaves its first
+    ``count``: the same permutation whatever the keys, worked out without a list of ``n``.
+
+    Equal keys make every median of three the middle element and every partition swap the
+    i-th element after the pivot with the i-th from the end until they meet.
+
+    >>> xs = list(range(100))
+    >>> introsort(xs, lambda a, b: False)
+    >>> equal_prefix(100, 5) == xs[:5]
+    True
+    """
+    ops: list[tuple[int, int, int, int]] = []  # (first, last, mid, swaps), in order
+    runs: list[tuple[int, int]] = []  # the runs covering positions 0.., left to right
+    pending = [(0, n, 2 * (n.bit_length() - 1) if n else 0)]
+    covered = 0
+    while pending and covered < count:
+        first, last, depth = pending.pop()
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            size = last - first
+            swaps = (size - 1) // 2  # ceil((size - 2) / 2)
+            ops.append((first, last, first + size // 2, swaps))
+            cut = first + 1 + swaps
+            pending.append((cut, last, depth))
+            last = cut
+        if last - first > _THRESHOLD:
+            raise ValueError("equal keys never reach the depth limit")  # pragma: no cover
+        runs.append((first, last))
+        covered = last
+    out = []
+    for first, last in runs:
+        for p in range(first, min(last, count)):
+            out.append(_trace_equal(ops, p))
+    return out[:count]
+
+
+def _trace_equal(ops: list[tuple[int, int, int, int]], p: int) -> int:
+    """Where the element now at position ``p`` stood before the partitions ``ops``."""
+    for first, last, mid, swaps in reversed(ops):
+        if not first <= p < last:
+            continue
+        if first + 1 <= p < first + 1 + swaps:
+            p = last - 1 - (p - first - 1)
+        elif last - swaps <= p <= last - 1:
+            p = first + 1 + (last - 1 - p)
+        if p == first:
+            p = mid
+        elif p == mid:
+            p = first
+    return p
+
+
+def _less_first(a: tuple, b: tuple) -> bool:
+    return a[0] < b[0]
+
+
+def _partition_pair(vals: list, idx: list, first: int, last: int) -> int:
+    """``__unguarded_partition_pivot`` on ``vals`` (ints, less), moving ``idx`` alongside."""
+    mid = first + (last - first) // 2
+    x, y, z = first + 1, mid, last - 1
+    vx, vy, vz = vals[x], vals[y], vals[z]
+    if vx < vy:
+        pick = y if vy < vz else (z if vx < vz else x)
+    elif vx < vz:
+        pick = x
+    elif vy < vz:
+        pick = z
+    else:
+        pick = y
+    vals[first], vals[pick] = vals[pick], vals[first]
+    idx[first], idx[pick] = idx[pick], idx[first]
+    pivot = vals[first]
+    lo, hi = first + 1, last
+    while True:
+        while vals[lo] < pivot:
+            lo += 1
+        hi -= 1
+        while pivot < vals[hi]:
+            hi -= 1
+        if not lo < hi:
+            return lo
+        vals[lo], vals[hi] = vals[hi], vals[lo]
+        idx[lo], idx[hi] = idx[hi], idx[lo]
+        lo += 1

@@ -23,7 +23,7 @@ from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner
 from fluxinfra.matcher.policies import Policy
-from fluxinfra.matcher.stdsort import introsort
+from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix
 
 __all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
 
@@ -39,6 +39,8 @@ _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used c
 
 #: recorded subtree selections kept at most (one per subtree shape x request shape)
 MAX_TEMPLATES = 4096
+#: subtrees the full walk remembers at most (then it starts over)
+_MAX_MEMO = 400_000
 #: request lists whose derived facts are kept between matches
 _MAX_REQUESTS = 512
 
@@ -58,9 +60,15 @@ class Meta:
 
 
 class _Evals:
-    """Candidate edge groups of one resource type (Fluxion's evals_t)."""
+    """Candidate edge groups of one resource type (Fluxion's evals_t).
 
-    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it")
+    Flat (``eg``, the groups) or, once a large candidate list of a remembered subtree is
+    merged in (see Traverser._visit), a concatenation of ``parts`` (other _Evals, never
+    changed again, and lists of groups) read in order without copying them: a root that
+    gathers a million slots merges the racks' lists, not the slots."""
+
+    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
+                 "_ranked", "_bounds", "_distinct")
 
     def __init__(self) -> None:
         self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
@@ -69,29 +77,126 @@ class _Evals:
         self.best_k = 0
         self.best_i = 0
         self.it = -1
+        self.parts: list | None = None
+        self.n = 0  # groups in all
+        self._scores = None
+        #: a concatenation ranked by _choose_merged: (high, runs) it was ranked by
+        self._ranked: tuple[bool, bool] | None = None
+        self._bounds: tuple[int, int] | None = None  # (lowest, highest score), kept
+        self._distinct: frozenset[int] | None = None  # the scores, kept
 
     def add(self, group: list) -> None:
         self.total += group[1]
         if group[0] > MATCH_UNMET:
             self.qual += group[1]
-        self.eg.append(group)
+        self.n += 1
+        parts = self.parts
+        if parts is None:
+            self.eg.append(group)
+        elif parts and type(parts[-1]) is list:
+            parts[-1].append(group)
+        else:
+            parts.append([group])
 
-    def merge(self, other: _Evals) -> None:
+    def merge(self, other: _Evals, kept: bool = False) -> None:
+        """Append ``other``'s groups; a ``kept`` list (remembered, never changed again) is
+        referred to rather than copied unless it is tiny."""
         self.qual += other.qual
         self.total += other.total
-        self.eg.extend(other.eg)
+        self.n += other.n
+        if self.parts is None and other.parts is None and other.n <= (
+                _TINY if kept else _FLAT):
+            self.eg.extend(other.eg)
+            return
+        if self.parts is None:
+            self.parts = [self.eg] if self.eg else []
+            self.eg = []
+        self.parts.append(other)  # by reference: ``other`` is never changed again
 
-    def choose_best_k(self, k: int, high: bool, runs: bool = False) -> bool:
+    def groups(self) -> list[list]:
+        """Every group, in order (flattening a concatenation)."""
+        if self.parts is None:
+            return self.eg
+        out: list[list] = []
+        for part in self.parts:
+            out += part if type(part) is list else part.groups()
+        return out
+
+    def scores(self) -> list[int]:
+        """Every group's score, in order (kept once built: a merged part never changes)."""
+        got = self._scores
+        if got is None:
+            if self.parts is None:
+                got = list(map(_score, self.eg))
+            else:
+                got = []
+                for part in self.parts:
+                    got += list(map(_score, part)) if type(part) is list else part.scores()
+            self._scores = got
+        return got
+
+    def bounds(self) -> tuple[int, int]:
+        """(lowest, highest) score of a non-empty list (kept once worked out)."""
+        got = self._bounds
+        if got is None:
+            if self.parts is None:
+                scores = self.scores()
+                got = (min(scores), max(scores))
+            else:
+                los, his = [], []
+                for part in self.parts:
+                    if type(part) is list:
+                        scores = list(map(_score, part))
+                        lo, hi = min(scores), max(scores)
+                    else:
+                        lo, hi = part.bounds()
+                    los.append(lo)
+                    his.append(hi)
+                got = (min(los), max(his))
+            self._bounds = got
+        return got
+
+    def distinct(self) -> frozenset[int]:
+        """The distinct scores (kept once worked out)."""
+        got = self._distinct
+        if got is None:
+            if self.parts is None:
+                got = frozenset(self.scores())
+            else:
+                got = frozenset().union(*(set(map(_score, part)) if type(part) is list
+                                          else part.distinct() for part in self.parts))
+            self._distinct = got
+        return got
+
+    def group(self, i: int) -> list:
+        """Group ``i`` (in order)."""
+        if self.parts is None:
+            return self.eg[i]
+        for part in self.parts:
+            n = len(part) if type(part) is list else part.n
+            if i < n:
+                return part[i] if type(part) is list else part.group(i)
+            i -= n
+        raise IndexError(i)
+
+    def choose_best_k(self, k: int, high: bool, runs: bool = False, full: bool = False) -> bool:
+        """Rank the groups (std::sort's order) and give the first ones ``k`` units. ``eg`` is
+        then the ranked groups: all of them when ``full`` (slot members), else at least the
+        chosen ones and the next."""
         if k == 0 or k > self.qual:
             return False
-        eg = self.eg
-        if runs:
-            # locality at the top level: rank by the run of consecutive scores each candidate
-            # falls in (higher runs first; candidates of one run tie)
-            run = _score_runs(eg)
-            eg[:] = std_sorted(eg, lambda g: run[g[0]], True)
-        else:
-            eg[:] = std_sorted(eg, _score, high)
+        if self.parts is not None and self.n > _FLAT and not full and self._ranked is None:
+            return self._choose_merged(k, high, runs)
+        eg = self.eg = self.groups()
+        self.parts = None
+        if self._ranked is not None:
+            # ranked again (or-slots rank one list per alternative): Fluxion sorts the list
+            # the first ranking left, so that ranking is done in full first
+            eg = _rank(eg, *self._ranked)
+            self._ranked = None
+        # locality at the top level ranks by the run of consecutive scores each candidate
+        # falls in (higher runs first; candidates of one run tie)
+        eg = self.eg = _rank(eg, high, runs)
         left, i = k, 0
         while left > 0:
             group = self.eg[i]
@@ -101,16 +206,75 @@ class _Evals:
         self.best_k, self.best_i = k, i
         return True
 
+    def _choose_merged(self, k: int, high: bool, runs: bool) -> bool:
+        """choose_best_k over a large concatenation: std::sort's first groups worked out from
+        the scores alone (see stdsort.sorted_prefix), then only those groups read."""
+        n = self.n
+        if runs:
+            run = _score_runs_of(self.distinct())
+            one = len(set(run.values())) == 1
+        else:
+            lo, hi = self.bounds()
+            one = lo == hi
+        taken = [0, 0, -1]  # groups counted, their units, how many groups made k units
+
+        def enough(order: list[int]) -> bool:
+            """The ranked groups so far give k units, and one more group follows."""
+            for i in order[taken[0]:]:
+                taken[0] += 1
+                taken[1] += self.group(i)[1]
+                if taken[2] < 0 and taken[1] >= k:
+                    taken[2] = taken[0]
+            return 0 <= taken[2] < taken[0] or taken[0] >= n
+
+        if one:  # one key: std::sort's order of equal elements, by arithmetic
+            take = k + 1
+            while True:
+                order = equal_prefix(n, min(take, n))
+                if enough(order):
+                    break
+                take *= 2
+        else:
+            scores = self.scores()
+            if runs:
+                ranks = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
+                keys = [ranks[run[s]] for s in scores]
+            else:
+                keys = [-s for s in scores] if high else scores
+            order = sorted_prefix(keys, enough)
+        eg = [self.group(i) for i in order]
+        left, i = k, 0
+        while left > 0:
+            group = eg[i]
+            group[2] = left if left <= group[1] else group[1]
+            left -= group[1]
+            i += 1
+        self.eg, self._ranked = eg, (high, runs)  # parts stay: groups() is still the list
+        self.best_k, self.best_i = k, i
+        return True
+
 
 def _score(group: list) -> int:
     return group[0]
+
+
+def _rank(groups: list[list], high: bool, runs: bool) -> list[list]:
+    """``groups`` in std::sort's order by score (``runs``: by locality's runs)."""
+    if runs:
+        run = _score_runs(groups)
+        return std_sorted(groups, lambda g: run[g[0]], True)
+    return std_sorted(groups, _score, high)
 
 
 def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     """score -> (first, last) of the run of consecutive integers it belongs to, over the
     scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
     the intervals lexicographically)."""
-    scores = sorted({g[0] for g in groups})
+    return _score_runs_of(map(_score, groups))
+
+
+def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:
+    scores = sorted(set(all_scores))
     out: dict[int, tuple[int, int]] = {}
     i = 0
     while i < len(scores):
@@ -158,6 +322,10 @@ def _less(a: list, b: list) -> bool:
 
 #: std::sort leaves runs this short in insertion-sorted (stable) order
 _INSERTION = 16
+#: candidate lists longer than this are merged by reference (see _Evals); remembered ones
+#: longer than _TINY
+_FLAT = 64
+_TINY = 8
 
 
 class _GuardFailed(Exception):
@@ -267,6 +435,17 @@ class Traverser:
         self.express: Express | None = Express(self)
         #: guarded selection (see select): per open ranking, what was left unexplored
         self._guard: list[list[tuple]] | None = None
+        #: the full walk remembered per subtree (see _visit): key -> what it found
+        self._memo: dict[tuple, tuple] = {}
+        self._memo_on = False  # for the selection in progress
+        self._memo_types: frozenset[str] = frozenset()
+        self._ver: dict[int, int] = {}  # vertex -> stamp of its subtree's state
+        self._clock = 0
+        self._dirty: list[int] = []
+        #: remembered subtrees met in this selection whose rankings left marks inside
+        self._replayed: dict[int, tuple] = {}
+        self._inside = 0  # rankings and replays made so far (tells a subtree had some)
+        self._meta: Meta | None = None
         #: the full walk: every child, in graph order (Fluxion's static exploration)
         self._static = False
         #: (type, high) -> vertex -> best relative score of a vertex of that type below it
@@ -278,6 +457,9 @@ class Traverser:
 
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
+        self._memo.clear()
+        self._ver.clear()
+        self._dirty.clear()
         self._rel.clear()
         self._rel_layout.clear()
         self._suffix.clear()
@@ -360,6 +542,13 @@ class Traverser:
 
     def _select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
         express = self.express
+        if self._dirty:
+            self._restamp()
+        self._meta = meta
+        self._replayed = {}
+        self._memo_on = self._static and self.fast and not self.policy.factors \
+            and self.visited_free()
+        self._memo_types = frozenset(self.excl_types)
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -581,6 +770,9 @@ class Traverser:
         """No span on ``u`` nor anywhere below it (every span below shows in u's aggregates)."""
         if self._whole_alloc and self._allocated_above(u):
             return False
+        return self._untouched_here(u)
+
+    def _untouched_here(self, u: int) -> bool:
         p = self.sched.get(u)
         if p is not None and p.spans:
             return False
@@ -691,6 +883,7 @@ class Traverser:
         if tpl is None:
             return False
         slots, pre, post = tpl
+        self._inside += 1
         if slots:
             self.chosen_slots.append(_Replayed((self._post_below, u, slots)))  # expanded later
         self.preorder += pre
@@ -754,6 +947,12 @@ class Traverser:
         visited = self.visited
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
+        if self._memo_on:
+            visit = partial(self._visit, (
+                per_request(self._request_keys, resources, _request_key), pristine, excl,
+                meta.alloc_type, self._memo_types), (meta.at, meta.duration, meta.at == meta.now))
+        else:
+            visit = self._dom_dfv
         for c in self._children(u):
             if visited is not None and c in visited:
                 continue
@@ -763,13 +962,94 @@ class Traverser:
                     continue
                 score, cnt, x = hit
             else:
-                ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
+                ok, x = visit(meta, c, resources, pristine, excl, dfu)
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
             dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
             found = True
         return found
+
+    # -- the full walk, remembered per subtree ---------------------------------------------
+    # What the full walk finds below a vertex (whether it qualifies, its score, the
+    # candidates it passes up) depends only on the request, the window and what its subtree
+    # holds: it is kept per (vertex, request, window) until something in that subtree changes
+    # (every change marks its vertex, and the next selection re-stamps it and its ancestors),
+    # so a selection re-walks only the paths that changed since the last one. A subtree
+    # nothing is held in answers for any window. The rankings a remembered subtree made
+    # inside it (its marks, the slots it chose) are made again if a ranking above chooses
+    # it (_rederive).
+
+    def _visit(self, context: tuple, window: tuple, meta: Meta, c: int,
+               resources: list[Resource], pristine: bool, excl: bool,
+               dfu: _Dfu) -> tuple[bool, bool]:
+        """``_dom_dfv(c)``, remembered (see above): ``context`` is the request, ``pristine``,
+        ``excl``, the allocation type and exclusive types; ``window`` (at, duration, at is
+        now) is part of the key unless nothing is held below ``c``."""
+        if self._whole_alloc and self._allocated_above(c):
+            key = (c, context, window, True)  # an ended allocation above still counts
+        elif self._untouched_here(c):
+            key = (c, context)
+        else:
+            key = (c, context, window)
+        stamp = self._ver.get(c, 0)
+        memo = self._memo
+        hit = memo.get(key)
+        if hit is not None and hit[0] == stamp:
+            _, ok, x, avail, overall, ev, pre, post, inner = hit
+            self.preorder += pre
+            self.postorder += post
+            if ok:
+                for rtype, got in ev.items():
+                    dfu.evals(rtype).merge(got, True)
+                dfu.avail, dfu.overall = avail, overall
+                if inner:
+                    self._replayed[c] = (resources, pristine, excl)
+            return ok, x
+        capture = _Dfu()
+        pre, post, inner = self.preorder, self.postorder, self._inside
+        ok, x = self._dom_dfv(meta, c, resources, pristine, excl, capture)
+        if len(memo) >= _MAX_MEMO:
+            memo.clear()
+        memo[key] = (stamp, ok, x, capture.avail, capture.overall, capture.ev if ok else None,
+                     self.preorder - pre, self.postorder - post, self._inside != inner)
+        if ok:
+            for rtype, got in capture.ev.items():
+                dfu.evals(rtype).merge(got, True)
+            dfu.avail, dfu.overall = capture.avail, capture.overall
+        return ok, x
+
+    def _unfold(self, x: int) -> None:
+        """``x`` was chosen: if it lies in (or is) a remembered subtree, walk the remembered
+        subtrees around it again, from the outermost down, until the rankings inside ``x``
+        have left their marks and slots for the commit."""
+        replayed = self._replayed
+        parent = self.g.parent[self.sub]
+        while True:
+            a = x
+            while a != -1 and a not in replayed:
+                a = parent[a]
+            if a == -1:
+                return
+            resources, pristine, excl = replayed.pop(a)
+            self._dom_dfv(self._meta, a, resources, pristine, excl, _Dfu())
+            if a == x:
+                return
+
+    def mark_dirty(self, v: int) -> None:
+        """Something in ``v`` changed (a span, its status): forget what the full walk
+        remembered of ``v`` and of every vertex above it (at the next selection)."""
+        self._dirty.append(v)
+
+    def _restamp(self) -> None:
+        clock = self._clock = self._clock + 1
+        ver = self._ver
+        parent = self.g.parent[self.sub]
+        for v in self._dirty:
+            while v != -1 and ver.get(v) != clock:
+                ver[v] = clock
+                v = parent[v]
+        self._dirty.clear()
 
     def _leaf_plan(self, resources: list[Resource]) -> dict[str, Resource] | None:
         """type -> request, when every request at this level is a plain leaf request (no
@@ -987,7 +1267,7 @@ class Traverser:
         high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
-                ev.choose_best_k(ev.qual, high)
+                ev.choose_best_k(ev.qual, high, full=True)
         if guard is not None:
             made = self._form_slots(u, shape, nslots, slot_dfu, dfu)
             self._check_members(shape, slot_dfu, unexplored, high)
@@ -1256,6 +1536,8 @@ class Traverser:
         return needs
 
     def _enforce(self, dfu: _Dfu, unconstrained: bool, top: int = -1) -> None:
+        self._inside += 1
+        replayed = self._replayed
         marks = self.marks
         parent = self.g.parent[self.sub]
         gtype, size = self.g.type, self.g.size
@@ -1272,6 +1554,8 @@ class Traverser:
                                                            for edge in group[5]]))
                 for edge in group[5]:
                     child = edge[3]
+                    if replayed:
+                        self._unfold(child)
                     if split and child in split:
                         # one pool shared by several slot instances of this job
                         split[child] += edge[1]
@@ -1480,6 +1764,7 @@ class Traverser:
         return hit
 
     def _add_sched(self, u: int, needs: int, meta: Meta, job: JobState) -> None:
+        self._dirty.append(u)
         p = self.sched.get(u)
         if p is None:
             p = self.sched[u] = Planner(self.g.size[u])
@@ -1498,6 +1783,7 @@ class Traverser:
         """Tag ``u`` for ``job`` and add what it holds below to its aggregates and to
         ``to_parent``. ``whole`` (fast mode, the subtree held whole through u's own planner):
         no aggregate spans on u itself, sub_avail reads 0 below u while it is held."""
+        self._dirty.append(u)
         if excl and needs >= self.g.size[u]:
             # held whole: its own planner already reads 0 free for this window, so an
             # exclusivity-checker span would prune nothing more (tag only, no span)
@@ -1539,6 +1825,7 @@ class Traverser:
             vertices = set(job.sched) | set(job.xspans)
         released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
         parent = self.g.parent[self.sub]
+        self._dirty += vertices
         for u in vertices:
             span = job.sched.pop(u, None)
             if span is not None:
@@ -1601,6 +1888,7 @@ class Traverser:
         amount = min(amount, have)
         if amount <= 0:
             return
+        self._dirty.append(u)
         span = job.sched.get(u)
         if span is not None:
             new = _resize(self.sched[u], span, have - amount)
@@ -2129,7 +2417,7 @@ class FlexibleTraverser(Traverser):
         high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
-                ev.choose_best_k(ev.qual, high)
+                ev.choose_best_k(ev.qual, high, full=True)
         counts = {t: slot_dfu.qual(t) for t in union}
         memo: dict = {}
         config = _or_config(slots, counts, nslots, memo)

@@ -99,3 +99,18 @@ def replay(policy: str, seed: int, steps: int) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_the_default_walk_is_fluxions_walk(policy: str, seed: int) -> None:
     replay(policy, seed, 40)
+
+
+@pytest.mark.parametrize("policy", ["low", "high", "variation", "locality"])
+@pytest.mark.parametrize("seed", range(3))
+def test_long_candidate_lists_rank_as_fluxion(policy: str, seed: int) -> None:
+    # a machine large enough that one ranking merges hundreds of slots from remembered
+    # subtrees (ranked from their scores, std::sort's ties included)
+    rng = random.Random(f"long/{policy}/{seed}")
+    recipe = {"cluster": "x", "racks": 2, "nodes_per_rack": 8, "sockets": 2,
+              "cores_per_socket": 8, "gpus_per_socket": 1, "memory_per_socket": [2, 4]}
+    ours = Matcher(graph_from_recipe(recipe), policy=policy)
+    ref = Matcher(graph_from_recipe(recipe), policy=policy, exact=True)
+    for step in range(30):
+        op = mixed_op(rng)
+        assert observe(ours, op) == observe(ref, op), (recipe, step)
