@@ -23,7 +23,12 @@ from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner
 from fluxinfra.matcher.policies import Policy
-from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix
+from fluxinfra.matcher.stdsort import (
+    equal_prefix,
+    introsort,
+    sorted_prefix,
+    sorted_prefix_bytes,
+)
 
 __all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
 
@@ -41,6 +46,10 @@ _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used c
 MAX_TEMPLATES = 4096
 #: subtrees the full walk remembers at most (then it starts over)
 _MAX_MEMO = 400_000
+_LAYOUT = "layout"  # key of what one untouched subtree of a layout found, for all of them
+_WIDE_KEY = "wide"  # key of the last exploration of a vertex's children
+#: vertices with more children than this keep their last exploration (_explore_kept)
+_WIDE = 16
 #: request lists whose derived facts are kept between matches
 _MAX_REQUESTS = 512
 
@@ -68,7 +77,7 @@ class _Evals:
     gathers a million slots merges the racks' lists, not the slots."""
 
     __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
-                 "_ranked", "_bounds", "_distinct")
+                 "_ranked", "_bounds", "_distinct", "_keys")
 
     def __init__(self) -> None:
         self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
@@ -84,6 +93,7 @@ class _Evals:
         self._ranked: tuple[bool, bool] | None = None
         self._bounds: tuple[int, int] | None = None  # (lowest, highest score), kept
         self._distinct: frozenset[int] | None = None  # the scores, kept
+        self._keys: tuple | None = None  # ((base, high), key bytes), kept
 
     def add(self, group: list) -> None:
         self.total += group[1]
@@ -134,6 +144,20 @@ class _Evals:
                     got += list(map(_score, part)) if type(part) is list else part.scores()
             self._scores = got
         return got
+
+    def key_bytes(self, base: int, high: bool) -> bytes:
+        """Each group's key as one byte: its score less ``base`` (``high``: ``base`` less
+        its score); kept for the last base asked (scores of every group must fit)."""
+        got = self._keys
+        if got is None or got[0] != (base, high):
+            if self.parts is None:
+                data = _key_bytes(self.scores(), base, high)
+            else:
+                data = b"".join(_key_bytes(list(map(_score, part)), base, high)
+                                if type(part) is list else part.key_bytes(base, high)
+                                for part in self.parts)
+            got = self._keys = ((base, high), data)
+        return got[1]
 
     def bounds(self) -> tuple[int, int]:
         """(lowest, highest) score of a non-empty list (kept once worked out)."""
@@ -234,14 +258,18 @@ class _Evals:
                 if enough(order):
                     break
                 take *= 2
+        elif not runs and hi - lo < 256:
+            # keys in a byte: (score - lowest) or (highest - score), at C speed
+            order = sorted_prefix_bytes(self.key_bytes(hi if high else lo, high), enough)
         else:
             scores = self.scores()
             if runs:
                 ranks = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
                 keys = [ranks[run[s]] for s in scores]
+                order = (sorted_prefix_bytes(bytes(keys), enough) if len(ranks) < 256
+                         else sorted_prefix(keys, enough))
             else:
-                keys = [-s for s in scores] if high else scores
-            order = sorted_prefix(keys, enough)
+                order = sorted_prefix([-s for s in scores] if high else scores, enough)
         eg = [self.group(i) for i in order]
         left, i = k, 0
         while left > 0:
@@ -256,6 +284,10 @@ class _Evals:
 
 def _score(group: list) -> int:
     return group[0]
+
+
+def _key_bytes(scores: list[int], base: int, high: bool) -> bytes:
+    return bytes([base - s for s in scores] if high else [s - base for s in scores])
 
 
 def _rank(groups: list[list], high: bool, runs: bool) -> list[list]:
@@ -320,6 +352,9 @@ def _less(a: list, b: list) -> bool:
     return a[0] < b[0]
 
 
+#: policies whose rankings the guard could seldom vouch for: locality ranks the top level
+#: by runs of every candidate's score, variation ties every vertex of a performance class
+_UNGUARDED = ("locality", "variation")
 #: std::sort leaves runs this short in insertion-sorted (stable) order
 _INSERTION = 16
 #: candidate lists longer than this are merged by reference (see _Evals); remembered ones
@@ -444,6 +479,7 @@ class Traverser:
         self._dirty: list[int] = []
         #: remembered subtrees met in this selection whose rankings left marks inside
         self._replayed: dict[int, tuple] = {}
+        self._fresh: set[int] = set()  # vertices walked (not remembered) in this selection
         self._inside = 0  # rankings and replays made so far (tells a subtree had some)
         self._meta: Meta | None = None
         #: the full walk: every child, in graph order (Fluxion's static exploration)
@@ -519,7 +555,8 @@ class Traverser:
             hit = express.select(resources, meta, excl)
             if hit is not None:
                 return hit
-        if self.fast and not self.policy.stop_on_k and self.visited_free():
+        if self.fast and not self.policy.stop_on_k and self.visited_free() and \
+                self.policy.kind not in _UNGUARDED:
             self._guard = [[]]
             try:
                 return self._select(resources, meta, excl)
@@ -546,6 +583,7 @@ class Traverser:
             self._restamp()
         self._meta = meta
         self._replayed = {}
+        self._fresh = set()
         self._memo_on = self._static and self.fast and not self.policy.factors \
             and self.visited_free()
         self._memo_types = frozenset(self.excl_types)
@@ -942,17 +980,13 @@ class Traverser:
         if self._guard is not None:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._policy_children(u))
+        if self._memo_on:
+            return self._explore_kept(meta, u, resources, pristine, excl, dfu)
         found = False
         gtype = self.g.type
         visited = self.visited
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
-        if self._memo_on:
-            visit = partial(self._visit, (
-                per_request(self._request_keys, resources, _request_key), pristine, excl,
-                meta.alloc_type, self._memo_types), (meta.at, meta.duration, meta.at == meta.now))
-        else:
-            visit = self._dom_dfv
         for c in self._children(u):
             if visited is not None and c in visited:
                 continue
@@ -962,7 +996,7 @@ class Traverser:
                     continue
                 score, cnt, x = hit
             else:
-                ok, x = visit(meta, c, resources, pristine, excl, dfu)
+                ok, x = self._dom_dfv(meta, c, resources, pristine, excl, dfu)
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
@@ -980,44 +1014,140 @@ class Traverser:
     # inside it (its marks, the slots it chose) are made again if a ranking above chooses
     # it (_rederive).
 
+    def _explore_kept(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
+                      excl: bool, dfu: _Dfu) -> bool:
+        """The full walk's exploration of ``u``'s children, each remembered (_visit); for a
+        wide vertex, the last exploration is kept too, so a child whose subtree did not change
+        since is taken from it without even a look-up."""
+        context = (per_request(self._request_keys, resources, _request_key), pristine, excl,
+                   meta.alloc_type, self._memo_types)
+        window = (meta.at, meta.duration, meta.at == meta.now)
+        children = self._children(u)
+        ver = self._ver
+        stamps = [ver.get(c, 0) for c in children]
+        wide = None
+        if len(children) > _WIDE:
+            stale = bool(self._whole_alloc) and (u in self._whole_alloc
+                                                 or self._allocated_above(u))
+            wide = (_WIDE_KEY, u, context, window, stale)
+            kept = self._memo.get(wide)
+            old_stamps, old = kept if kept is not None else (None, None)
+        else:
+            old_stamps = old = None
+        leaves = self._leaf_plan(resources)
+        kids = self.g.children[self.sub]
+        gtype = self.g.type
+        replayed = self._replayed
+        outcomes = []
+        found = False
+        fresh = self._fresh
+        for i, c in enumerate(children):
+            if old is not None and old_stamps[i] == stamps[i]:
+                out = old[i]
+            elif leaves is not None and not kids[c] and gtype[c] in leaves:
+                hit = self._leaf(meta, c, leaves[gtype[c]], excl)
+                out = None if hit is None else (
+                    [hit[0], hit[1], 0, hit[2], False, [[hit[1], hit[1], hit[2], c, u]]],
+                    (), None, 1, 1)
+            else:
+                out = self._visit(context, window, meta, c, resources, pristine, excl, u)
+            outcomes.append(out)
+            if out is None:
+                continue
+            group, merged, ctx, pre, post = out
+            self.preorder += pre
+            self.postorder += post
+            for rtype, got in merged:
+                dfu.evals(rtype).merge(got, True)
+            if ctx is not None and c not in fresh:  # walked just now: its marks are made
+                replayed[c] = ctx
+            dfu.evals(gtype[c]).add(group)
+            found = True
+        if wide is not None:
+            self._memo[wide] = (stamps, outcomes)
+        return found
+
     def _visit(self, context: tuple, window: tuple, meta: Meta, c: int,
-               resources: list[Resource], pristine: bool, excl: bool,
-               dfu: _Dfu) -> tuple[bool, bool]:
-        """``_dom_dfv(c)``, remembered (see above): ``context`` is the request, ``pristine``,
-        ``excl``, the allocation type and exclusive types; ``window`` (at, duration, at is
-        now) is part of the key unless nothing is held below ``c``."""
+               resources: list[Resource], pristine: bool, excl: bool, u: int) -> tuple | None:
+        """``_dom_dfv(c)`` below ``u``, remembered (see above): None when ``c`` does not
+        qualify, else what it gives its parent: (its group, the candidates it passes up,
+        (resources, pristine, excl) when rankings inside it made marks, visit counts).
+        ``context`` is the request, ``pristine``, ``excl``, the allocation type and the
+        exclusive types; ``window`` (at, duration, at is now) counts unless nothing is held
+        below ``c``."""
+        layout = None
         if self._whole_alloc and self._allocated_above(c):
             key = (c, context, window, True)  # an ended allocation above still counts
         elif self._untouched_here(c):
             key = (c, context)
+            layout = self.g.layouts.get(c) if self.g.layouts else None
+            if layout is not None:
+                shared = self._memo.get((_LAYOUT, layout, context))
+                if shared is not None:
+                    return self._replay_layout(c, u, shared, resources, pristine, excl)
         else:
             key = (c, context, window)
         stamp = self._ver.get(c, 0)
         memo = self._memo
         hit = memo.get(key)
         if hit is not None and hit[0] == stamp:
-            _, ok, x, avail, overall, ev, pre, post, inner = hit
-            self.preorder += pre
-            self.postorder += post
-            if ok:
-                for rtype, got in ev.items():
-                    dfu.evals(rtype).merge(got, True)
-                dfu.avail, dfu.overall = avail, overall
-                if inner:
-                    self._replayed[c] = (resources, pristine, excl)
-            return ok, x
+            return hit[1]
         capture = _Dfu()
         pre, post, inner = self.preorder, self.postorder, self._inside
         ok, x = self._dom_dfv(meta, c, resources, pristine, excl, capture)
+        self._fresh.add(c)
+        pre, post = self.preorder - pre, self.postorder - post
+        self.preorder -= pre  # counted again by the caller
+        self.postorder -= post
+        if ok:
+            cnt = capture.avail
+            out = ([capture.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]],
+                   tuple(capture.ev.items()),
+                   (resources, pristine, excl) if self._inside != inner else None, pre, post)
+        else:
+            out = None
         if len(memo) >= _MAX_MEMO:
             memo.clear()
-        memo[key] = (stamp, ok, x, capture.avail, capture.overall, capture.ev if ok else None,
-                     self.preorder - pre, self.postorder - post, self._inside != inner)
-        if ok:
-            for rtype, got in capture.ev.items():
-                dfu.evals(rtype).merge(got, True)
-            dfu.avail, dfu.overall = capture.avail, capture.overall
-        return ok, x
+        memo[key] = (stamp, out)
+        if layout is not None:
+            # untouched and built like others: what it found holds for all of them, by
+            # position in its subtree (scores below depend on ids, which they share)
+            memo[(_LAYOUT, layout, context)] = self._positional(c, out)
+        return out
+
+    def _positional(self, c: int, out: tuple | None) -> tuple | None:
+        """``c``'s outcome with every vertex named by its position below ``c`` (-1: c)."""
+        if out is None:
+            return None
+        group, merged, ctx, pre, post = out
+        pos = {v: i for i, v in enumerate(self._post_below(c)[1])}
+        pos[c] = -1
+        where = pos.__getitem__
+        kinds = []
+        for rtype, got in merged:
+            groups = tuple((g[0], g[1], g[3], g[4],
+                            tuple((e[0], e[1], e[2], where(e[3]), where(e[4])) for e in g[5]))
+                           for g in got.groups())
+            scores = got.scores()
+            kinds.append((rtype, (groups, got.qual, got.total, scores,
+                                  (min(scores), max(scores)), frozenset(scores), {})))
+        return (group[0] - self._own_score(c), group[1], group[3], tuple(kinds),
+                ctx is not None, pre, post)
+
+    def _own_score(self, c: int) -> int:
+        """What ``c``'s own id adds to its score (its layout's others have their own)."""
+        if self.policy.kind == "variation":
+            return 0
+        return self.g.id[c]
+
+    def _replay_layout(self, c: int, u: int, shared: tuple | None, resources: list[Resource],
+                       pristine: bool, excl: bool) -> tuple | None:
+        if shared is None:
+            return None
+        score, cnt, x, kinds, inner, pre, post = shared
+        merged = tuple((rtype, _Rebound(kind, self._post_below, c)) for rtype, kind in kinds)
+        return ([score + self._own_score(c), cnt, 0, x, False, [[cnt, cnt, x, c, u]]], merged,
+                (resources, pristine, excl) if inner else None, pre, post)
 
     def _unfold(self, x: int) -> None:
         """``x`` was chosen: if it lies in (or is) a remembered subtree, walk the remembered
@@ -2238,6 +2368,49 @@ class _Held(tuple):
 
     def post(self) -> list[int]:
         return self[1](self[3])[1]
+
+
+class _Rebound:
+    """The candidates a subtree of one layout found, for another subtree of that layout:
+    groups kept by position below the subtree's root, read back as this subtree's vertices
+    (only the ones asked for). Reads like a remembered _Evals."""
+
+    __slots__ = ("kind", "post_below", "root", "n", "qual", "total", "parts")
+
+    def __init__(self, kind: tuple, post_below, root: int) -> None:
+        self.kind = kind
+        self.post_below = post_below
+        self.root = root
+        groups, self.qual, self.total = kind[:3]
+        self.n = len(groups)
+        self.parts = ()  # never flat: merged by reference
+
+    def scores(self) -> list[int]:
+        return self.kind[3]
+
+    def key_bytes(self, base: int, high: bool) -> bytes:
+        cache = self.kind[6]  # shared by every subtree of the layout
+        got = cache.get((base, high))
+        if got is None:
+            got = cache[(base, high)] = _key_bytes(self.kind[3], base, high)
+        return got
+
+    def bounds(self) -> tuple[int, int]:
+        return self.kind[4]
+
+    def distinct(self) -> frozenset[int]:
+        return self.kind[5]
+
+    def group(self, i: int) -> list:
+        post = self.post_below(self.root)[1]
+        root = self.root
+        score, count, x, is_root, edges = self.kind[0][i]
+        return [score, count, 0, x, is_root,
+                [[e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root]
+                 for e0, e1, e2, v, p in edges]]
+
+    def groups(self) -> list[list]:
+        return [self.group(i) for i in range(self.n)]
 
 
 class _Chosen(list):

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix
+from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix, sorted_prefix_bytes
 from fluxinfra.matcher.traverser import _FLAT, _Evals
 
 
@@ -37,6 +37,25 @@ def test_sorted_prefix_is_std_sorts_front(seed: int) -> None:
     k = rng.randint(1, max(1, n))
     got = sorted_prefix(keys, lambda order: len(order) >= k)
     assert got == want[:len(got)] and len(got) >= min(k, n)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sorted_prefix_bytes_is_std_sorts_front(seed: int) -> None:
+    rng = random.Random(f"bytes/{seed}")
+    n = rng.choice([0, 1, 16, 17, 200, 3000])
+    keys: list[int] = []
+    if rng.random() < 0.5:  # sorted runs, rotated (high's sockets come in that order)
+        shift = rng.randrange(64)
+        while len(keys) < n:
+            run = sorted(rng.sample(range(64), rng.randint(40, 64)))
+            keys += run[shift % len(run):] + run[:shift % len(run)]
+    else:
+        keys = [rng.randrange(rng.choice([1, 2, 3, 255])) for _ in range(n)]
+    keys = keys[:n]
+    want = std_order(keys)
+    for k in (1, 2, rng.randint(1, max(1, n))):
+        got = sorted_prefix_bytes(bytes(keys), lambda order, k=k: len(order) >= k)
+        assert got == want[:len(got)] and len(got) >= min(k, n)
 
 
 @pytest.mark.parametrize("n", [0, 1, 16, 17, 33, 100, 4097, 65_536])
