@@ -242,19 +242,21 @@ def _less_first(a: tuple, b: tuple) -> bool:
     return a[0] < b[0]
 
 
-def _partition_pair(vals: list, idx: list, first: int, last: int) -> int:
-    """``__unguarded_partition_pivot`` on ``vals`` (ints, less), moving ``idx`` alongside."""
+def _median_of_three(vals, first: int, last: int) -> int:
+    """The position std::__move_median_to_first picks among first+1, the middle, last-1."""
     mid = first + (last - first) // 2
     x, y, z = first + 1, mid, last - 1
     vx, vy, vz = vals[x], vals[y], vals[z]
     if vx < vy:
-        pick = y if vy < vz else (z if vx < vz else x)
-    elif vx < vz:
-        pick = x
-    elif vy < vz:
-        pick = z
-    else:
-        pick = y
+        return y if vy < vz else (z if vx < vz else x)
+    if vx < vz:
+        return x
+    return z if vy < vz else y
+
+
+def _partition_pair(vals: list, idx: list, first: int, last: int) -> int:
+    """``__unguarded_partition_pivot`` on ``vals`` (ints, less), moving ``idx`` alongside."""
+    pick = _median_of_three(vals, first, last)
     vals[first], vals[pick] = vals[pick], vals[first]
     idx[first], idx[pick] = idx[pick], idx[first]
     pivot = vals[first]
@@ -321,17 +323,7 @@ _LE = [bytes(int(v <= p) for v in range(256)) for p in range(256)]
 
 
 def _partition_bytes(vals: bytearray, first: int, last: int, ops: list) -> int:
-    mid = first + (last - first) // 2
-    x, y, z = first + 1, mid, last - 1
-    vx, vy, vz = vals[x], vals[y], vals[z]
-    if vx < vy:
-        pick = y if vy < vz else (z if vx < vz else x)
-    elif vx < vz:
-        pick = x
-    elif vy < vz:
-        pick = z
-    else:
-        pick = y
+    pick = _median_of_three(vals, first, last)
     vals[first], vals[pick] = vals[pick], vals[first]
     p = vals[first]
     seg = vals[first + 1:last]
