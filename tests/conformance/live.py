@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from replay import TESTDATA, Case, load_cases, normalise, run_case
+from replay import TESTDATA, Case, command_text, load_cases, load_extra_cases, normalise, run_case
 
 #: every named policy (custom strings are combinations of the same options)
 POLICIES = ["first", "firstnodex", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
@@ -38,8 +38,7 @@ def find_resource_query() -> str | None:
 
 def run_real(binary: str, case: Case, timeout: float = 300) -> str:
     """The case's ``-t`` output as Fluxion's resource-query writes it."""
-    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
-    text = text.replace("@TEST_SRCDIR@", str(TESTDATA))
+    text = command_text(case)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         argv = [binary, "-L", str(TESTDATA / case.graph), "-f", case.load_format,
@@ -88,7 +87,8 @@ def main(argv: list[str]) -> int:
         print("no resource-query: pass --resource-query or set FLUXINFRA_RESOURCE_QUERY",
               file=sys.stderr)
         return 2
-    cases = [c for c in load_cases() if opts.filter in c.name or opts.filter in c.script]
+    cases = [c for c in load_cases() + load_extra_cases()
+             if opts.filter in c.name or opts.filter in c.script]
     for policy in opts.policies.split(","):
         counts = {"identical": 0, "normalised": 0, "differs": 0}
         for case in cases:

@@ -9,6 +9,7 @@ block). ``python tests/conformance/replay.py [FILTER]`` prints a per-case table.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
+EXTRA = Path(__file__).with_name("cases")
 #: case id -> identical | normalised | differs (filled by the pytest replay, summed at the end)
 RESULTS: dict[str, str] = {}
 #: replay through Fluxion's full walk (``Matcher(exact=True)``) instead of the default one
@@ -55,6 +57,21 @@ def load_cases() -> list[Case]:
     return [Case(i, *row[:10]) for i, row in enumerate(rows[1:], 1)]
 
 
+def load_extra_cases() -> list[Case]:
+    """Cases of our own (``cases/cases.tsv``) on Fluxion's graphs, for the live differential
+    only (no stored expected output): command files are read from ``cases/``."""
+    rows = [line.split("\t") for line in EXTRA.joinpath("cases.tsv").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    return [dataclasses.replace(Case(1000 + i, *row[:10]), cmds=str(EXTRA / row[8]))
+            for i, row in enumerate(rows[1:], 1)]
+
+
+def command_text(case: Case) -> str:
+    """The case's command file with its placeholders filled in."""
+    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
+    return text.replace("@TEST_SRCDIR@", str(TESTDATA)).replace("@CASES@", str(EXTRA))
+
+
 def load_known() -> dict[str, tuple[str, str]]:
     """case name -> (level reached: normalised | differs, reason)."""
     known: dict[str, tuple[str, str]] = {}
@@ -74,8 +91,7 @@ def run_case(case: Case) -> str:
             "-P", case.policy, "-F", case.match_format, *shlex.split(case.extra)]
     argv = [a if not a.startswith("--prune-filters=") else a for a in argv]
     opts = build_parser().parse_args(argv)
-    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
-    text = text.replace("@TEST_SRCDIR@", str(TESTDATA))
+    text = command_text(case)
     out = io.StringIO()
     with tempfile.TemporaryDirectory():
         session = open_session(opts, out, err=io.StringIO(), stdout=io.StringIO())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from live import POLICIES, compare_live, find_resource_query, load_known_live
-from replay import TESTDATA, load_cases
+from replay import TESTDATA, load_cases, load_extra_cases
 
 BINARY = find_resource_query()
 if BINARY is None:
@@ -19,7 +19,7 @@ if BINARY is None:
 if not (TESTDATA / "manifest.tsv").exists():
     pytest.skip(f"Fluxion test data not found at {TESTDATA}", allow_module_level=True)
 
-CASES = load_cases()
+CASES = load_cases() + load_extra_cases()
 KNOWN = load_known_live()
 _RANK = {"identical": 2, "normalised": 1, "differs": 0}
 
