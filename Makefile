@@ -3,18 +3,29 @@
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
+# A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
+SEED ?=
 
-.PHONY: setup render test bench lint image clean
+.PHONY: setup render test test-fast bench bench-full lint image e2e clean
 setup:
 	@bash scripts/setup
 
 render: setup
-	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests
+	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED))
 
 test: setup
 	@bash scripts/test
 
+# The quick path while working: unit + render + conformance, tests marked slow left out (about a
+# minute of CPU; no lab, no image build, no live resource-query replay).
+test-fast: setup
+	@bash scripts/test -m "not slow" tests/unit tests/render tests/conformance
+
+# Every benchmark at small sizes (a few minutes); bench-full: the sizes the README's figures use.
 bench: setup
+	$(BIN)/python benchmarks/run.py --quick
+
+bench-full: setup
 	$(BIN)/python benchmarks/run.py
 
 # The scheduler/service image (root, podman): local Debian base, host-built wheels, offline build.
@@ -29,8 +40,15 @@ image: setup
 	  --build-arg REVISION=$$(git rev-parse HEAD) --build-arg CREATED=$$(date -u +%FT%TZ) \
 	  -t localhost/fluxinfra:$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') .
 
+# The e2e suite against a real API server and kubelet (tests/e2e, docs/e2e.md): starts a bed from
+# the Kubernetes binaries in $$FLUXINFRA_KUBE_BIN or on PATH (root), or uses the cluster named by
+# $$FLUXINFRA_E2E_KUBECONFIG; fails, rather than skips, when neither is there.
+e2e: setup
+	scripts/kube deps
+	FLUXINFRA_E2E_REQUIRED=1 $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
 lint: setup
-	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py roles/flux_broker/filter_plugins scripts/lab
+	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py roles/flux_broker/filter_plugins scripts/lab scripts/kubebed
 
 clean:
 	rm -rf build .pytest_cache

@@ -13,9 +13,16 @@ from fluxinfra.k8s.fluxion_service import FluxionService
 from fluxinfra.k8s.installer import FluxInstaller
 from fluxinfra.k8s.manifests import labels, namespace
 from fluxinfra.k8s.minicluster import MiniCluster
+from fluxinfra.k8s.queue import FluxQueue
 from fluxinfra.k8s.resources import declare
 from fluxinfra.k8s.scheduler import FluxScheduler
-from fluxinfra.k8s.stack import SERVICE_NAME, load_stack_settings, stack_config
+from fluxinfra.k8s.stack import (
+    QUEUE_NAME,
+    SCHEDULER_NAME,
+    SERVICE_NAME,
+    load_stack_settings,
+    stack_config,
+)
 
 try:
     settings = load_stack_settings(pulumi.get_stack(), stack_config())
@@ -48,11 +55,21 @@ if settings.fluxion_service is not None or settings.scheduler is not None:
         pulumi.export("fluxionServiceAddress", service.address)
 
     if settings.scheduler is not None:
-        scheduler = FluxScheduler("fluxion-scheduler", settings.scheduler,
-                                  opts=in_system_namespace)
+        scheduler = FluxScheduler(SCHEDULER_NAME, settings.scheduler, opts=in_system_namespace)
         pulumi.export("schedulerName", scheduler.scheduler_name)
 
+    if settings.queue is not None:
+        queue = FluxQueue(QUEUE_NAME, settings.queue, opts=in_system_namespace)
+        pulumi.export("queueWebhook", queue.webhook)
+
 for mc_args in settings.miniclusters:
+    mc_opts = on_cluster
+    if mc_args.pod_group and settings.scheduler is not None and \
+            mc_args.scheduler_name == settings.scheduler.scheduler_name:
+        # Its PodGroup needs the CRD, and its pods the scheduler, that this stack installs.
+        mc_opts = pulumi.ResourceOptions.merge(on_cluster,
+                                               pulumi.ResourceOptions(depends_on=[scheduler]))
     minicluster = MiniCluster(f"minicluster-{mc_args.namespace}-{mc_args.name}", mc_args,
-                              opts=on_cluster)
+                              opts=mc_opts)
     pulumi.export(f"minicluster-{mc_args.name}-lead", minicluster.lead)
+    pulumi.export(f"minicluster-{mc_args.name}-connect", minicluster.connect)

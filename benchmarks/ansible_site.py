@@ -3,11 +3,11 @@
     sudo .venv/bin/python benchmarks/ansible_site.py [--sizes 3 8] [--warm-runs 2] [--quick]
     .venv/bin/python benchmarks/run.py ansible_site
 
-Each size gets a fresh lab (scripts/lab, its own bridge and /24): one cold run on new hosts, then
-converged re-runs (which must report changed=0); the table shows the cold time, the median
-converged time and seconds per host. With a real Flux at /opt/flux (or $FLUXINFRA_FLUX_PREFIX)
-the brokers start and quorum is awaited; otherwise the CI test double is used and the broker
-start is skipped (the table says which).
+Each size gets a fresh lab (scripts/lab, a bridge and /24 of this run's own): one cold run on new
+hosts, then converged re-runs (which must report changed=0); the table shows the cold time, the
+median converged time and seconds per host. With a real Flux at /opt/flux (or
+$FLUXINFRA_FLUX_PREFIX) the brokers start and quorum is awaited; otherwise the CI test double is
+used and the broker start is skipped (the table says which).
 """
 
 from __future__ import annotations
@@ -25,13 +25,25 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "ansible"))
-from lab_harness import DOUBLE, Lab, real_flux_prefix, run_playbook, write_inventory  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import format_table  # noqa: E402
+from lab_harness import (  # noqa: E402
+    DOUBLE,
+    Lab,
+    claim_lab,
+    real_flux_prefix,
+    run_playbook,
+    write_inventory,
+)
 
-LAB_ENV = {
-    "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-bench",
-    "FLUXINFRA_LAB_NAME": "fxbench",
-    "FLUXINFRA_LAB_NET": "10.244.252",
+LEGEND = {
+    "cold s": "first site.yml run on fresh hosts",
+    "converged s": "median of the re-runs that follow (each must report changed=0)",
+    "cold s/host": "cold s divided by the hosts",
+    "vs first": "cold s against the first size's",
 }
+
+LAB_ENV = claim_lab("fxb")  # a lab network and name of this run's own
 
 
 def lab(*args: str) -> subprocess.CompletedProcess:
@@ -100,12 +112,19 @@ def measure(
     return {"hosts": size, "cold": cold, "warm": statistics.median(warm)}
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchmarks/run.py ansible_site",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[3, 8],
+                   help="lab sizes to time, one fresh lab each (default 3 8)")
+    p.add_argument("--warm-runs", type=int, default=2,
+                   help="converged re-runs per size (default 2)")
+    p.add_argument("--quick", action="store_true", help="3 hosts, one converged run")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 8])
-    parser.add_argument("--warm-runs", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="3 hosts, one converged run")
-    args, _ = parser.parse_known_args(argv)
+    args, _ = parser().parse_known_args(argv)
     if args.quick:
         args.sizes, args.warm_runs = [3], 1
     if os.geteuid() != 0:
@@ -121,16 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         f"playbooks/site.yml, prefix method, {flux}; load average {load:.1f} on "
         f"{os.cpu_count()} CPUs"
     )
-    print(
-        f"{'hosts':>5}  {'cold s':>7}  {'converged s (median)':>21}  {'cold s/host':>11}  "
-        f"{'vs 3 hosts':>10}"
-    )
     base = rows[0]["cold"]
-    for row in rows:
-        print(
-            f"{row['hosts']:>5}  {row['cold']:>7.1f}  {row['warm']:>21.1f}  "
-            f"{row['cold'] / row['hosts']:>11.1f}  {row['cold'] / base:>9.2f}x"
-        )
+    table = [[row["hosts"], row["cold"], row["warm"], row["cold"] / row["hosts"],
+              f"{row['cold'] / base:.2f}x"] for row in rows]
+    print(format_table(["hosts", "cold s", "converged s", "cold s/host", "vs first"], table,
+                       legend=LEGEND))
     return 0
 
 

@@ -50,6 +50,9 @@ import time
 from collections import deque
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import format_table  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -122,39 +125,6 @@ def summary_ms(ns: list[int]) -> tuple[float, float] | None:
     if not ns:
         return None
     return statistics.median(ns) / 1e6, percentile(ns, 99) / 1e6
-
-
-def format_table(headers: list[str], rows: list[list[object]]) -> str:
-    """A plain aligned text table (numbers right-aligned)."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
-    numeric = [all(_is_number(r[i]) for r in rows) if rows else False
-               for i in range(len(headers))]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
-
-    out = [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in cells]
-    return "\n".join(out)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) or value in ("-", "")
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value >= 100:
-            return f"{value:.0f}"
-        if value >= 10:
-            return f"{value:.1f}"
-        return f"{value:.3f}" if value < 1 else f"{value:.2f}"
-    return str(value)
 
 
 def ratio(theirs: float | None, ours: float | None) -> str | None:
@@ -252,6 +222,28 @@ def run_worker(config: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+INPROCESS_LEGEND = {
+    "n": "fill matches timed (until full, --cap or --budget); full: the graph filled up",
+    "med ms": "median match latency of the fill phase, ms (p99 ms: 99th percentile)",
+    "steady med": "median of the steady phase: cancel the oldest job, match again (steady "
+                  "p99 likewise); cancel med: median cancel latency",
+}
+PROCESS_LEGEND = {
+    "load s": "start of the process to the first stat (reading the GRUG file), median of "
+              "the rounds; fluxion load s likewise for resource-query",
+    "K": "matches in the fill phase (both programs the same command file)",
+    "ms/match": "(second stat - first stat) / K, median of the rounds; fluxion ms/match "
+                "likewise for resource-query",
+    "faster": "fluxion ms/match / ms/match",
+    "M": "steady pairs: cancel the oldest job, match again",
+    "ms/pair": "(third stat - second stat) / M; fluxion ms/pair likewise; pair faster: "
+               "their ratio",
+    "RSS MiB": "peak RSS of the process (max of the rounds); fluxion RSS MiB likewise",
+    "-t output": "same <SHA-256 prefix> when every run of both programs wrote the same -t "
+                 "output, else DIFFERENT (the run exits 1)",
+}
+
+
 def inprocess_table(results: list[dict]) -> str:
     headers = ["nodes", "policy", "stream", "n", "full", "med ms", "p99 ms", "steady med",
                "steady p99", "cancel med"]
@@ -276,7 +268,7 @@ def inprocess_table(results: list[dict]) -> str:
                 rows.append([res["size"], policy, stream, len(data["fill"]),
                              "yes" if data["full"] else "no", fill[0], fill[1], steady[0],
                              steady[1], cancel[0]])
-    return format_table(headers, rows)
+    return format_table(headers, rows, legend=INPROCESS_LEGEND, keys=3)
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -446,8 +438,9 @@ def process_tables(results: list[dict]) -> tuple[str, bool]:
                          ratio(rq_fill, ours_fill), row["steady"], ours_st, rq_st,
                          ratio(rq_st, ours_st), ours["rss_mib"], theirs["rss_mib"], verdict])
     table = format_table(["nodes", "policy", "stream", "load s", "fluxion load s", "K",
-                          "ms/match", "fluxion", "faster", "M", "ms/pair", "fluxion",
-                          "faster", "RSS MiB", "fluxion RSS", "-t output"], rows)
+                          "ms/match", "fluxion ms/match", "faster", "M", "ms/pair",
+                          "fluxion ms/pair", "pair faster", "RSS MiB", "fluxion RSS MiB",
+                          "-t output"], rows, legend=PROCESS_LEGEND, keys=3)
     return table, identical
 
 

@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import format_table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -167,7 +170,7 @@ def run_restart(nodes: int, pods: int) -> dict[str, Any]:
     elapsed = time.perf_counter() - start
     held = sum(len(v) for v in core.held().values())
     return {"scenario": "restart", "nodes": nodes, "pods": pods, "bound": held,
-            "seconds": elapsed, "p50_ms": float("nan"), "p99_ms": float("nan"),
+            "seconds": elapsed, "p50_ms": None, "p99_ms": None,
             "matches": 0, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -200,35 +203,54 @@ def run_grpc(samples: int = 200) -> dict[str, Any]:
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+LEGEND = {
+    "scenario": "single: lone pods at once (batched matches); single-nobatch: one match per "
+                "pod; groups: gangs of 16; spread: the kube-scheduler-like baseline; restart: "
+                "start-up with the pods running; steady: arrivals at --rate; grpc: Match + "
+                "Cancel round trip on loopback",
+    "seconds": "wall time from the first pod handed to the core to the last bind decision "
+               "(restart: from the LIST results to ready)",
+    "pods/s": "pods bound per second of that wall time",
+    "groups/s": "gangs bound per second",
+    "p50 ms": "median time from a pod's arrival to its bind decision (grpc: per round trip)",
+    "p99 ms": "99th percentile of the same",
+    "matches": "matcher calls",
+    "RSS MiB": "peak resident memory of the scenario's own process",
+}
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'scenario':<15} {'nodes':>6} {'pods':>6} {'bound':>6} {'seconds':>8} "
-            f"{'pods/s':>8} {'groups/s':>9} {'p50_ms':>8} {'p99_ms':>9} {'matches':>8} "
-            f"{'rss_MiB':>8}")
-    lines = [head, "-" * len(head)]
+    headers = ["scenario", "nodes", "pods", "bound", "seconds", "pods/s", "groups/s", "p50 ms",
+               "p99 ms", "matches", "RSS MiB"]
+    table = []
     for r in rows:
         seconds = r.get("seconds")
         groups_s = r["groups"] / seconds if r.get("groups") and seconds else None
-        lines.append(
-            f"{r['scenario']:<15} {r['nodes']:>6} {r['pods']:>6} {r['bound']:>6} "
-            f"{seconds if seconds is not None else float('nan'):>8.2f} "
-            f"{r.get('pods_per_s', float('nan')):>8.0f} "
-            f"{groups_s if groups_s is not None else float('nan'):>9.1f} "
-            f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r.get('matches', 0):>8} "
-            f"{r['rss_mib']:>8.0f}")
-    return "\n".join(lines)
+        table.append([r["scenario"], r["nodes"], r["pods"], r["bound"], seconds,
+                      r.get("pods_per_s"), groups_s, r.get("p50_ms"), r.get("p99_ms"),
+                      r.get("matches") or None, r["rss_mib"]])
+    return format_table(headers, table, legend=LEGEND)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchmarks/run.py scheduler",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, default=5000,
+                   help="simulated nodes, 32 cores and 128 GiB each (default 5000)")
+    p.add_argument("--pods", type=int, default=10_000, help="pods per scenario (default 10000)")
+    p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+                   help=f"comma-separated (default {','.join(SCENARIOS)})")
+    p.add_argument("--profile", action="store_true", help="print the top functions per scenario")
+    p.add_argument("--rate", type=float, default=800.0,
+                   help="arrivals/s in the steady scenario (default 800)")
+    p.add_argument("--json", help="write the raw rows to this file")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # run one scenario in this process
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="benchmarks/scheduler.py", description=__doc__.split("\n")[0])
-    p.add_argument("--nodes", type=int, default=5000)
-    p.add_argument("--pods", type=int, default=10_000)
-    p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
-    p.add_argument("--scenarios", default=",".join(SCENARIOS))
-    p.add_argument("--profile", action="store_true", help="print the top functions per scenario")
-    p.add_argument("--rate", type=float, default=800.0, help="arrivals/s in the steady scenario")
-    p.add_argument("--json", help="write the raw rows to this file")
-    p.add_argument("--one", help=argparse.SUPPRESS)  # run one scenario in this process
-    args, _ = p.parse_known_args(argv)
+    args, _ = parser().parse_known_args(argv)
     if args.quick:
         args.nodes, args.pods = 500, 1000
     if args.one:

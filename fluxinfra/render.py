@@ -12,7 +12,10 @@ Resources that are not manifests (the kind cluster's ``command:local:Command``, 
 ``ClusterKeys`` dynamic resource) appear in the printed tree with a note, not as files. Key
 material: ``pulumi up`` generates it once per stack (``fluxinfra.k8s.keys``); the render derives it
 from a seed (``--seed-file``, else ``$FLUXINFRA_RENDER_SEED``, else the stack name, which is public
-and fine only for throw-away clusters).
+and fine only for throw-away clusters: ``Rendered.warnings`` then says so). The Secrets that carry
+it are written apart, to ``<out>/secrets/`` (a directory only its owner can enter, files 0600, a
+``.gitignore`` that ignores everything in it, its own kustomization that the main one lists), so
+``kubectl apply -k <out>`` still applies them while the rest of ``<out>`` can be shared.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextvars
 import functools
 import importlib.resources
 import json
+import os
 import re
 import runpy
 from dataclasses import dataclass, field
@@ -31,6 +35,7 @@ import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
+from fluxinfra.k8s.queue import CERTS_PURPOSE as WEBHOOK_CERTS_PURPOSE
 from fluxinfra.secrets import derive_cluster_keys
 
 __all__ = ["plain", "Rendered", "RenderError", "ManifestInvalid", "render", "write_manifests",
@@ -73,6 +78,8 @@ class Node:
     file: str = ""
     note: str = ""
     provider: str = ""   # provider reference (URN::id) of a custom resource
+    timeouts: dict[str, str] = field(default_factory=dict)   # customTimeouts (create, update)
+    inputs: dict[str, Any] = field(default_factory=dict)     # every resource's inputs, plain
 
 
 @dataclass
@@ -84,6 +91,14 @@ class Rendered:
     versions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)   # stack exports as JSON; [secret]
+    #: what the user must act on (printed apart from notes, in colour on a terminal)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def secret_files(self) -> list[str]:
+        """File names of the manifests that carry key material (Secrets), sorted."""
+        return sorted(name for name, mf in zip(sorted(self.files), self.manifests, strict=True)
+                      if is_secret(mf))
 
     def tree(self) -> str:
         """A ``pulumi preview``-like resource tree."""
@@ -197,9 +212,14 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
     class Monitor(pmocks.MockMonitor):
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
             urn = self.make_urn(request.parent, request.type, request.name)
+            timeouts = {k: getattr(request.customTimeouts, k)
+                        for k in ("create", "update", "delete")
+                        if getattr(request.customTimeouts, k, "")}
             nodes[urn] = Node(urn, request.type, request.name, request.parent,
-                              provider=request.provider)
+                              provider=request.provider, timeouts=timeouts)
             response = super().RegisterResource(request)
+            if urn in self.resources:   # component resources have no state of their own
+                nodes[urn].inputs = plain(self.resources[urn].state)
             if request.type.startswith("kubernetes:"):
                 nodes[urn].manifest = plain(self.resources[urn].state)
             elif request.type == "command:local:Command":
@@ -212,6 +232,11 @@ def _run_program(root: Path, stack: str, config: dict[str, str], seed: bytes,
             if state.get("purpose") == KEYS_PURPOSE:
                 state.update(key_outputs(derive_cluster_keys(seed, f"{stack}/{state['label']}",
                                                              state["label"])))
+            elif state.get("purpose") == WEBHOOK_CERTS_PURPOSE:
+                from fluxinfra.k8s.queue import cert_outputs
+
+                state.update(cert_outputs(list(state["names"]), seed=seed,
+                                          label=f"{stack}/{state['label']}"))
             elif args.typ == "command:local:Command":
                 state["stdout"] = "# kubeconfig: written by `kind` when pulumi up creates it\n"
             return f"{args.name}-id", state
@@ -410,11 +435,15 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
     settings = load_stack_settings(stack, config)  # fail fast, before the Pulumi runtime starts
     versions = kubernetes_versions(settings.kubernetes_versions.min,
                                    settings.kubernetes_versions.max)
-    notes = []
+    notes: list[str] = []
+    warnings: list[str] = []
     if seed is None:
         seed = f"fluxinfra-render:{stack}".encode()
-        notes.append("keys derived from the stack name (public): fine for throw-away clusters; "
-                     "use --seed-file for anything else")
+        warnings.append(f"the CURVE certificate and munge key (and the queue webhook's TLS key) "
+                        f"are derived from the stack name "
+                        f"{stack!r}, which is public: anyone can recompute them. Fine for a "
+                        "throw-away cluster; otherwise pass --seed-file FILE (e.g. head -c 64 "
+                        "/dev/urandom > FILE, kept secret) or set FLUXINFRA_RENDER_SEED")
     outputs: dict[str, Any] = {}
     nodes = _run_program(root, stack, config, seed, outputs)
 
@@ -426,7 +455,7 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         fname = _file_name(state)
         if fname in files:
             raise RenderError(f"two resources render to {fname}: rename one of them")
-        node.file = fname
+        node.file = manifest_path(fname, state)
         files[fname] = state
     for fname, mf in sorted(files.items()):
         if not _builtin_group(mf["apiVersion"]):
@@ -437,50 +466,112 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         raise ManifestInvalid(problems)
     texts = {fname: dump_yaml(mf) for fname, mf in sorted(files.items())}
     return Rendered(stack=stack, manifests=[files[f] for f in sorted(files)], files=texts,
-                    nodes=nodes, versions=versions, notes=notes, outputs=outputs)
+                    nodes=nodes, versions=versions, notes=notes, outputs=outputs,
+                    warnings=warnings)
+
+
+#: where Secrets (key material) are written, below the output directory
+SECRETS_DIR = "secrets"
+_SECRETS_IGNORE = ("# Key material rendered by `fluxinfra render`: never commit it. Everything "
+                   "here is ignored.\n*\n")
+
+
+def is_secret(manifest: dict[str, Any]) -> bool:
+    return manifest.get("kind") == "Secret"
+
+
+def manifest_path(fname: str, manifest: dict[str, Any]) -> str:
+    """Where ``write_manifests`` puts a manifest, relative to the output directory."""
+    return f"{SECRETS_DIR}/{fname}" if is_secret(manifest) else fname
+
+
+def _kustomization(stack: str, resources: list[str], what: str) -> str:
+    head = (f"# Rendered by `fluxinfra render --stack {stack}`: do not edit; re-render.\n"
+            f"# {what}\n")
+    body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": resources}
+    return head + yaml.dump(body, Dumper=_Dumper, sort_keys=False)
 
 
 def kustomization(rendered: Rendered) -> str:
-    head = (f"# Rendered by `fluxinfra render --stack {rendered.stack}`: do not edit; re-render.\n"
-            f"# Apply with `kubectl apply -k <this directory>`.\n")
-    body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": sorted(rendered.files)}
-    return head + yaml.dump(body, Dumper=_Dumper, sort_keys=False)
+    """The output directory's kustomization: every manifest, and the secrets directory."""
+    secrets = set(rendered.secret_files)
+    resources = [f for f in sorted(rendered.files) if f not in secrets]
+    return _kustomization(rendered.stack, resources + ([SECRETS_DIR] if secrets else []),
+                          "Apply with `kubectl apply -k <this directory>`.")
+
+
+def secrets_kustomization(rendered: Rendered) -> str:
+    return _kustomization(rendered.stack, rendered.secret_files,
+                          "Key material: listed by ../kustomization.yaml; keep it private.")
 
 
 #: ``kubectl apply -f -`` applies in stream order: what others live in or refer to goes first
 #: (kustomize does the same ordering for ``apply -k``).
 APPLY_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret", "Service",
-               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job")
+               "PodDisruptionBudget", "DaemonSet", "Deployment", "StatefulSet", "Job",
+               # custom resources rank here (after their CRDs), then the webhook configuration:
+               # the API server calls the webhook as soon as that exists
+               "MutatingWebhookConfiguration")
 
 
 def stream(rendered: Rendered) -> str:
     """Every manifest as one multi-document YAML stream, in apply order."""
     def rank(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
         kind = item[1]["kind"]
-        return (APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER), item[0])
+        last = APPLY_ORDER.index("MutatingWebhookConfiguration")
+        return (APPLY_ORDER.index(kind) if kind in APPLY_ORDER else last - 0.5, item[0])
 
     by_file = dict(zip(sorted(rendered.files), rendered.manifests, strict=True))
     return "".join(f"---\n{rendered.files[name]}"
                    for name, _ in sorted(by_file.items(), key=rank))
 
 
+def _previous_resources(kust: Path) -> list[str]:
+    if not kust.is_file():
+        return []
+    try:
+        old = (yaml.safe_load(kust.read_text()) or {}).get("resources", [])
+    except yaml.YAMLError:
+        return []
+    return [n for n in old if isinstance(n, str) and "/" not in n]
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner only (also when it existed before)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
 def write_manifests(rendered: Rendered, out: Path) -> list[Path]:
-    """Write the files and kustomization.yaml; removes files a previous render wrote there."""
+    """Write the files and kustomization.yaml; Secrets go to ``out/secrets/`` (0700 directory,
+    0600 files, git-ignored, its own kustomization listed by the main one). Files a previous
+    render listed and this one does not are removed."""
     out.mkdir(parents=True, exist_ok=True)
-    previous = out / "kustomization.yaml"
-    if previous.is_file():
-        try:
-            old = (yaml.safe_load(previous.read_text()) or {}).get("resources", [])
-        except yaml.YAMLError:
-            old = []
-        for name in old:
-            if isinstance(name, str) and "/" not in name and name not in rendered.files:
-                (out / name).unlink(missing_ok=True)
+    secret_names = set(rendered.secret_files)
+    private = out / SECRETS_DIR
+    for folder, keep in ((out, set(rendered.files) - secret_names | {SECRETS_DIR}),
+                         (private, secret_names)):
+        for name in _previous_resources(folder / "kustomization.yaml"):
+            if name not in keep:
+                (folder / name).unlink(missing_ok=True)
     written = []
     for name, text in rendered.files.items():
+        if name in secret_names:
+            continue
         (out / name).write_text(text)
         written.append(out / name)
-    previous.write_text(kustomization(rendered))
-    return [*written, previous]
+    if secret_names:
+        private.mkdir(mode=0o700, exist_ok=True)
+        private.chmod(0o700)
+        (private / ".gitignore").write_text(_SECRETS_IGNORE)
+        for name in sorted(secret_names):
+            _write_private(private / name, rendered.files[name])
+            written.append(private / name)
+        (private / "kustomization.yaml").write_text(secrets_kustomization(rendered))
+        written.append(private / "kustomization.yaml")
+    (out / "kustomization.yaml").write_text(kustomization(rendered))
+    return [*written, out / "kustomization.yaml"]

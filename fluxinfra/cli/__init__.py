@@ -2,6 +2,8 @@
 
 Each subcommand lives in its own module (``fluxinfra/cli/<name>.py``) exposing ``main(argv) -> int``
 and is imported only when invoked, so ``fluxinfra query`` never pays for Pulumi or gRPC imports.
+``pip install fluxinfra`` brings only the matcher's needs (``query``, ``match``, ``draw``,
+``simulate``); a command that needs an extra says which one when its modules are missing.
 """
 
 from __future__ import annotations
@@ -9,21 +11,38 @@ from __future__ import annotations
 import importlib
 import sys
 
+from fluxinfra import __version__
+from fluxinfra.console import quiet_broken_pipe
 from fluxinfra.errors import FluxinfraError
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("fluxinfra.cli.query", "resource-query compatible shell over the matcher"),
     "match": ("fluxinfra.cli.match", "one-shot match of a jobspec against a graph (JSON out)"),
+    "draw": ("fluxinfra.cli.draw", "draw a graph and jobs' allocations (SVG, PNG, dot)"),
     "render": ("fluxinfra.cli.render", "render a stack offline to validated Kubernetes YAML"),
     "scheduler": ("fluxinfra.cli.scheduler", "run the Kubernetes scheduler"),
     "service": ("fluxinfra.cli.service", "run the Fluxion gRPC service"),
     "simulate": ("fluxinfra.cli.simulate", "replay a workload through the scheduler core"),
+    "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
+}
+
+#: pyproject.toml's extras -> the top-level modules their packages provide
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "pulumi": ("pulumi", "pulumi_kubernetes", "pulumi_command", "kubernetes_validate",
+               "cryptography"),
+    "scheduler": ("kubernetes", "grpc", "google", "grpc_health"),
 }
 
 
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that provides the module ``exc`` could not import, if one does."""
+    top = (exc.name or "").split(".")[0]
+    return next((extra for extra, modules in EXTRA_MODULES.items() if top in modules), None)
+
+
 def _usage() -> str:
-    lines = ["usage: fluxinfra <command> [options]", "", "commands:"]
+    lines = ["usage: fluxinfra [--version] <command> [options]", "", "commands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "Run 'fluxinfra <command> --help' for a command's options."]
     return "\n".join(lines)
@@ -34,16 +53,30 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("-V", "--version"):
+        print(f"fluxinfra {__version__}")
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"fluxinfra: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
+    return quiet_broken_pipe(lambda: _run(name, rest))
+
+
+def _run(name: str, rest: list[str]) -> int:
     try:
+        module = importlib.import_module(COMMANDS[name][0])
         return int(module.main(rest) or 0)
     except FluxinfraError as exc:
         print(f"fluxinfra {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(f"fluxinfra {name}: needs the '{extra}' extra (Python module {exc.name!r} is not "
+              f"installed); install it with: pip install 'fluxinfra[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,7 +1,7 @@
 """``fluxinfra match GRAPH JOBSPEC``: one-shot match, JSON out.
 
-    fluxinfra match cluster.json job.yaml --policy low
-    fluxinfra match tiny.graphml job.yaml --format-in grug --op allocate_orelse_reserve
+    fluxinfra match examples/graph.json examples/job.yaml --policy low
+    fluxinfra match tiny.graphml job.yaml --op allocate_orelse_reserve   # GRUG, from the name
 
 Prints ``{"jobid", "status", "at", "overhead", "nodes", "slots", "R"}``; a request that does not
 fit prints ``{"status": "BUSY"|"UNSATISFIABLE", "error": ...}`` and exits 1. Bad input (a
@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 
-from fluxinfra.matcher import Busy, Matcher, Unsatisfiable, load_graph
+from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
+from fluxinfra.matcher import Busy, Matcher, Unsatisfiable
 from fluxinfra.matcher.errors import JobspecError
 from fluxinfra.matcher.matcher import OPS
-from fluxinfra.matcher.readers import FORMATS
 
 __all__ = ["main", "build_parser"]
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("graph", help="resource graph file (JGF, GRUG GraphML, R, hwloc XML)")
     p.add_argument("jobspec", help="jobspec file (YAML or JSON), or - for stdin")
     p.add_argument("--policy", "-P", default="first", help="match policy (default first)")
-    p.add_argument("--format-in", "-f", default=None, choices=FORMATS,
+    p.add_argument("--format-in", "-f", default=None, choices=LOAD_FORMATS,
                    help="graph format (default: from the file name: .graphml grug, .xml "
                         "hwloc, otherwise jgf)")
     p.add_argument("--op", default="allocate", choices=OPS, help="match operation")
@@ -40,17 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _guess_format(path: str) -> str:
-    if path.endswith((".graphml", ".grug")):
-        return "grug"
-    if path.endswith(".xml"):
-        return "hwloc"
-    return "jgf"
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    graph = load_graph(opts.graph, opts.format_in or _guess_format(opts.graph))
+    graph = load_graph_file(opts.graph, opts.format_in,
+                            hint="the order is: fluxinfra match GRAPH JOBSPEC")
     if opts.jobspec == "-":
         text = sys.stdin.read()
     else:

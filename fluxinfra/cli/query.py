@@ -6,6 +6,11 @@ command files replay unchanged::
 
     fluxinfra query -L graph.graphml -f grug -P low -t out.txt < cmds.in
 
+Exit status is resource-query's: 0 once the session ran (a match that finds nothing, a refused
+cancel or a malformed command is printed and the session goes on), 1 when it cannot start.
+``-g dot|graphml -o BASENAME`` writes the graph when the session ends, as resource-query's
+writers do; ``-g svg|png`` draws it with the session's jobs coloured (``fluxinfra draw``).
+
 The session state lives in :class:`QuerySession` (used in-process by the conformance replay).
 """
 
@@ -17,9 +22,10 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
-from fluxinfra.matcher import load_graph
+from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.errors import (
     Busy,
     GraphError,
@@ -69,9 +75,6 @@ class QuerySession:
         #: resource-query's writer for ``-F`` (one per session: the shorthand flag sticks)
         self.writer = QueryWriter(match_format)
         self.jobid_counter = 1
-        #: commands that failed on bad input (the session goes on, like resource-query, and
-        #: ``fluxinfra query`` exits 2 at the end if any did)
-        self.errors = 0
         self.jobs: dict[int, tuple[str, int, str]] = {}  # jobid -> (state, at, jobspec file)
         #: job id -> the matcher's id for it, once a writer failure left a job of that id
         #: held but forgotten (as resource-query does) and the id was handed out again
@@ -114,7 +117,7 @@ class QuerySession:
         return self._alias.get(jobid, jobid)
 
     def error(self, text: str) -> None:
-        self.errors += 1
+        """One ``ERROR:`` line on stderr; the session goes on, as resource-query's does."""
         self.err.write(f"ERROR: {text}\n")
 
     def emit(self, result, emitted=None, expiration: int | None = None) -> str:
@@ -157,7 +160,6 @@ class QuerySession:
         try:
             result = self.m.match(text, op=op, jobid=self._mid(jobid))
         except JobspecError as exc:
-            self.errors += 1
             self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
             self._no_match(jobid, sat=True)
             return False
@@ -282,7 +284,6 @@ class QuerySession:
             self.error(f"cancel: job id must be an integer, got {args[1]!r}")
             return
         if jobid not in self.jobs:  # (a job resource-query forgot is no job either)
-            self.errors += 1
             self.err.write(f"cancel: ERROR: nonexistent job {jobid}\n")  # resource-query's text
             return
         try:
@@ -323,7 +324,6 @@ class QuerySession:
         except ValueError:
             jobid = 0
         if jobid not in self.jobs:
-            self.errors += 1
             self.err.write(f"info: ERROR: nonexistent job {jobid}\n")
             return
         state, at, path = self.jobs[jobid]
@@ -541,21 +541,52 @@ def _rv1exec_view(g, emitted: list) -> list:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fluxinfra query",
-                                description="resource-query compatible shell over the matcher")
-    p.add_argument("-L", "--load-file", required=True, help="resource graph file")
-    p.add_argument("-f", "--load-format", default="grug",
-                   choices=["jgf", "jgf_shorthand", "grug", "rv1exec", "hwloc"],
-                   help="graph format")
+    from fluxinfra.cli.draw import PICTURE_FORMATS
+    from fluxinfra.cli.graphs import LOAD_FORMATS
+    from fluxinfra.matcher.graphout import GRAPH_FORMATS
+
+    p = _QueryParser(prog="fluxinfra query",
+                     description="resource-query compatible shell over the matcher: reads "
+                                 "resource-query commands from stdin (or --commands FILE) and "
+                                 "prints what resource-query prints. Exits 0 once the session "
+                                 "ran (a failed match or a refused command is an answer, "
+                                 "printed), 1 when it cannot start, as resource-query does.")
+    p.add_argument("-L", "--load-file", required=True,
+                   help="resource graph file (resource-query's conf/default is not shipped)")
+    p.add_argument("-f", "--load-format", default="grug", choices=LOAD_FORMATS,
+                   help="format of the -L file (default: %(default)s); rv1exec_force loads "
+                        "like rv1exec, as in resource-query")
     p.add_argument("-W", "--load-allowlist", default=None,
                    help="resource types to keep (hwloc), e.g. node,socket,core")
-    p.add_argument("-S", "--match-subsystems", default="CA", help="CA, PA, C+PA ...")
-    p.add_argument("-P", "--match-policy", default="first", help="policy name or custom string")
-    p.add_argument("-F", "--match-format", default="simple", choices=QUERY_FORMATS)
-    p.add_argument("-T", "--traverser-policy", default="simple", choices=["simple", "flexible"])
+    p.add_argument("-S", "--match-subsystems", default="CA",
+                   help="subsystems to match on, the first one dominant: CA (containment), "
+                        "PA (power), IBA, VA, or combinations like C+PA (default: %(default)s)")
+    p.add_argument("-P", "--match-policy", default="first",
+                   help="policy name (first, low, high, lonode, hinode, lonodex, hinodex, "
+                        "firstnodex, locality, variation) or a custom string like "
+                        "'policy=high node_exclusive=true' (default: %(default)s)")
+    p.add_argument("-F", "--match-format", default="simple", choices=QUERY_FORMATS,
+                   help="how matched resources are written: simple and pretty_simple (text "
+                        "trees), jgf, jgf_shorthand, rlite, rv1, rv1_nosched, rv1_shorthand "
+                        "(JSON, as resource-query writes them) (default: %(default)s)")
+    p.add_argument("-T", "--traverser-policy", default="simple", choices=["simple", "flexible"],
+                   help="simple: depth-first match of the jobspec as written; flexible: "
+                        "sibling slots are alternatives and xor_slot siblings expand into "
+                        "variants, as resource-query's -T flexible (default: %(default)s)")
     p.add_argument("-p", "--prune-filters", default=None,
                    help="subtree aggregates to track, e.g. ALL:core,ALL:gpu "
                         "(default ALL:core,ALL:node)")
+    p.add_argument("-g", "--graph-format", default=None,
+                   choices=[*GRAPH_FORMATS, *(f for f in PICTURE_FORMATS if f != "dot")],
+                   help="format of the -o file, written when the session ends: dot or "
+                        "graphml (the whole graph, as resource-query's writers), or svg / png "
+                        "(a picture with each job's allocation coloured; needs Graphviz's "
+                        "dot) (default: dot)")
+    p.add_argument("-o", "--graph-output", default=None, metavar="BASENAME",
+                   help="write the graph to BASENAME.<-g format> when the session ends")
+    p.add_argument("-r", "--reserve-vtx-vec", default=None, metavar="SIZE",
+                   help="accepted for compatibility: resource-query reserves memory for SIZE "
+                        "vertices (0..2000000); Python's lists need no reservation")
     p.add_argument("-t", "--test-output", default=None, help="also write match output here")
     p.add_argument("-e", "--elapse-time", action="store_true", help="accepted for compatibility")
     p.add_argument("-d", "--disable-prompt", action="store_true", help="accepted (no prompt)")
@@ -563,42 +594,110 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _QueryParser(argparse.ArgumentParser):
+    """resource-query exits 1 on a bad command line (its usage(1)); argparse would exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def open_session(opts, out: TextIO, err: TextIO | None = None,
                  stdout: TextIO | None = None) -> QuerySession:
     """Load the graph and build a session from parsed options (shared with the replay test)."""
+    from fluxinfra.cli.graphs import load_graph_file
+
     kwargs = {}
     if opts.load_allowlist and opts.load_format == "hwloc":
         kwargs["allowlist"] = opts.load_allowlist
-    graph = load_graph(opts.load_file, opts.load_format, **kwargs)
+    graph = load_graph_file(opts.load_file, opts.load_format, option="-L", **kwargs)
     if opts.load_format in ("jgf", "jgf_shorthand"):
         # Fluxion's JGF reader does not keep a vertex's unit, so its writers never print one
         graph.unit[:] = [""] * len(graph.unit)
     subsystems = _subsystems(opts.match_subsystems)
+    _check_prune_filters(opts.prune_filters)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
                       prune_filters=opts.prune_filters,
                       flexible=opts.traverser_policy == "flexible")
     return QuerySession(matcher, out, opts.match_format, err, stdout)
 
 
+def _check_prune_filters(text: str | None) -> None:
+    """resource-query's rule for -p: comma-separated HIGH:LOW pairs, neither side empty."""
+    if text is None or not text.strip():
+        return  # resource-query keeps its default then
+    for pair in text.split(","):
+        high, sep, low = pair.partition(":")
+        if not sep or not high.strip() or not low.strip():
+            raise MatcherError(f"-p {text!r}: {pair!r} is not a HIGH:LOW pair; give pairs like "
+                               "ALL:core,rack:node (ALL = at every vertex)")
+
+
+def _reserve_vtx_vec(text: str | None) -> None:
+    """resource-query's check of -r: C's atoi, a warning (not an error) outside 0..2000000."""
+    if text is not None and not 0 <= _strtoll(text) <= 2_000_000:
+        sys.stderr.write(f"WARN: out of range specified for --reserve-vtx-vec: {text}\n")
+
+
+def write_graph_output(session: QuerySession, fmt: str, basename: str) -> None:
+    """``-o BASENAME``: the graph as resource-query's writers give it (dot, graphml), or a
+    picture of the graph and the session's jobs (svg, png)."""
+    from fluxinfra.cli.draw import picture_dot, write_picture
+    from fluxinfra.matcher.graphout import write_dot, write_graphml
+
+    path = Path(f"{basename}.{fmt}")
+    session.stdout.write("INFO: Write the target graph of the matcher...\n")
+    session.stdout.flush()
+    g, sub = session.m.graph, session.m.trav.sub
+    if fmt in ("svg", "png"):
+        write_picture(picture_dot(g, session.m, sub), path, fmt)
+        return
+    text = write_dot(g, sub) if fmt == "dot" else write_graphml(g)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise GraphError(f"-o {basename}: cannot write {path}: {exc.strerror}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a session. Exit status as resource-query's: 0 once the session ran, whatever its
+    commands answered (errors go to stderr and the session goes on); 1 when it cannot start
+    (bad option, unreadable or malformed graph, unwritable -t file) or -o cannot be written."""
     opts = build_parser().parse_args(argv)
-    out = sys.stdout
+    _reserve_vtx_vec(opts.reserve_vtx_vec)
+    try:
+        _session(opts)
+    except FluxinfraError as exc:
+        print(f"fluxinfra query: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _session(opts) -> None:
+    if opts.graph_format and not opts.graph_output:
+        sys.stderr.write(f"WARN: -g {opts.graph_format} without -o writes nothing (as in "
+                         "resource-query); add -o BASENAME\n")
+    session = open_session(opts, sys.stdout)  # the graph first, then -t: resource-query's order
     if opts.test_output:
         try:
-            out = open(opts.test_output, "w", encoding="utf-8")  # noqa: SIM115
+            session.out = open(opts.test_output, "w", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise GraphError(f"cannot write {opts.test_output}: {exc.strerror}") from None
+            raise GraphError(f"-t {opts.test_output}: cannot write: {exc.strerror}") from None
     try:
-        session = open_session(opts, out)
         if opts.commands:
-            with open(opts.commands, encoding="utf-8") as fh:
-                session.run(fh)
+            try:
+                commands = open(opts.commands, encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                raise GraphError(f"--commands {opts.commands}: {exc.strerror}") from None
+            with commands:
+                session.run(commands)
         else:
             session.run(sys.stdin)
     finally:
-        if out is not sys.stdout:
-            out.close()
-    return 2 if session.errors else 0
+        if session.out is not sys.stdout:
+            session.out.close()
+    if opts.graph_output:
+        write_graph_output(session, opts.graph_format or "dot", opts.graph_output)
 
 
 if __name__ == "__main__":  # pragma: no cover

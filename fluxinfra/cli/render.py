@@ -17,17 +17,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the Pulumi program under the mock runtime and write one validated YAML "
                     "file per Kubernetes resource plus a kustomization.yaml "
                     "(kubectl apply -k OUT deploys what pulumi up would).")
-    p.add_argument("--stack", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml")
+    p.add_argument("--stack", default="dev",
+                   help="stack name: stacks/Pulumi.<stack>.yaml (default: %(default)s)")
     p.add_argument("--out", default="build/manifests",
                    help="output directory, or - for one YAML stream on stdout (the tree and "
-                        "notes then go to stderr): fluxinfra render --out - | kubectl apply -f -")
+                        "notes then go to stderr): fluxinfra render --out - | kubectl apply -f - "
+                        "(default: %(default)s)")
     p.add_argument("--root", default=None, type=Path,
                    help="project root holding Pulumi.yaml, __main__.py and stacks/ (default: the "
                         "nearest directory upwards from here with a Pulumi.yaml)")
     p.add_argument("--seed-file", type=Path,
                    help="file whose bytes seed the CURVE cert and munge key (default: "
                         "$FLUXINFRA_RENDER_SEED, else the stack name, which is public)")
-    p.add_argument("--quiet", action="store_true", help="print only problems")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only problems and warnings (default: print the resource tree)")
     return p
 
 
@@ -57,7 +60,8 @@ def _find_root(start: Path) -> Path:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     root = args.root if args.root is not None else _find_root(Path.cwd().resolve())
-    from fluxinfra.render import ManifestInvalid, render, stream, write_manifests
+    from fluxinfra.console import warn
+    from fluxinfra.render import SECRETS_DIR, ManifestInvalid, render, stream, write_manifests
 
     start = time.monotonic()
     try:
@@ -84,4 +88,13 @@ def main(argv: list[str]) -> int:
               f"{time.monotonic() - start:.1f}s)", file=report)
         if args.out != "-":
             print(f"apply: kubectl apply -k {args.out}", file=report)
+    secrets = rendered.secret_files
+    if secrets and not args.quiet:
+        held = (f"in {Path(args.out) / SECRETS_DIR}/ (directory 0700, files 0600, git-ignored; "
+                "applied by the kubectl apply -k above)" if args.out != "-"
+                else "in the stream on stdout: keep it out of logs and version control")
+        print(f"secrets: {len(secrets)} Secret(s) with the CURVE certificate and munge key "
+              f"(and the queue webhook's TLS key) {held}", file=report)
+    for warning in rendered.warnings:
+        warn(warning, sys.stderr)
     return 0

@@ -2,7 +2,8 @@
 
 Where the graph comes from (first that applies):
 
-``--graph FILE [--format jgf|grug|rv1exec|hwloc]``   a resource graph file
+``--graph FILE [--format jgf|grug|rv1exec|hwloc]``   a resource graph file (format from the
+                                                      name when not given, as ``match``)
 ``--recipe FILE|YAML|JSON``                           a compact recipe (matcher.recipe)
 ``--from-cluster`` (default when running in a pod)    the Kubernetes nodes, minus running pods
 
@@ -24,6 +25,7 @@ import signal
 import sys
 import threading
 
+from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
 from fluxinfra.errors import ConfigError
 
 __all__ = ["main"]
@@ -44,7 +46,9 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--recipe", help="compact recipe: a YAML/JSON file or inline YAML/JSON")
     src.add_argument("--from-cluster", action="store_true",
                      help="build the graph from the Kubernetes nodes (default in a pod)")
-    p.add_argument("--format", default="jgf", help="format of --graph: jgf, grug, rv1exec, hwloc")
+    p.add_argument("--format", default=None, choices=LOAD_FORMATS,
+                   help="format of --graph (default: from the file name: .graphml grug, .xml "
+                        "hwloc, otherwise jgf)")
     p.add_argument("--kubeconfig", help="kubeconfig for --from-cluster outside a pod")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
@@ -53,15 +57,8 @@ def parser() -> argparse.ArgumentParser:
 def build_graph(args: argparse.Namespace):
     """The service's initial graph, from whichever source the flags name."""
     if args.graph:
-        from fluxinfra.matcher import load_graph
-
-        try:
-            with open(args.graph, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ConfigError(f"--graph {args.graph!r}: {exc.strerror}; pass a readable "
-                              "resource graph file") from None
-        return load_graph(text, fmt=args.format)
+        return load_graph_file(args.graph, args.format, option="--graph",
+                               hint="a recipe (YAML) goes to --recipe")
     if args.recipe:
         from fluxinfra.matcher.recipe import graph_from_recipe, load_recipe
 

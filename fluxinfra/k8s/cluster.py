@@ -1,5 +1,10 @@
 """``Cluster``: the Kubernetes cluster every other component deploys to, and its Provider.
 
+The Provider updates ConfigMaps in place (``enableConfigMapMutable``) instead of replacing them
+on every data change: a replaced ConfigMap with a fixed name is deleted first, and with it the
+volume every running pod mounts; a persistent MiniCluster's resize changes one key of its
+ConfigMap and must not disturb the brokers that run.
+
 ``mode: kind`` creates a local kind cluster with ``pulumi_command`` (``kind create cluster`` on
 create, ``kind delete cluster`` on destroy) from a generated kind config, and exports its kubeconfig
 as a secret. ``mode: existing`` points at a cluster by kubeconfig path and/or context. Both yield
@@ -119,11 +124,13 @@ class Cluster(pulumi.ComponentResource):
             # Nothing is declared on the cluster before it exists with its images loaded.
             self.provider = k8s.Provider(
                 f"{name}-provider", kubeconfig=self.kubeconfig,
+                enable_config_map_mutable=True,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[kind, *loads]))
         else:
             # The provider takes a path or the file's contents; expand ~ as a shell would.
             path = os.path.expanduser(args.kubeconfig) if args.kubeconfig else ""
             self.kubeconfig = pulumi.Output.secret(path)
             self.provider = k8s.Provider(f"{name}-provider", kubeconfig=path or None,
-                                         context=args.context or None, opts=child)
+                                         context=args.context or None,
+                                         enable_config_map_mutable=True, opts=child)
         self.register_outputs({"kubeconfig": self.kubeconfig})

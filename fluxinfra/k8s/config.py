@@ -48,6 +48,11 @@ __all__ = [
     "toleration_list",
     "resource_requirements",
     "container_list",
+    "name_list",
+    "quantity",
+    "quantity_bytes",
+    "volume_list",
+    "VOLUME_SOURCES",
 ]
 
 #: Match policies the Fluxion matcher knows by name (the matcher's NAMED_POLICIES; a test keeps
@@ -293,3 +298,64 @@ def container_list(value: list) -> str | None:
             return accepted
         names.add(item["name"])
     return None
+
+
+def name_list(value: list) -> str | None:
+    """Names of objects in the namespace (Secrets, ...): DNS-1123 subdomains, no repeats."""
+    if all(isinstance(v, str) and dns1123_subdomain(v) is None for v in value) and \
+            len(set(value)) == len(value):
+        return None
+    return "a list of distinct object names (DNS-1123 subdomains)"
+
+
+_QUANTITY = re.compile(r"(\d+(\.\d+)?|\.\d+)([EPTGMK]i|[numkMGTPE])?")
+
+
+def quantity(value: str) -> str | None:
+    """A Kubernetes resource quantity such as ``512Mi``, ``2Gi`` or ``1``."""
+    return None if _QUANTITY.fullmatch(value) else "a Kubernetes quantity like '64Mi' or '2Gi'"
+
+
+#: The volume sources a MiniCluster accepts (Kubernetes VolumeSource keys).
+VOLUME_SOURCES = ("persistentVolumeClaim", "hostPath", "configMap", "secret", "emptyDir")
+
+
+_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity_bytes(value: str) -> int:
+    """``"4Gi"`` -> 4294967296 (whole bytes; a quantity :func:`quantity` accepted)."""
+    m = _QUANTITY.fullmatch(value)
+    if m is None or m.group(3) in ("n", "u", "m"):
+        raise ValueError(f"not a byte quantity: {value!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(3) or ""])
+
+
+def volume_list(reserved: tuple[str, ...]) -> Check:
+    """Volumes to mount: ``{name, mountPath, readOnly?, subPath?}`` and exactly one source."""
+    accepted = ("a list of volumes, each a mapping of a DNS-1123 'name' (not one of "
+                f"{', '.join(reserved)}), an absolute 'mountPath', optional 'readOnly' and "
+                f"'subPath', and exactly one of {', '.join(VOLUME_SOURCES)} (a Kubernetes "
+                "volume source mapping)")
+
+    def check(value: list) -> str | None:
+        names = set()
+        for item in value:
+            if not isinstance(item, dict):
+                return accepted
+            name, path = item.get("name"), item.get("mountPath")
+            if not isinstance(name, str) or dns1123_label()(name) is not None or \
+                    name in reserved or name in names:
+                return accepted
+            if not isinstance(path, str) or not path.startswith("/"):
+                return accepted
+            sources = [k for k in item if k in VOLUME_SOURCES]
+            extra = set(item) - {"name", "mountPath", "readOnly", "subPath", *VOLUME_SOURCES}
+            if len(sources) != 1 or extra or not isinstance(item[sources[0]], dict):
+                return accepted
+            if "readOnly" in item and not isinstance(item["readOnly"], bool):
+                return accepted
+            names.add(name)
+        return None
+    return check

@@ -1,12 +1,14 @@
 """``FluxInstaller``: Flux on every (selected) node of a cluster, from a privileged DaemonSet.
 
 The flux-distribute idea done right: the CURVE certificate and munge key come from a per-stack
-``ClusterKeys`` resource into a Secret mounted 0400 (never a script or a ConfigMap); the ClusterRole
-is ``get/list/watch nodes`` and nothing more; only this namespace is ``privileged`` for Pod
-Security. Each pod copies the scripts (ConfigMap) and keys onto its node, installs pinned flux-core
-and flux-sched there (micromamba from conda-forge, or an existing prefix), then runs ``node-watch``,
-which writes the broker config from the sorted node list and restarts the broker when nodes join
-or leave.
+``ClusterKeys`` resource into a Secret mounted 0400 (never a script or a ConfigMap); the
+ClusterRole is ``get/list/watch nodes`` and nothing more (a namespaced Role adds the rank map
+ConfigMap and reading this DaemonSet); only this namespace is ``privileged`` for Pod Security.
+Each pod copies the scripts (ConfigMap) and keys onto its node and runs ``node-watch``, which
+claims a stable Flux rank in the rank map, installs pinned flux-core and flux-sched on the node
+(micromamba from conda-forge, or an existing prefix) outside the pod's cgroup, and keeps the
+node's broker in step with the map: a join starts one broker, a leave stops one, nothing else
+restarts (see ``fluxinfra/templates/node-watch.py`` and docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from fluxinfra.k8s.config import (
     one_of,
     option,
     pinned_image,
+    quantity,
+    quantity_bytes,
     resource_requirements,
     string_map,
     toleration_list,
@@ -35,7 +39,7 @@ from fluxinfra.k8s.keys import ClusterKeys
 from fluxinfra.k8s.resources import declare_all
 
 __all__ = ["FluxInstallerArgs", "FluxInstaller", "installer_manifests", "installer_scripts",
-           "installer_keys_secret", "topology"]
+           "installer_keys_secret", "topology", "node_watch_settings"]
 
 COMPONENT = "flux-installer"
 SCRIPTS_DIR = "/opt/fluxinfra/scripts"
@@ -46,10 +50,25 @@ _HEARTBEAT_FRESH = (f"import os, sys, time; "
 
 
 def _topology(value: str) -> str | None:
-    if value in ("", "binomial") or (value.startswith("kary:") and value[5:].isdigit()
-                                     and int(value[5:]) >= 1):
+    if value in ("", "binomial") or (value.startswith("kary:") and value[5:].isdigit()):
         return None
-    return "'' (use fanout), 'binomial' or 'kary:<k>'"
+    return "'' (use fanout), 'binomial' or 'kary:<k>' (kary:0 = flat)"
+
+
+def _host_target(value: str) -> str | None:
+    if value.isdigit() and int(value) >= 1:
+        return None
+    if value and len(value) <= 15 and "/" not in value and " " not in value:
+        return None   # a command name as /proc/<pid>/comm holds it (at most 15 characters)
+    return "a PID ('1') or the command name of a host process (e.g. 'kubelet', at most 15 " \
+           "characters)"
+
+
+def _host_prefix(value: str) -> str | None:
+    label = dns1123_label(50)(value)
+    if label is None and not value[-1:].isdigit():
+        return None
+    return "a DNS-1123 label of at most 50 characters not ending in a digit (the rank follows)"
 
 
 @dataclass
@@ -82,14 +101,47 @@ class FluxInstallerArgs:
     """Conda channel to install from."""
     broker_port: int = option(8050, "broker TCP port on every node", check=at_least(1024, 65535))
     """TCP port each broker binds on its node."""
-    fanout: int = option(2, "tree fan-out (tbon.topo kary:<fanout>)", check=at_least(1, 1024))
-    """Overlay tree fan-out, used when topology is ''."""
+    fanout: int = option(0, "tree fan-out, tbon.topo kary:<fanout>; 0 = flat (rank 0 is every "
+                         "rank's parent, so no node's leave cuts others off)",
+                         check=at_least(0, 1024))
+    """Overlay tree fan-out, used when topology is ''. In a tree, an interior rank's leave takes
+    its subtree offline until a node reuses the rank (joiners take the lowest free rank)."""
     topology: str = option("", "tbon.topo: '' (kary:<fanout>), binomial, kary:<k>",
                            check=_topology)
     """Overlay topology; '' means kary:<fanout>."""
     settle_seconds: int = option(10, "seconds node-watch waits for a burst of node changes to "
-                                 "end before reconfiguring", check=at_least(0, 3600))
-    """Debounce for node join/leave bursts."""
+                                 "end, and the lead for every node's hardware before fixing R",
+                                 check=at_least(0, 3600))
+    """Debounce for node join/leave bursts; the lead's wait for the nodes' shapes."""
+    max_nodes: int = option(16, "ranks the instance has (sized ahead): a node that joins takes a "
+                            "free one and only its broker starts", check=at_least(1, 16384))
+    """Instance size; nodes beyond it get no rank (raise it: one restart of every broker)."""
+    host_prefix: str = option("fluxnode", "brokers' hostnames in Flux are <hostPrefix><rank> "
+                              "(stable while nodes come and go; the rank map names the node)",
+                              check=_host_prefix)
+    """Flux hostname prefix; rank r is <hostPrefix><r>."""
+    spare_cores: int = option(0, "cores R gives a rank no node holds when the instance starts "
+                              "(0 = the lead's own cores)", check=at_least(0, 4096))
+    """Cores of a spare rank in R."""
+    spare_gpus: int = option(0, "GPUs R gives a spare rank (with spareCores)",
+                             check=at_least(0, 64))
+    """GPUs of a spare rank in R."""
+    generation: int = option(0, "raise it to restart the whole instance once (new epoch: R is "
+                             "read again from the nodes)", check=at_least(0))
+    """Instance generation; a higher one starts a new epoch."""
+    host_target: str = option("1", "the host process whose namespaces are the node's: a PID or "
+                              "a command name (where PID 1 refuses nsenter)", check=_host_target)
+    """nsenter target on the node."""
+    install_memory: str = option("4Gi", "memory limit of the install on the node (a conda "
+                                 "solve needs 1-3 GiB); outside the pod's own limit",
+                                 check=quantity)
+    """MemoryMax of the install's unit or cgroup."""
+    install_timeout_seconds: int = option(3600, "the install is stopped after this long and "
+                                          "retried", check=at_least(60, 86400))
+    """RuntimeMaxSec of the install."""
+    resync_seconds: int = option(30, "seconds between node-watch's full passes (re-read the "
+                                 "rank map, ensure the broker runs)", check=at_least(5, 3600))
+    """Watch window / resync period."""
     node_selector: dict = option({}, "nodeSelector for the DaemonSet (and the broker list)",
                                  check=string_map)
     """Only nodes with these labels run a broker."""
@@ -100,9 +152,10 @@ class FluxInstallerArgs:
                             check=dns1123_label(32))
     """Instance owner on the nodes."""
     resources: dict = option({"requests": {"cpu": "50m", "memory": "64Mi"},
-                              "limits": {"memory": "256Mi"}}, "installer container resources",
+                              "limits": {"memory": "256Mi"}}, "installer container resources "
+                             "(the install and the broker run outside them, on the node)",
                              check=resource_requirements)
-    """Resources of the installer container (the broker runs outside it, on the node)."""
+    """Resources of the installer container (node-watch only)."""
     lib_dir: str = field(default="/var/lib/fluxinfra")
     """Scripts and micromamba on the node."""
     etc_dir: str = field(default="/etc/fluxinfra")
@@ -115,6 +168,9 @@ class FluxInstallerArgs:
     """Where the node's munged reads its key."""
     bin_dir: str = field(default="/usr/local/bin")
     """Where flux-connect goes on the node."""
+    log_file: str = field(default="/var/log/fluxinfra-broker.log")
+    """The broker's log on a node without systemd (with systemd: journalctl -u
+    fluxinfra-broker)."""
 
 
 def topology(args: FluxInstallerArgs) -> str:
@@ -129,24 +185,57 @@ def _template_context(args: FluxInstallerArgs) -> dict[str, Any]:
             "micromamba_version": args.micromamba_version,
             "micromamba_sha256": args.micromamba_sha256, "channel": args.channel,
             "flux_user": args.flux_user, "unit": "fluxinfra-broker", "state_dir": args.state_dir,
-            "run_dir": args.run_dir, "munge_dir": args.munge_dir, "bin_dir": args.bin_dir}
+            "run_dir": args.run_dir, "munge_dir": args.munge_dir, "bin_dir": args.bin_dir,
+            "heartbeat": HEARTBEAT, "log_file": args.log_file}
 
 
-def installer_scripts(args: FluxInstallerArgs) -> dict[str, str]:
-    """ConfigMap data: entrypoint, install/start scripts, flux-connect, node-watch (+ settings)."""
+def _broker_digest(args: FluxInstallerArgs, start_script: str) -> str:
+    """What the broker runs: its flags (flux-start.sh) and the Flux it runs. A change restarts
+    each broker once its node has it; other installer changes restart none."""
+    what = {"start": start_script, "source": args.source, "prefix": args.prefix,
+            "core": args.flux_core_version, "sched": args.flux_sched_version,
+            "user": args.flux_user}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def rank_map_name(name: str) -> str:
+    return f"{name}-ranks"
+
+
+def node_watch_settings(name: str, args: FluxInstallerArgs, start_script: str) -> dict[str, Any]:
+    """node-watch.json: everything node-watch needs besides the cluster's state."""
+    return {"nodeSelector": args.node_selector, "tolerations": args.tolerations,
+            "brokerPort": args.broker_port, "topology": topology(args),
+            "settleSeconds": args.settle_seconds, "resyncSeconds": args.resync_seconds,
+            "etcDir": args.etc_dir, "libDir": args.lib_dir, "keysDir": KEYS_DIR,
+            "prefix": args.prefix, "maxNodes": args.max_nodes, "hostPrefix": args.host_prefix,
+            "spareCores": args.spare_cores, "spareGpus": args.spare_gpus,
+            "generation": args.generation, "hostTarget": args.host_target,
+            "installMemoryBytes": quantity_bytes(args.install_memory),
+            "installTimeoutSeconds": args.install_timeout_seconds,
+            "rankMap": rank_map_name(name), "daemonSet": name,
+            "brokerDigest": _broker_digest(args, start_script)}
+
+
+def _package_text(package: str, name: str) -> str:
+    return package_files.files(package).joinpath(name).read_text()
+
+
+def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[str, str]:
+    """ConfigMap data: entrypoint, install/start/host scripts, flux-connect, node-watch with the
+    fluxconf module it imports, and node-watch's settings."""
     ctx = _template_context(args)
-    watch = {"nodeSelector": args.node_selector, "tolerations": args.tolerations,
-             "brokerPort": args.broker_port, "topology": topology(args),
-             "settleSeconds": args.settle_seconds, "etcDir": args.etc_dir, "libDir": args.lib_dir,
-             "keysDir": KEYS_DIR}
+    start = m.render_template("flux-start.sh.j2", **ctx)
     return {
         "entrypoint.sh": m.render_template("installer-entrypoint.sh.j2", **ctx),
         "flux-install.sh": m.render_template("flux-install.sh.j2", **ctx),
-        "flux-start.sh": m.render_template("flux-start.sh.j2", **ctx),
+        "flux-start.sh": start,
+        "fluxinfra-host.sh": m.render_template("fluxinfra-host.sh.j2", **ctx),
         "flux-connect": m.render_template("flux-connect.j2", **ctx),
-        "node-watch.py": package_files.files("fluxinfra.templates").joinpath("node-watch.py")
-        .read_text(),
-        "node-watch.json": json.dumps(watch, indent=2, sort_keys=True) + "\n",
+        "node-watch.py": _package_text("fluxinfra.templates", "node-watch.py"),
+        "fluxconf.py": _package_text("fluxinfra.k8s", "fluxconf.py"),
+        "node-watch.json": json.dumps(node_watch_settings(name, args, start), indent=2,
+                                      sort_keys=True) + "\n",
     }
 
 
@@ -157,6 +246,22 @@ def installer_keys_secret(name: str, args: FluxInstallerArgs, curve_cert: str,
                     m.labels(COMPONENT, name))
 
 
+def installer_rules(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(cluster rules, rules in the installer's namespace). Nodes are read cluster-wide; the
+    rank map is read and replaced (compare-and-swap on resourceVersion) by name, created once
+    (RBAC cannot restrict create by name: the object does not exist when it is authorized);
+    the preStop hook reads this DaemonSet to tell an uninstall from a rolling update."""
+    cluster = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    local = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+         "resourceNames": [rank_map_name(name)]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
+         "resourceNames": [name]},
+    ]
+    return cluster, local
+
+
 def installer_manifests(name: str, args: FluxInstallerArgs,
                         keys_fingerprint: Any = "") -> list[dict[str, Any]]:
     """Namespace, RBAC, scripts ConfigMap and DaemonSet (the keys Secret comes separately).
@@ -164,26 +269,27 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
     The pod template carries a digest of the scripts and ``keys_fingerprint`` (the CURVE public
     key, not secret) as annotations, so new scripts or rotated keys roll the DaemonSet."""
     lbls = m.labels(COMPONENT, name)
-    scripts = installer_scripts(args)
+    scripts = installer_scripts(args, name)
     digest = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
     annotations = {"fluxinfra.io/scripts-sha256": digest}
     if keys_fingerprint:
         annotations["fluxinfra.io/curve-public-key"] = keys_fingerprint
     ns = args.namespace
-    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    cluster_rules, local_rules = installer_rules(name)
+    watch = [f"{SCRIPTS_DIR}/node-watch.py", f"{SCRIPTS_DIR}/node-watch.json"]
     container = {
         "name": "installer",
         "image": args.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", f"{SCRIPTS_DIR}/entrypoint.sh"],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                # node-watch records it in the broker config: new scripts (new pins, new broker
-                # flags) restart the broker once this pod has installed them
-                {"name": "FLUXINFRA_SCRIPTS_SHA256", "valueFrom": {"fieldRef": {
-                    "fieldPath": "metadata.annotations['fluxinfra.io/scripts-sha256']"}}},
+                # Orders the installer's own versions: only a pod of a newer template changes
+                # the instance's settings in the rank map (a rolling update never flip-flops).
+                {"name": "TEMPLATE_GENERATION", "valueFrom": {"fieldRef": {
+                    "fieldPath": "metadata.labels['pod-template-generation']"}}},
                 {"name": "PYTHONUNBUFFERED", "value": "1"}],
-        # nsenter into PID 1's namespaces needs a privileged container in the host PID namespace;
-        # this is the only privileged workload fluxinfra runs.
+        # nsenter into the node's namespaces needs a privileged container in the host PID
+        # namespace; this is the only privileged workload fluxinfra runs.
         "securityContext": {"privileged": True, "runAsUser": 0},
         "resources": args.resources,
         "volumeMounts": [
@@ -192,17 +298,17 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
             {"name": "host-lib", "mountPath": f"/host{args.lib_dir}"},
             {"name": "host-etc", "mountPath": f"/host{args.etc_dir}"},
         ],
-        # node-watch starts once Flux is installed (up to 15 minutes for the first download) and
-        # then touches its heartbeat at least every 5 minutes (one watch window).
+        # The heartbeat exists from the entrypoint's first line and stays fresh through the
+        # micromamba download and the install (a background beat), then with every watch pass.
         "startupProbe": {"exec": {"command": ["test", "-e", HEARTBEAT]},
-                         "periodSeconds": 10, "failureThreshold": 90},
+                         "periodSeconds": 5, "failureThreshold": 60},
         "livenessProbe": {"exec": {"command": ["python3", "-c", _HEARTBEAT_FRESH]},
                           "periodSeconds": 60, "timeoutSeconds": 10},
-        # The broker lives as long as this pod: a node leaving the selector, an uninstall
-        # (pulumi destroy) or an upgrade stops it; a new pod starts it again.
-        "lifecycle": {"preStop": {"exec": {"command": [
-            "nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--",
-            f"{args.lib_dir}/flux-start.sh", "stop"]}}},
+        # The broker outlives the pod through rolling updates and restarts (jobs on it
+        # survive); it stops when its node leaves the instance or the installer is removed.
+        "lifecycle": {"preStop": {"exec": {"command": ["python3", watch[0], "--pre-stop",
+                                                       watch[1]]}}},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec = {
         "serviceAccountName": name,
@@ -234,8 +340,10 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
     return [
         m.namespace(ns, "privileged", lbls),
         m.service_account(name, ns, lbls),
-        m.cluster_role(f"{name}-nodes", rules, lbls),
+        m.cluster_role(f"{name}-nodes", cluster_rules, lbls),
         m.cluster_role_binding(f"{name}-nodes", name, ns, lbls),
+        m.role(f"{name}-rank-map", ns, local_rules, lbls),
+        m.role_binding(f"{name}-rank-map", ns, name, lbls),
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": m.metadata(f"{name}-scripts", ns, lbls), "data": scripts},
         daemonset,
@@ -255,7 +363,12 @@ class FluxInstaller(pulumi.ComponentResource):
                                 opts=pulumi.ResourceOptions(parent=self))
         manifests = installer_manifests(name, args, self.keys.curve_public)
         manifests.insert(-1, _keys_secret(name, args, self.keys))
-        self.resources = declare_all(manifests, name, self)
+        # pulumi up waits for the DaemonSet's rollout: the first install on a node (a conda
+        # download and solve) can take many minutes.
+        wait = f"{args.install_timeout_seconds + 600}s"
+        self.resources = declare_all(manifests, name, self,
+                                     workload_timeouts=pulumi.CustomTimeouts(create=wait,
+                                                                             update=wait))
         self.namespace = pulumi.Output.from_input(args.namespace)
         self.register_outputs({"namespace": self.namespace})
 

@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 MANAGED_BY = "fluxinfra"
-#: The image the service, the scheduler and the installer run (built from Containerfile).
-DEFAULT_IMAGE = f"fluxinfra:{__version__}"
+#: The image the service, the scheduler and the installer run (built from Containerfile by
+#: ``make image``; podman names a local image ``localhost/<name>``, and so must the pods).
+DEFAULT_IMAGE = f"localhost/fluxinfra:{__version__}"
 #: Namespace of the service and the scheduler unless the stack names another.
 DEFAULT_NAMESPACE = "fluxinfra-system"
 Manifest = dict[str, Any]

@@ -14,7 +14,7 @@ _ARG_NAMES = {"metadata": "metadata", "spec": "spec", "data": "data", "binaryDat
               "stringData": "string_data", "type": "type", "immutable": "immutable",
               "rules": "rules", "roleRef": "role_ref", "subjects": "subjects",
               "automountServiceAccountToken": "automount_service_account_token",
-              "aggregationRule": "aggregation_rule"}
+              "aggregationRule": "aggregation_rule", "webhooks": "webhooks"}
 
 
 def _resource_class(api_version: str, kind: str) -> type:
@@ -24,9 +24,22 @@ def _resource_class(api_version: str, kind: str) -> type:
     return getattr(module, kind)
 
 
+def _builtin(api_version: str) -> bool:
+    group = api_version.rpartition("/")[0]
+    return group == "" or "." not in group or group.endswith(".k8s.io")
+
+
 def declare(manifest: dict[str, Any], resource_name: str,
             opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """``manifest`` (apiVersion, kind, ...; values may be Outputs) -> the typed resource."""
+    """``manifest`` (apiVersion, kind, ...; values may be Outputs) -> the typed resource, or a
+    ``CustomResource`` for kinds of other API groups (FluxJobQueues, cert-manager's)."""
+    if not _builtin(manifest["apiVersion"]):
+        from pulumi_kubernetes.apiextensions import CustomResource
+
+        rest = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
+        return CustomResource(resource_name, api_version=manifest["apiVersion"],
+                              kind=manifest["kind"], metadata=manifest["metadata"], opts=opts,
+                              **rest)
     cls = _resource_class(manifest["apiVersion"], manifest["kind"])
     kwargs = {_ARG_NAMES[key]: value for key, value in manifest.items()
               if key not in ("apiVersion", "kind")}
@@ -36,13 +49,15 @@ def declare(manifest: dict[str, Any], resource_name: str,
 _WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet", "Job"}
 
 
-def declare_all(manifests: list[dict[str, Any]], name: str,
-                parent: pulumi.Resource) -> dict[str, pulumi.CustomResource]:
+def declare_all(manifests: list[dict[str, Any]], name: str, parent: pulumi.Resource,
+                workload_timeouts: pulumi.CustomTimeouts | None = None,
+                ) -> dict[str, pulumi.CustomResource]:
     """Declare a component's manifests as its children, in apply order.
 
     Children are named ``<component>-<kind>`` (``<component>-<kind>-<object name>`` when the
     component has several of a kind). Everything waits for the component's Namespace and CRDs;
-    workloads also wait for the config, RBAC and Secrets they mount or use.
+    workloads also wait for the config, RBAC and Secrets they mount or use, and get
+    ``workload_timeouts`` (how long ``pulumi up`` waits for them to be ready or complete).
     """
     kinds = [mf["kind"] for mf in manifests]
     declared: dict[str, pulumi.CustomResource] = {}
@@ -54,7 +69,9 @@ def declare_all(manifests: list[dict[str, Any]], name: str,
         if kinds.count(kind) > 1:
             child += f"-{mf['metadata']['name']}"
         deps = first + config if kind in _WORKLOADS else list(first)
-        res = declare(mf, child, pulumi.ResourceOptions(parent=parent, depends_on=deps))
+        timeouts = workload_timeouts if kind in _WORKLOADS else None
+        res = declare(mf, child, pulumi.ResourceOptions(parent=parent, depends_on=deps,
+                                                        custom_timeouts=timeouts))
         declared[child] = res
         if kind in ("Namespace", "CustomResourceDefinition"):
             first.append(res)

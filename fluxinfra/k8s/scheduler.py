@@ -73,6 +73,8 @@ class FluxSchedulerArgs:
     """Namespace to run in (must exist; the stack's top-level ``namespace``)."""
     image: str = field(default=m.DEFAULT_IMAGE)
     """The fluxinfra image (the stack's top-level ``image``)."""
+    queue: bool = field(default=False)
+    """Host the Fluxion queue (``--queue``); set when the stack's ``queue`` is enabled."""
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
@@ -166,7 +168,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
         "args": ["scheduler", "--scheduler-name", args.scheduler_name, "--policy", args.policy,
                  "--port", str(args.port), "--leader-elect", "--lease-namespace", namespace,
                  "--lease-name", lease]
-        + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else []),
+        + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else [])
+        + (["--queue"] if args.queue else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],

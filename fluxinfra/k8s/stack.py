@@ -10,6 +10,7 @@ Top-level keys (namespace ``fluxinfra:``) and the Args class each one fills:
 ``installer``       :class:`fluxinfra.k8s.installer.FluxInstallerArgs` (+ ``enabled``)
 ``fluxionService``  :class:`fluxinfra.k8s.fluxion_service.FluxionServiceArgs` (+ ``enabled``)
 ``scheduler``       :class:`fluxinfra.k8s.scheduler.FluxSchedulerArgs` (+ ``enabled``)
+``queue``           :class:`fluxinfra.k8s.queue.FluxQueueArgs` (+ ``enabled``; needs the scheduler)
 ``miniclusters``    a list of :class:`fluxinfra.k8s.minicluster.MiniClusterArgs`
 ==================  =====================================================================
 
@@ -37,6 +38,7 @@ from fluxinfra.k8s.fluxion_service import FluxionServiceArgs, fluxion_service_ad
 from fluxinfra.k8s.installer import FluxInstallerArgs
 from fluxinfra.k8s.manifests import DEFAULT_NAMESPACE, image_ref
 from fluxinfra.k8s.minicluster import MiniClusterArgs
+from fluxinfra.k8s.queue import FluxQueueArgs
 from fluxinfra.k8s.scheduler import FluxSchedulerArgs
 
 __all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stack_settings",
@@ -45,6 +47,9 @@ __all__ = ["ImageArgs", "VersionsArgs", "StackSettings", "TOP_LEVEL", "load_stac
 PROJECT = "fluxinfra"
 #: The resource name ``__main__.py`` gives the FluxionService (its Service's DNS name).
 SERVICE_NAME = "fluxion-service"
+#: ... the FluxScheduler (its ServiceAccount: the queue controller's identity), the FluxQueue.
+SCHEDULER_NAME = "fluxion-scheduler"
+QUEUE_NAME = "fluxion-queue"
 
 
 def _tag(value: str) -> str | None:
@@ -53,7 +58,8 @@ def _tag(value: str) -> str | None:
 
 @dataclass
 class ImageArgs:
-    repository: str = option("fluxinfra", "image repository (built from Containerfile)")
+    repository: str = option("localhost/fluxinfra", "image repository (make image builds "
+                             "localhost/fluxinfra; a registry path for clusters that pull)")
     """Repository of the fluxinfra image."""
     tag: str = option(__version__, "image tag (pinned; not 'latest')", check=_tag)
     """Tag; defaults to this fluxinfra version."""
@@ -87,6 +93,7 @@ class StackSettings:
     installer: FluxInstallerArgs | None
     fluxion_service: FluxionServiceArgs | None
     scheduler: FluxSchedulerArgs | None
+    queue: FluxQueueArgs | None = None
     miniclusters: list[MiniClusterArgs] = field(default_factory=list)
 
 
@@ -99,6 +106,7 @@ TOP_LEVEL = {
     "installer": "FluxInstaller settings (+ enabled)",
     "fluxionService": "FluxionService settings (+ enabled)",
     "scheduler": "FluxScheduler settings (+ enabled)",
+    "queue": "FluxQueue settings (+ enabled; needs the scheduler)",
     "miniclusters": "list of MiniCluster settings",
 }
 
@@ -130,6 +138,39 @@ def _component(cls: type, raw: Any, where: str, **extra: Any) -> Any | None:
     return load_args(cls, raw, where=where, extra=extra)
 
 
+def _minicluster_problem(mc: MiniClusterArgs) -> tuple[str, Any, str] | None:
+    """(key, value, accepted) for the first cross-field rule ``mc`` breaks."""
+    if not 1 <= mc.size <= mc.hosts:
+        return "size", mc.size, f"an integer from 1 to maxSize ({mc.max_size})"
+    if mc.min_size and mc.mode != "persistent":
+        return "minSize", mc.min_size, "0 in ephemeral mode (the command waits for every broker)"
+    if mc.min_size > mc.size:
+        return "minSize", mc.min_size, f"an integer from 0 to size ({mc.size})"
+    if mc.mode == "ephemeral" and not mc.command.strip():
+        return ("command", mc.command, "the command rank 0 runs (e.g. 'hostname', run with "
+                "flux run -N <size>), or set mode: persistent")
+    if mc.mode == "persistent" and mc.command.strip():
+        return ("command", mc.command, "'' in persistent mode (submit work through "
+                "flux-connect), or set mode: ephemeral")
+    if not mc.launcher and mc.command.split()[:1] == ["flux"]:
+        return ("command", mc.command, "the program itself (it is started with flux run -N "
+                "<nodes>); for a script that calls flux itself set launcher: true")
+    if "\n" in mc.command and not mc.launcher:
+        return "command", mc.command, "one line (or set launcher: true to run a script)"
+    if mc.nodes > mc.size:
+        return "nodes", mc.nodes, f"an integer from 0 to size ({mc.size})"
+    if mc.gpus_per_broker and not mc.cores_per_broker:
+        return ("gpusPerBroker", mc.gpus_per_broker, "0 unless coresPerBroker is set (with "
+                "coresPerBroker 0, R takes rank 0's own cores and GPUs)")
+    if mc.dns_policy == "None" and not mc.dns_config.get("nameservers"):
+        return ("dnsConfig", mc.dns_config, "a mapping with nameservers when dnsPolicy is "
+                "None (the brokers resolve each other's names)")
+    if mc.pod_group and not mc.scheduler_name:
+        return ("podGroup", True, "false, or set schedulerName to a scheduler that reads "
+                "PodGroups (the stack's scheduler, e.g. fluxion)")
+    return None
+
+
 def _miniclusters(raw: Any, where: str) -> list[MiniClusterArgs]:
     raw = _parse(raw)
     if raw is None:
@@ -144,19 +185,31 @@ def _miniclusters(raw: Any, where: str) -> list[MiniClusterArgs]:
         mc = _component(MiniClusterArgs, item, at)
         if mc is None:
             continue
-        if not 1 <= mc.size <= mc.hosts:
-            raise ConfigError(f"{at}.size: {mc.size} is not accepted; accepted: an integer from "
-                              f"1 to maxSize ({mc.max_size})")
-        if mc.mode == "ephemeral" and not mc.command.strip():
-            raise ConfigError(f"{at}.command: '' is not accepted in ephemeral mode; accepted: the "
-                              "command rank 0 runs (e.g. 'flux run -N2 hostname'), or set "
-                              "mode: persistent")
+        if (problem := _minicluster_problem(mc)) is not None:
+            key, value, accepted = problem
+            raise ConfigError(f"{at}.{key}: {value!r} is not accepted; accepted: {accepted}")
         if (mc.namespace, mc.name) in seen:
             raise ConfigError(f"{at}.name: {mc.name!r} is not accepted; accepted: a name not "
                               f"already used in namespace {mc.namespace!r}")
         seen.add((mc.namespace, mc.name))
         out.append(mc)
     return out
+
+
+#: Native sidecars (init containers with restartPolicy Always) are on by default from 1.29.
+SIDECAR_MIN_VERSION = (1, 29)
+
+
+def _check_sidecars(miniclusters: list[MiniClusterArgs], versions: VersionsArgs,
+                    where: str, at_versions: str) -> None:
+    oldest = tuple(int(p) for p in versions.min.split("."))
+    for i, mc in enumerate(miniclusters):
+        if mc.services and oldest < SIDECAR_MIN_VERSION:
+            raise ConfigError(
+                f"{at_versions}.min: {versions.min!r} is not accepted while "
+                f"{where}[{i}].services is set; accepted: '1.29' or later (services run as "
+                "native sidecars, on by default from Kubernetes 1.29; on 1.28 enable the "
+                "SidecarContainers feature gate and set min to 1.29)")
 
 
 def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
@@ -195,18 +248,34 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                               "holds its own graph); accepted: 1")
         scheduler = replace(scheduler, fluxion_service=fluxion_service_address(
             SERVICE_NAME, service))
+    versions = load_args(VersionsArgs, _parse(raw.get("kubernetesVersions")),
+                         where=at("kubernetesVersions"))
+    miniclusters = _miniclusters(raw.get("miniclusters"), at("miniclusters"))
+    _check_sidecars(miniclusters, versions, at("miniclusters"), at("kubernetesVersions"))
+    queue = None
+    if scheduler is not None:
+        queue = _component(FluxQueueArgs, raw.get("queue"), at("queue"), **shared,
+                           scheduler_name=scheduler.scheduler_name,
+                           scheduler_account=SCHEDULER_NAME)
+        if queue is not None:
+            scheduler = replace(scheduler, queue=True)
+    elif _component(FluxQueueArgs, raw.get("queue"), at("queue"), **shared) is not None \
+            and "queue" in raw:
+        raise ConfigError(f"{at('queue')}.enabled: true is not accepted while "
+                          "fluxinfra:scheduler.enabled is false (the queue runs inside the "
+                          "scheduler); accepted: false, or enable the scheduler")
     return StackSettings(
         stack=stack,
         cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
         namespace=namespace,
         image=image,
-        kubernetes_versions=load_args(VersionsArgs, _parse(raw.get("kubernetesVersions")),
-                                      where=at("kubernetesVersions")),
+        kubernetes_versions=versions,
         installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer"),
                              image=image.ref),
         fluxion_service=service,
         scheduler=scheduler,
-        miniclusters=_miniclusters(raw.get("miniclusters"), at("miniclusters")),
+        queue=queue,
+        miniclusters=miniclusters,
     )
 
 def stack_config() -> dict[str, Any]:
@@ -227,6 +296,7 @@ _REFERENCE_SECTIONS = [
     ("installer", FluxInstallerArgs, "enabled"),
     ("fluxionService", FluxionServiceArgs, "enabled"),
     ("scheduler", FluxSchedulerArgs, "enabled"),
+    ("queue", FluxQueueArgs, "enabled"),
     ("miniclusters", MiniClusterArgs, "list"),
 ]
 

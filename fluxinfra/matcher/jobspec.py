@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from fluxinfra.matcher.constraint import parse_constraint
 from fluxinfra.matcher.errors import JobspecError
 
 __all__ = ["Jobspec", "Resource", "UINT_MAX"]
@@ -105,7 +106,8 @@ class Resource:
 class Jobspec:
     """A parsed jobspec: ``resources`` (list of :class:`Resource`), ``tasks``, ``duration``."""
 
-    __slots__ = ("version", "resources", "tasks", "duration", "attributes", "text", "memo")
+    __slots__ = ("version", "resources", "tasks", "duration", "attributes", "text", "memo",
+                 "constraint")
 
     def __init__(self, resources: list[Resource], tasks: list | None = None, duration: int = 0,
                  version: int = 1, attributes: dict | None = None) -> None:
@@ -114,6 +116,8 @@ class Jobspec:
         self.duration = duration
         self.version = version
         self.attributes = attributes or {}
+        #: RFC 31 ``attributes.system.constraints`` (None: absent; see constraint.py)
+        self.constraint = None
         #: facts matchers derive from this (immutable) request, computed once
         self.memo: dict[Any, Any] = {"need": _prime(self.resources), "primed": "plain"}
 
@@ -160,7 +164,11 @@ class Jobspec:
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
             raise JobspecError(f"attributes.system.duration: must be a number >= 0 (seconds), "
                                f"got {duration!r}")
-        return cls(resources, tasks, int(duration), version, attributes)
+        js = cls(resources, tasks, int(duration), version, attributes)
+        if "constraints" in system:
+            constraint = parse_constraint(system["constraints"])
+            js.constraint = constraint if constraint.op else None  # {} matches everything
+        return js
 
     def to_dict(self) -> dict:
         out = {"version": self.version, "resources": [r.to_dict() for r in self.resources],

@@ -233,7 +233,7 @@ class Matcher:
                 self._check_satisfiable(js, x)
                 return MatchResult(jobid, "SATISFIABLE", 0, 0.0, [], [], [], 0, g)
             alloc_type = AT_NO_ALLOC if op == "without_allocating" else AT_ALLOC
-            meta = Meta(now, self._duration(js, now), alloc_type, jobid, now)
+            meta = Meta(now, self._duration(js, now), alloc_type, jobid, now, js.constraint)
             ok = trav.select(resources, meta, x)
             if not ok and op == "allocate_orelse_reserve":
                 meta.alloc_type = AT_RESERVE
@@ -254,10 +254,33 @@ class Matcher:
         if not want:
             return
         up = self._nodes_up()
+        sat = op in ("allocate_with_satisfiability", "satisfiability")
         if want > up:
-            if op in ("allocate_with_satisfiability", "satisfiability"):
+            if sat:
                 raise Unsatisfiable(f"the request needs {want} nodes but only {up} are up")
             raise Busy(f"the request needs {want} nodes but only {up} are up")
+        constraint = js.constraint
+        if constraint is None:
+            return
+        # Fluxion's request_feasible with a constraint: enough nodes must match it (and be up,
+        # and, for an allocation now, not be held whole now)
+        g, trav = self.graph, self.trav
+        now_only = op in ("allocate", "without_allocating")
+        found = 0
+        for v in self._nodes():
+            if not constraint.matches(g.name[v], g.rank[v], g.properties[v]):
+                continue
+            if not sat and not g.status[v]:
+                continue
+            if now_only and trav.avail(v, self.now, 1) < 1:
+                continue
+            found += 1
+            if found >= want:
+                return
+        why = f"the request needs {want} nodes but only {found} match its constraints"
+        if sat:
+            raise Unsatisfiable(why)
+        raise Busy(why)
 
     def _need(self, js: Jobspec) -> dict[str, int]:
         """The least of each type the request needs (alternative slots count their minimum).
@@ -314,7 +337,7 @@ class Matcher:
 
     def _check_satisfiable(self, js: Jobspec, x: bool) -> None:
         duration = js.duration if js.duration > 0 else 1
-        meta = Meta(HORIZON - duration - 1, duration, AT_SAT, 0, self.now)
+        meta = Meta(HORIZON - duration - 1, duration, AT_SAT, 0, self.now, js.constraint)
         if not self.trav.select(js.resources, meta, x):
             raise Unsatisfiable("the request can never be satisfied by this resource graph "
                                 "(check counts, types and exclusivity against the graph)")
@@ -1008,19 +1031,11 @@ def _parse_prune_filters(text: str | None) -> tuple[str, ...]:
 
 
 def _expand_hostlist(items: list[str]) -> list[str]:
+    from fluxinfra.matcher.constraint import split_hostlist
+
     out = []
     for item in items:
-        depth, cur, parts = 0, "", []
-        for ch in item:
-            if ch == "," and depth == 0:
-                parts.append(cur)
-                cur = ""
-                continue
-            depth += ch == "["
-            depth -= ch == "]"
-            cur += ch
-        parts.append(cur)
-        for part in parts:
+        for part in split_hostlist(item):
             if "[" not in part:
                 out.append(part)
                 continue

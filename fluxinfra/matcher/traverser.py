@@ -57,15 +57,17 @@ _MAX_REQUESTS = 512
 class Meta:
     """One traversal's parameters (Fluxion's jobmeta)."""
 
-    __slots__ = ("at", "now", "duration", "alloc_type", "jobid")
+    __slots__ = ("at", "now", "duration", "alloc_type", "jobid", "constraint")
 
     def __init__(self, at: int, duration: int, alloc_type: int = AT_ALLOC, jobid: int = 0,
-                 now: int | None = None) -> None:
+                 now: int | None = None, constraint=None) -> None:
         self.at = at
         self.now = at if now is None else now
         self.duration = duration
         self.alloc_type = alloc_type
         self.jobid = jobid
+        #: RFC 31 constraint (fluxinfra.matcher.constraint.Constraint) or None
+        self.constraint = constraint
 
 
 class _Evals:
@@ -473,7 +475,7 @@ class Traverser:
         #: the full walk remembered per subtree (see _visit): key -> what it found
         self._memo: dict[tuple, tuple] = {}
         self._memo_on = False  # for the selection in progress
-        self._memo_types: frozenset[str] = frozenset()
+        self._memo_types: tuple = (frozenset(), None)
         self._ver: dict[int, int] = {}  # vertex -> stamp of its subtree's state
         self._clock = 0
         self._dirty: list[int] = []
@@ -550,7 +552,7 @@ class Traverser:
         candidate left unexplored must score strictly worse than the last one chosen (by a
         bound from the ids below it) and the chosen must not tie with the next. Only then is
         the choice Fluxion's; otherwise every candidate is ranked (the full walk)."""
-        express = self.express
+        express = self.express if meta.constraint is None else None
         if express is not None:
             hit = express.select(resources, meta, excl)
             if hit is not None:
@@ -586,7 +588,10 @@ class Traverser:
         self._fresh = set()
         self._memo_on = self._static and self.fast and not self.policy.factors \
             and self.visited_free()
-        self._memo_types = frozenset(self.excl_types)
+        # what the full walk finds also depends on the request's exclusive types and RFC 31
+        # constraint (tested at nodes by name, rank and properties: no layout sharing then)
+        self._memo_types = (frozenset(self.excl_types),
+                            None if meta.constraint is None else repr(meta.constraint))
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -667,9 +672,17 @@ class Traverser:
         g = self.g
         if meta.alloc_type != AT_SAT and not g.status[u]:
             return True
+        if meta.constraint is not None and self._by_constraint(meta, u):
+            return True
         if self.avail(u, meta.at, meta.duration) == 0:
             return True
         return self._prune_resources(meta, x_in, u, resources)
+
+    def _by_constraint(self, meta: Meta, u: int) -> bool:
+        """Fluxion's by_constraint: a node (or storage_node) the RFC 31 constraint rejects."""
+        g = self.g
+        return (meta.constraint.applies_to(g.type[u])
+                and not meta.constraint.matches(g.name[u], g.rank[u], g.properties[u]))
 
     def _prune_resources(self, meta: Meta, x_in: bool, u: int,
                          resources: list[Resource]) -> bool:
@@ -736,7 +749,7 @@ class Traverser:
         key = None
         if (kind == _RESOURCE and self.fast and g.type[u] in self.excl_types
                 and meta.alloc_type != AT_NO_ALLOC and self.visited is None
-                and self._untouched(u)):
+                and meta.constraint is None and self._untouched(u)):
             key = self._template_key(u, nxt, x_in, check_pres, meta)
             if key is not None and key in self._templates:
                 return self._replay(u, resources, key, to_parent), x_in
@@ -1080,7 +1093,8 @@ class Traverser:
             key = (c, context, window, True)  # an ended allocation above still counts
         elif self._untouched_here(c):
             key = (c, context)
-            layout = self.g.layouts.get(c) if self.g.layouts else None
+            layout = self.g.layouts.get(c) if self.g.layouts and context[-1][1] is None \
+                else None
             if layout is not None:
                 shared = self._memo.get((_LAYOUT, layout, context))
                 if shared is not None:
@@ -1202,6 +1216,8 @@ class Traverser:
         self.preorder += 1
         x_in = excl or bool(r.exclusive)
         if meta.alloc_type != AT_SAT and not g.status[c]:
+            return None
+        if meta.constraint is not None and self._by_constraint(meta, c):
             return None
         p = self.sched.get(c)
         avail = g.size[c] if p is None else p.avail_during(meta.at, meta.duration)

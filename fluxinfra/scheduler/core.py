@@ -142,6 +142,8 @@ class CycleReport:
     reserved: int = 0
     busy: int = 0
     unschedulable: int = 0
+    #: group key -> the start time (allocator clock) of its reservation in this cycle
+    reservations: dict[str, int] = field(default_factory=dict)
 
 
 class SchedulerCore:
@@ -520,6 +522,7 @@ class SchedulerCore:
                     reservations.append(placement.jobid)
                     busy[(count, shape)] = min(duration, busy.get((count, shape), duration))
                     report.reserved += 1
+                    report.reservations[group.key] = placement.at
                     self._note_waiting(group, "reserved",
                                        f"{count} x {_fmt(shape)} do not fit now; resources "
                                        f"reserved from t={placement.at}s (EASY backfill)")

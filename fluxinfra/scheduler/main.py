@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+from typing import Any
 
 from fluxinfra.errors import ConfigError, FluxinfraError
 
@@ -46,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
                    help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)")
     p.add_argument("--lease-name", help="name of the Lease (default: <scheduler-name>-scheduler)")
+    p.add_argument("--queue", action="store_true",
+                   help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
+                        "docs/queue.md): needs its CRDs installed")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
@@ -62,7 +66,6 @@ def main(argv: list[str]) -> int:
     from fluxinfra.scheduler.leader import LeaderElector
     from fluxinfra.scheduler.metrics import Metrics, serve_http
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
-    from fluxinfra.scheduler.runner import Runner
 
     try:
         default_duration = parse_duration(args.default_duration, "--default-duration")
@@ -86,7 +89,7 @@ def main(argv: list[str]) -> int:
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth)
     core = SchedulerCore(allocator, binder, config, metrics)
-    runner = Runner(api, core, resync_seconds=args.resync)
+    runner, served = _runner(args, api, core, metrics, instance, default_duration)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
@@ -99,7 +102,7 @@ def main(argv: list[str]) -> int:
         return runner.healthy() if (not elect or elector.leading.is_set()) else True
 
     try:
-        http = serve_http(metrics, healthy, args.host, args.port)
+        http = serve_http(served, healthy, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -127,6 +130,26 @@ def main(argv: list[str]) -> int:
         if elect and not lost:
             elector.release()
     return 1 if lost else 0
+
+
+def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instance: str,
+            default_duration: int) -> tuple[Any, Any]:
+    """The runner, hosting the queue when ``--queue`` asks for it; and what /metrics serves."""
+    from fluxinfra.scheduler.runner import Runner
+
+    if not args.queue:
+        return Runner(api, core, resync_seconds=args.resync), metrics
+    from fluxinfra.queue.controller import QueueConfig, QueueCore
+    from fluxinfra.queue.kube import QUEUE_KINDS, QueueClient
+    from fluxinfra.queue.metrics import QueueMetrics, combined
+
+    queue_api = QueueClient.wrap(api)
+    queue_metrics = QueueMetrics()
+    hosted = QueueCore(core, queue_api, QueueConfig(
+        scheduler_name=args.scheduler_name, default_duration=default_duration,
+        instance=instance, async_events=True), queue_metrics)
+    runner = Runner(queue_api, hosted, resync_seconds=args.resync, hosted_kinds=QUEUE_KINDS)
+    return runner, combined(metrics, queue_metrics)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -37,7 +37,8 @@ class StartupError(FluxinfraError):
 class Runner:
     def __init__(self, api: KubeApi, core: SchedulerCore, *, resync_seconds: float = 300.0,
                  watch_timeout: int = 300, batch: int = 5000, idle_wait: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 hosted_kinds: tuple[str, ...] = ()) -> None:
         self.api = api
         self.core = core
         self.clock = clock
@@ -48,8 +49,11 @@ class Runner:
         self.informers = {
             kind: Informer(api, kind, self._ignore, watch_timeout=watch_timeout,
                            resync_seconds=resync_seconds, on_error=self._api_error)
-            for kind in KINDS
+            for kind in (*KINDS, *hosted_kinds)
         }
+        #: kinds a component hosted by the core watches (the queue's Jobs, FluxJobs, ...): their
+        #: changes go to ``core.on_object(kind, event_type, obj, now)``
+        self.hosted_kinds = hosted_kinds
         self.stopped = threading.Event()
         self.last_cycle: CycleReport | None = None
 
@@ -70,7 +74,7 @@ class Runner:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Initial LIST of every kind, rebuild, then watch (retries transient failures)."""
-        for kind in ("nodes", "podgroups", "pods"):
+        for kind in ("nodes", "podgroups", *self.hosted_kinds, "pods"):
             informer = self.informers[kind]  # type: ignore[index]
             while True:
                 try:
@@ -88,6 +92,9 @@ class Runner:
                     if self.stopped.wait(delay):
                         return
             informer.backoff.reset()
+        for kind in self.hosted_kinds:  # what the hosted component needs before the rebuild
+            for obj in self.informers[kind].store.values():  # type: ignore[index]
+                self.core.on_object(kind, "ADDED", obj, self.now())  # type: ignore[attr-defined]
         self.core.load(self.informers["nodes"].store.values(),
                        self.informers["podgroups"].store.values(),
                        self.informers["pods"].store.values(), now=self.now())
@@ -118,8 +125,10 @@ class Runner:
                     self.core.on_node(etype, obj, now)
                 elif kind == "pods":
                     self.core.on_pod(etype, obj, now)
-                else:
+                elif kind == "podgroups":
                     self.core.on_podgroup(etype, obj)
+                else:
+                    self.core.on_object(kind, etype, obj, now)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - one bad object must not stop the scheduler
                 log.exception("applying %s %s failed", etype, kind)
                 self.core.metrics.errors.inc(source="apply")

@@ -28,6 +28,10 @@ Workload file (YAML or JSON)::
         repeat: 10                 # optional: 10 copies ...
         every: 30                  # ... arriving 30 s apart
 
+A key not listed here is refused, naming the closest known one (a typo such as ``duraton``
+would otherwise fall back to a default); errors say where (``cluster.nodes``,
+``cluster[1].cpu``, ``jobs[3] (train).pods``).
+
 >>> w = parse_workload({"cluster": {"nodes": 2, "cpu": "4", "memory": "8Gi"},
 ...                     "jobs": [{"name": "a", "pods": 2, "cpu": "4", "duration": 10},
 ...                              {"name": "b", "arrival": 1, "cpu": "2", "duration": 5}]})
@@ -49,7 +53,7 @@ from typing import Any
 
 import yaml
 
-from fluxinfra.errors import FluxinfraError
+from fluxinfra.errors import FluxinfraError, did_you_mean
 from fluxinfra.scheduler.allocator import Allocator, SpreadAllocator
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
 from fluxinfra.scheduler.metrics import Metrics
@@ -117,20 +121,41 @@ def _int(raw: dict[str, Any], key: str, default: int | None, where: str, minimum
     return value
 
 
+_WORKLOAD_KEYS = ("cluster", "default_duration", "jobs")
+_GROUP_KEYS = ("nodes", "cpu", "memory", "gpus")
+_JOB_KEYS = ("name", "arrival", "pods", "cpu", "memory", "gpus", "duration", "runtime",
+             "priority", "repeat", "every")
+
+
+def _known_keys(raw: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """Refuse a key the format does not have (a typo would otherwise fall back to a default)."""
+    for key in raw:
+        if key not in allowed:
+            raise WorkloadError(f"{where}: unknown key {key!r}{did_you_mean(key, allowed)} "
+                                f"(accepted: {', '.join(allowed)})")
+
+
 def parse_workload(data: Any) -> Workload:
     """Validate a workload (see the module docstring); raises :class:`WorkloadError`."""
     if not isinstance(data, dict):
         raise WorkloadError("workload: not a mapping with 'cluster' and 'jobs'")
+    _known_keys(data, _WORKLOAD_KEYS, "workload")
     groups = data.get("cluster")
-    if isinstance(groups, dict):
+    single = isinstance(groups, dict)  # one group, written without a list
+    if single:
         groups = [groups]
-    if not isinstance(groups, list) or not groups:
+    if groups is None:
         raise WorkloadError("cluster: missing; give {nodes: N, cpu: '32', memory: 128Gi}")
+    if not isinstance(groups, list) or not groups:
+        raise WorkloadError(f"cluster: {groups!r} is not a node group; give {{nodes: N, cpu: "
+                            "'32', memory: 128Gi}, or a list of such groups")
     nodes: list[dict[str, Any]] = []
     for g, group in enumerate(groups):
-        where = f"cluster[{g}]"
+        where = "cluster" if single else f"cluster[{g}]"
         if not isinstance(group, dict):
-            raise WorkloadError(f"{where}: not a mapping")
+            raise WorkloadError(f"{where}: {group!r} is not a mapping; give {{nodes: N, cpu: "
+                                "'32', memory: 128Gi}")
+        _known_keys(group, _GROUP_KEYS, where)
         count = _int(group, "nodes", None, where, 1)
         for _ in range(count):
             nodes.append(_node(f"node{len(nodes):05d}", group.get("cpu", "32"),
@@ -143,8 +168,10 @@ def parse_workload(data: Any) -> Workload:
     jobs: list[SimJob] = []
     for j, raw in enumerate(raw_jobs):
         if not isinstance(raw, dict):
-            raise WorkloadError(f"jobs[{j}]: not a mapping")
+            raise WorkloadError(f"jobs[{j}]: {raw!r} is not a mapping; give {{name: a, cpu: "
+                                "'4', duration: 600}")
         where = f"jobs[{j}] ({raw.get('name', '?')})"
+        _known_keys(raw, _JOB_KEYS, where)
         duration = _int(raw, "duration", default, where, 1)
         runtime = _int(raw, "runtime", duration, where, 1)
         repeat = _int(raw, "repeat", 1, where, 1)
@@ -177,7 +204,11 @@ def load_workload(path: str | Path) -> Workload:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"workload {str(path)!r}: not valid YAML/JSON ({exc})") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise WorkloadError(f"workload {str(path)!r}: not valid YAML/JSON{where}: "
+                            f"{problem}") from None
     return parse_workload(data)
 
 

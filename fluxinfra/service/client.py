@@ -12,7 +12,8 @@ codes back into the matcher's typed errors, so the scheduler can use either inte
     python -m fluxinfra.service.client --target localhost:4242 dump
     python -m fluxinfra.service.client --target localhost:4242 health
 
-Output is one JSON document on stdout; failures are one line on stderr and exit code 2.
+Output is one JSON document on stdout; failures are one line on stderr and exit code 2. A reader
+that stops early (``... dump --graph | head``) ends it quietly, with the shell's SIGPIPE status.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from fluxinfra.console import quiet_broken_pipe
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.errors import (
     Busy,
@@ -206,6 +208,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    return quiet_broken_pipe(lambda: _call(args))
+
+
+def _call(args: argparse.Namespace) -> int:
     try:
         with FluxionClient(args.target, timeout=args.timeout) as client:
             out: Any

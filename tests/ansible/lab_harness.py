@@ -1,16 +1,17 @@
 """Lab harness: drive scripts/lab, write inventories, run playbooks and read their recaps.
 
-The session brings a private lab up (`scripts/lab up`, its own bridge and /24) and tears it down
-at the end. When no real Flux build is present (CI), the roles use the `prefix` method with a
-prefix whose bin/flux is the test double in fixtures/flux-double, and flux_broker_start=false:
-install, config, secrets, munge and the service definition run for real; broker start and quorum
-are skipped (and say so). Set FLUXINFRA_FLUX_PREFIX, or have /opt/flux/bin/flux, to run the whole
-flow against a real Flux.
+The session brings a private lab up (`scripts/lab up`, its own bridge and /24, picked per run by
+`claim_lab` so concurrent runs on one machine never collide) and tears it down at the end. When no
+real Flux build is present (CI), the roles use the `prefix` method with a prefix whose bin/flux is
+the test double in fixtures/flux-double, and flux_broker_start=false: install, config, secrets,
+munge and the service definition run for real; broker start and quorum are skipped (and say so).
+Set FLUXINFRA_FLUX_PREFIX, or have /opt/flux/bin/flux, to run the whole flow against a real Flux.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import re
 import shutil
@@ -23,12 +24,48 @@ REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "scripts" / "lab"
 DOUBLE = Path(__file__).parent / "fixtures" / "flux-double"
 VENV_BIN = REPO / ".venv" / "bin"
-LAB_NET = "10.244.251"
-LAB_ENV = {
-    "FLUXINFRA_LAB_DIR": "/tmp/fluxinfra-lab-pytest",
-    "FLUXINFRA_LAB_NAME": "fxtest",
-    "FLUXINFRA_LAB_NET": LAB_NET,
-}
+#: lock files kept open (and so held) while this process runs, one per claimed lab network
+_HELD: list[int] = []
+#: the /24s labs of test and benchmark runs pick from (10.244.250: scripts/lab's own default)
+LAB_NETS = range(100, 250)
+
+
+def _networks_in_use() -> set[str]:
+    """The 10.244.X prefixes some interface on this machine already has an address in."""
+    if not shutil.which("ip"):
+        return set()
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True)
+    return set(re.findall(r"inet (10\.244\.\d+)\.\d+/", out.stdout))
+
+
+def claim_lab(prefix: str) -> dict[str, str]:
+    """scripts/lab settings no other run on this machine uses: a /24 ``10.244.X`` that no
+    interface has and no other process holds (an flock on /tmp/fluxinfra-lab-10.244.X.lock,
+    kept until this process ends), and the bridge, namespaces and state directory named
+    ``<prefix>X`` after it. Two test runs (or a test run and a benchmark) then never touch each
+    other's lab."""
+    used = _networks_in_use()
+    first = os.getpid() % len(LAB_NETS)
+    for k in range(len(LAB_NETS)):
+        x = LAB_NETS[(first + k) % len(LAB_NETS)]
+        net = f"10.244.{x}"
+        if net in used:
+            continue
+        fd = os.open(f"/tmp/fluxinfra-lab-{net}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _HELD.append(fd)
+        name = f"{prefix}{x}"
+        return {"FLUXINFRA_LAB_DIR": f"/tmp/fluxinfra-lab-{name}", "FLUXINFRA_LAB_NAME": name,
+                "FLUXINFRA_LAB_NET": net}
+    raise RuntimeError("no free 10.244.X/24 for a lab (X in 100..249): every one is in use")
+
+
+LAB_ENV = claim_lab("fxt")
+LAB_NET = LAB_ENV["FLUXINFRA_LAB_NET"]
 LAB_HOSTS = 4  # three for the instance, one to add and remove
 _RECAP = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"

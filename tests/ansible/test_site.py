@@ -3,10 +3,12 @@ change, --check with no change, the testinfra suite, then grow to four hosts and
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 import tomllib
+import xml.etree.ElementTree as ET
 
 import pytest
 from lab_harness import REPO, VENV_BIN, run_playbook, write_inventory
@@ -68,7 +70,20 @@ def test_secrets_never_appear_in_the_output(first_run, lab):
     assert secret not in first_run.output
 
 
-def test_testinfra_suite_passes_against_the_lab(first_run, inventory, flux_install):
+def _infra_checks() -> list[str]:
+    """The test functions of the users' testinfra suite (tests/infra), by name."""
+    names = []
+    for path in sorted((REPO / "tests" / "infra").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        names += [node.name for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+    return names
+
+
+@pytest.fixture(scope="module")
+def testinfra_run(first_run, inventory, tmp_path_factory):
+    """tests/infra against the lab, in its own pytest; its outcomes per check from JUnit XML."""
+    report = tmp_path_factory.mktemp("testinfra") / "junit.xml"
     proc = subprocess.run(
         [
             str(VENV_BIN / "python"),
@@ -81,6 +96,7 @@ def test_testinfra_suite_passes_against_the_lab(first_run, inventory, flux_insta
             "no:cacheprovider",
             "--hosts=ansible://flux",
             f"--ansible-inventory={inventory}",
+            f"--junitxml={report}",
         ],
         cwd=REPO,
         text=True,
@@ -88,12 +104,39 @@ def test_testinfra_suite_passes_against_the_lab(first_run, inventory, flux_insta
         timeout=600,
         env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"},
     )
+    outcomes: dict[str, list[tuple[str, str]]] = {}
+    if report.exists():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            check = case.get("name", "").split("[")[0]
+            mark = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+            outcome = "passed" if mark is None else mark.tag
+            detail = "" if mark is None else (mark.get("message") or mark.text or "")
+            outcomes.setdefault(check, []).append((outcome, detail))
+    return proc, outcomes
+
+
+def test_testinfra_suite_passes_against_the_lab(testinfra_run, flux_install):
+    proc, _ = testinfra_run
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", summary).group(1))
     assert passed >= 40, summary
     if not flux_install.real:
         assert "flux_broker_start is false" in proc.stdout, "live-broker skips must say why"
+
+
+@pytest.mark.parametrize("check", _infra_checks())
+def test_testinfra_check_on_the_lab(testinfra_run, check):
+    """Each check of the nested run, here: a check it skipped on every host is skipped in this
+    summary too, with its reason (e.g. the live-broker checks without a real Flux)."""
+    _, outcomes = testinfra_run
+    results = outcomes.get(check)
+    assert results, f"{check} did not run in the nested testinfra run"
+    failed = [detail for outcome, detail in results if outcome in ("failure", "error")]
+    assert not failed, failed[0][-2000:]
+    if all(outcome == "skipped" for outcome, _ in results):
+        reasons = sorted({detail.removeprefix("Skipped: ") for _, detail in results})
+        pytest.skip(f"skipped inside the nested testinfra run: {'; '.join(reasons)[:300]}")
 
 
 def test_adding_a_host_reconfigures_the_overlay(first_run, lab, group_vars, tmp_path):

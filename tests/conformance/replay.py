@@ -1,13 +1,15 @@
 """Replay Fluxion's resource-query test cases through ``fluxinfra query`` (in process).
 
-Each manifest row is run with the same options resource-query gets, through the CLI's own
-argument parser and session (``fluxinfra.cli.query``), and its ``-t`` output is compared with
-the expected file byte for byte and normalised (per job: the set of vertex lines plus the INFO
-block). ``python tests/conformance/replay.py [FILTER]`` prints a per-case table.
+Each manifest row is run with the same options resource-query gets, through the CLI's entry
+point (``fluxinfra.cli.query.main``, in process), and its ``-t`` output is compared with the
+expected file byte for byte and normalised (per job: the set of vertex lines plus the INFO
+block), and its exit status with resource-query's (0 for every case).
+``python tests/conformance/replay.py [FILTER]`` prints a per-case table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -66,12 +68,6 @@ def load_extra_cases() -> list[Case]:
             for i, row in enumerate(rows[1:], 1)]
 
 
-def command_text(case: Case) -> str:
-    """The case's command file with its placeholders filled in."""
-    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
-    return text.replace("@TEST_SRCDIR@", str(TESTDATA)).replace("@CASES@", str(EXTRA))
-
-
 def load_known() -> dict[str, tuple[str, str]]:
     """case name -> (level reached: normalised | differs, reason)."""
     known: dict[str, tuple[str, str]] = {}
@@ -83,23 +79,55 @@ def load_known() -> dict[str, tuple[str, str]]:
     return known
 
 
-def run_case(case: Case) -> str:
-    """The case's ``-t`` output as ``fluxinfra query`` writes it."""
-    from fluxinfra.cli.query import build_parser, open_session
-
-    argv = ["-L", str(TESTDATA / case.graph), "-f", case.load_format, "-S", case.subsystems,
+def query_argv(case: Case) -> list[str]:
+    """The options resource-query gets for ``case`` (both programs take the same)."""
+    return ["-L", str(TESTDATA / case.graph), "-f", case.load_format, "-S", case.subsystems,
             "-P", case.policy, "-F", case.match_format, *shlex.split(case.extra)]
-    argv = [a if not a.startswith("--prune-filters=") else a for a in argv]
-    opts = build_parser().parse_args(argv)
-    text = command_text(case)
-    out = io.StringIO()
-    with tempfile.TemporaryDirectory():
-        session = open_session(opts, out, err=io.StringIO(), stdout=io.StringIO())
+
+
+def case_commands(case: Case) -> str:
+    """The case's command file with its placeholders filled in."""
+    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
+    return text.replace("@TEST_SRCDIR@", str(TESTDATA)).replace("@CASES@", str(EXTRA))
+
+
+@dataclass
+class Run:
+    """What one program did with a case: its ``-t`` output, exit status and stderr."""
+    output: str
+    status: int
+    stderr: str = ""
+
+
+def run_query(case: Case) -> Run:
+    """``case`` through ``fluxinfra query``'s entry point (in process): output and status."""
+    from unittest import mock
+
+    from fluxinfra.cli import query
+
+    opened = query.open_session
+
+    def open_session(*args, **kwargs):
+        session = opened(*args, **kwargs)
         if FULL_WALK:
             session.m.exact = True
             session.m.trav.fast = False
-        session.run(text.splitlines())
-    return out.getvalue()
+        return session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out, cmds = Path(tmp) / "out", Path(tmp) / "cmds.in"
+        cmds.write_text(case_commands(case), encoding="utf-8")
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with mock.patch.object(query, "open_session", open_session), \
+                contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            status = query.main([*query_argv(case), "-t", str(out), "--commands", str(cmds)])
+        return Run(out.read_text(encoding="utf-8") if out.exists() else "", status,
+                   stderr.getvalue())
+
+
+def run_case(case: Case) -> str:
+    """The case's ``-t`` output as ``fluxinfra query`` writes it."""
+    return run_query(case).output
 
 
 def normalise(text: str) -> list:
@@ -129,12 +157,17 @@ def normalise(text: str) -> list:
 
 
 def compare(case: Case) -> tuple[bool, bool, str]:
-    """(byte-identical, normalised-equal, first differing line)."""
+    """(byte-identical, normalised-equal, first difference). resource-query exits 0 on every
+    case (Fluxion's own tests run each under test_expect_success), so a status other than 0
+    is a difference too."""
     expected = (TESTDATA / case.expected).read_text(encoding="utf-8")
     try:
-        got = run_case(case)
+        run = run_query(case)
     except Exception as exc:  # noqa: BLE001 - report, don't abort the replay
         return False, False, f"crashed: {type(exc).__name__}: {exc}"
+    if run.status != 0:
+        return False, False, f"exit status {run.status}, resource-query's is 0: {run.stderr[-300:]}"
+    got = run.output
     if got == expected:
         return True, True, ""
     norm = normalise(got) == normalise(expected)

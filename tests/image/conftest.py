@@ -54,3 +54,4 @@ def image(base_image: str, revision: str) -> Iterator[str]:
     size = podman("image", "inspect", "--format", "{{.Size}}", TEST_IMAGE).stdout.strip()
     print(f"\nimage: built {TEST_IMAGE} in {elapsed:.1f}s, {int(size) / 1e6:.0f} MB")
     yield TEST_IMAGE
+    podman("rmi", "--force", TEST_IMAGE, check=False, timeout=120)

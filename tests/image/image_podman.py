@@ -4,6 +4,7 @@ failures carry the command's output."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BASE_IMAGE = "localhost/fluxinfra-base:bookworm"
-TEST_IMAGE = "localhost/fluxinfra:test"
+#: this run's own tag (removed when the session ends), so two runs on one machine never build
+#: over each other's image
+TEST_IMAGE = f"localhost/fluxinfra:test-{os.getpid()}-{secrets.token_hex(3)}"
 #: Explicit limits (see containers.conf for why they stay below the host's hard limits).
 ULIMITS = ("--ulimit", "nofile=16384:16384", "--ulimit", "nproc=8192:8192")
 #: The label of the Containerfile's throw-away install stage, so tests prune only their leftovers.

@@ -21,10 +21,15 @@ pytestmark = [pytest.mark.image,
 #: Commands the installer's entrypoint script runs inside the container (the Flux install and
 #: the broker run on the host, through nsenter), with a word of the script that shows the use.
 SCRIPT_COMMANDS = {"install": "install -m", "cat": "$(cat ", "chmod": "chmod 0755",
-                   "mv": "mv \"$mamba.tmp\"", "nsenter": "nsenter -t 1", "python3": "python3 "}
-#: Standard-library modules the in-container Python (micromamba fetch, node-watch.py) imports.
-PYTHON_MODULES = ("bz2", "hashlib", "io", "json", "platform", "ssl", "subprocess", "tarfile",
-                  "urllib.request")
+                   "mv": "mv \"$mamba.tmp\"", "python3": "python3 ", "touch": "touch ",
+                   "sleep": "sleep 30"}
+#: ... and bash builtins it relies on (no file needed): kill "$beat" ends the heartbeat loop.
+#: Commands node-watch.py runs inside the container (the install and the broker run on the host).
+NODE_WATCH_COMMANDS = {"nsenter": '["nsenter", "-t"'}
+#: Standard-library modules the in-container Python (micromamba fetch, node-watch.py and the
+#: fluxconf.py it imports) imports.
+PYTHON_MODULES = ("bz2", "contextlib", "copy", "hashlib", "io", "json", "platform", "re", "ssl",
+                  "subprocess", "tarfile", "threading", "urllib.request")
 
 
 def as_root(image: str, script: str) -> str:
@@ -45,7 +50,10 @@ def test_what_the_installer_runs_is_in_the_image(image, installer):
     entry = installer_scripts(args)["entrypoint.sh"]
     for command, use in SCRIPT_COMMANDS.items():
         assert use in entry, f"entrypoint.sh no longer runs {command!r}; update SCRIPT_COMMANDS"
-    needed = {container["command"][0], *SCRIPT_COMMANDS}
+    watch = installer_scripts(args)["node-watch.py"]
+    for command, use in NODE_WATCH_COMMANDS.items():
+        assert use in watch, f"node-watch.py no longer runs {command!r}; update the list"
+    needed = {container["command"][0], *SCRIPT_COMMANDS, *NODE_WATCH_COMMANDS}
     needed |= {container[p]["exec"]["command"][0] for p in ("startupProbe", "livenessProbe")}
     # Probes are exec'd without a shell, so a shell builtin (test) must exist as a file too.
     script = "; ".join(f"p=$(type -P {shlex.quote(c)}) || p=MISSING; echo {shlex.quote(c)} $p"

@@ -4,6 +4,7 @@ import pulumi
 import pytest
 
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
+from fluxinfra.k8s.queue import CERTS_PURPOSE, cert_outputs
 from fluxinfra.render import plain
 from fluxinfra.secrets import derive_cluster_keys
 
@@ -18,6 +19,9 @@ class Recorder(pulumi.runtime.Mocks):
         outs = {k: v for k, v in args.inputs.items() if k != "__provider"}
         if outs.get("purpose") == KEYS_PURPOSE:
             outs.update(key_outputs(derive_cluster_keys(b"unit-test-seed" * 3, outs["label"])))
+        if outs.get("purpose") == CERTS_PURPOSE:
+            outs.update(cert_outputs(list(outs["names"]), seed=b"unit-test-seed" * 3,
+                                     label=outs["label"]))
         if args.typ == "command:local:Command":
             outs["stdout"] = "apiVersion: v1\nkind: Config\n"
         self.resources[args.name] = (args.typ, plain(outs))

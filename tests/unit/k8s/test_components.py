@@ -2,6 +2,7 @@
 is registered (``Output.all(urns).apply(check)``); assertion messages name the URN."""
 
 import base64
+import tomllib
 
 import pulumi
 import yaml
@@ -13,7 +14,7 @@ from fluxinfra.k8s.minicluster import MiniCluster, MiniClusterArgs
 from fluxinfra.k8s.scheduler import FluxScheduler, FluxSchedulerArgs
 from fluxinfra.secrets import parse_curve_cert
 
-IMAGE = "fluxinfra:0.1.0"
+IMAGE = "localhost/fluxinfra:0.1.0"
 
 
 def when_registered(component, check):
@@ -34,7 +35,7 @@ def pod_spec(obj):
 @pulumi.runtime.test
 def test_kind_cluster_is_a_command_with_create_and_delete(recorded):
     cluster = Cluster("kc", ClusterArgs(mode="kind", name="devkind", workers=3,
-                                        load_images=["fluxinfra:0.1.0"]))
+                                        load_images=[IMAGE]))
 
     def check(_):
         typ, cmd = recorded["kc-kind"]
@@ -49,7 +50,7 @@ def test_kind_cluster_is_a_command_with_create_and_delete(recorded):
         assert recorded["kc-provider"][0] == "pulumi:providers:kubernetes"
         load = recorded["kc-load-0"][1]["create"]
         assert "kind load image-archive" in load and "--name devkind" in load, "kc-load-0"
-        assert "save -o" in load and "fluxinfra:0.1.0" in load, "kc-load-0"
+        assert "save -o" in load and IMAGE in load, "kc-load-0"
 
     return pulumi.Output.all(cluster.provider.urn, cluster.kubeconfig).apply(check)
 
@@ -89,7 +90,18 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
         assert keys_volume["secret"]["defaultMode"] == 0o400, urn
         assert "hostNetwork" not in spec, f"{urn}: the broker needs the host network, the pod not"
         stop = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
-        assert stop[-2:] == ["/var/lib/fluxinfra/flux-start.sh", "stop"], f"{urn}: preStop"
+        assert stop[:3] == ["python3", "/opt/fluxinfra/scripts/node-watch.py", "--pre-stop"], \
+            f"{urn}: preStop asks node-watch whether the node leaves"
+        rank_map = manifest(recorded, "fi-role")
+        assert rank_map["metadata"]["namespace"] == "flux-installer", urns["fi-role"]
+        granted = {(g, r, v, tuple(rule.get("resourceNames", ()))) for rule in rank_map["rules"]
+                   for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        assert granted == {("", "configmaps", "get", ("fi-ranks",)),
+                           ("", "configmaps", "update", ("fi-ranks",)),
+                           ("", "configmaps", "create", ()),
+                           ("apps", "daemonsets", "get", ("fi",))}, urns["fi-role"]
+        binding = manifest(recorded, "fi-rolebinding")
+        assert binding["subjects"][0]["name"] == "fi", urns["fi-rolebinding"]
         secret = manifest(recorded, "fi-secret")
         cert = secret["data"]["curve.cert"]
         pair = parse_curve_cert(base64.b64decode(cert).decode())
@@ -100,6 +112,7 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
         assert len(base64.b64decode(secret["data"]["munge.key"])) == 1024, urns["fi-secret"]
         assert '"flux-core=0.85.0" "flux-sched=0.54.0"' in scripts["flux-install.sh"]
         assert "node-watch.py" in scripts["entrypoint.sh"]
+        assert "def rv1(" in scripts["fluxconf.py"], "node-watch's module ships beside it"
         notes = manifest(recorded, "fi-daemonset")["spec"]["template"]["metadata"]["annotations"]
         assert notes["fluxinfra.io/curve-public-key"] == pair.public, f"{urn}: rolls on new keys"
         assert len(notes["fluxinfra.io/scripts-sha256"]) == 16, urn
@@ -203,19 +216,29 @@ def test_minicluster_lists_max_size_fqdns_and_runs_size_pods(recorded):
         urn = urns["mc-job"]
         assert job["spec"]["completionMode"] == "Indexed", urn
         assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2, urn
-        assert job["spec"]["ttlSecondsAfterFinished"] == 300, urn
+        assert "ttlSecondsAfterFinished" not in job["spec"], f"{urn}: Pulumi owns its lifetime"
+        rules = job["spec"]["podFailurePolicy"]["rules"]
+        assert rules[-1] == {"action": "FailJob", "onExitCodes": {
+            "containerName": "flux", "operator": "NotIn", "values": [0]}}, urn
+        assert "pulumi.com/skipAwait" not in job["metadata"].get("annotations", {}), \
+            f"{urn}: pulumi up waits for an ephemeral MiniCluster's command"
         spec = pod_spec(job)
-        assert spec["subdomain"] == "mc", urn
+        assert spec["subdomain"] == "mc" and spec["restartPolicy"] == "Never", urn
+        anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert anti[0]["topologyKey"] == "kubernetes.io/hostname", f"{urn}: one broker per node"
         curve = next(v for v in spec["volumes"] if "secret" in v)
         assert curve["secret"]["defaultMode"] == 0o400, urn
         svc = manifest(recorded, "mc-service")
         assert svc["spec"]["clusterIP"] == "None", urns["mc-service"]
         config = manifest(recorded, "mc-configmap")["data"]
-        for i in range(4):
-            assert f"mc-{i}.mc.hpc.svc.cluster.local" in config["broker.toml"], urn
-        assert "mc-4." not in config["broker.toml"]
-        assert "-Sbroker.quorum=2" in config["start.sh"]
-        assert "/bin/bash -c hostname" in config["start.sh"]
+        broker = tomllib.loads(config["broker.toml"])
+        assert broker["bootstrap"]["hosts"] == [{"host": "mc-[0-3]"}], urns["mc-configmap"]
+        assert broker["bootstrap"]["default_connect"] == \
+            "tcp://%h.mc.hpc.svc.cluster.local:%p", urns["mc-configmap"]
+        assert "noverify" not in config["broker.toml"], urns["mc-configmap"]
+        assert config["quorum"] == "2\n"
+        assert "flux R encode '--hosts=mc-[0-3]' --local" in config["start.sh"]
+        assert "flux run -N 2 -- hostname" in config["run.sh"]
         assert "BEGIN" not in config["broker.toml"] and "secret-key" not in config["broker.toml"]
 
     return when_registered(mc, check)
@@ -226,8 +249,68 @@ def test_persistent_minicluster_keeps_rank0_up(recorded):
     mc = MiniCluster("pm", MiniClusterArgs(name="pm", mode="persistent", size=3))
 
     def check(urns):
-        start = manifest(recorded, "pm-configmap")["data"]["start.sh"]
-        assert "sleep infinity" in start and "bash -c" not in start, urns["pm-configmap"]
+        data = manifest(recorded, "pm-configmap")["data"]
+        assert "-Sbroker.rc2_none" in data["start.sh"], urns["pm-configmap"]
+        assert "run.sh" not in data, urns["pm-configmap"]
+        job = manifest(recorded, "pm-job")
+        assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true", urns["pm-job"]
+        assert pod_spec(job)["restartPolicy"] == "OnFailure", urns["pm-job"]
+        assert "podFailurePolicy" not in job["spec"], urns["pm-job"]
+
+    return when_registered(mc, check)
+
+
+@pulumi.runtime.test
+def test_minicluster_gang_view_sidecars_and_pod_options(recorded):
+    args = MiniClusterArgs(
+        name="gv", size=3, max_size=6, command="./app", nodes=2, tasks=8, cores_per_task=2,
+        gpus_per_task=1, flux_flags=["--exclusive"], image="ghcr.io/x/app:1",
+        flux_view_image="localhost/flux-view:0.88.0", scheduler_name="fluxion", pod_group=True,
+        services=[{"name": "db", "image": "redis:7.2"}],
+        volumes=[{"name": "data", "mountPath": "/data", "persistentVolumeClaim": {
+            "claimName": "d"}}], shm_size="1Gi", node_selector={"hpc": "yes"},
+        tolerations=[{"key": "hpc", "operator": "Exists"}], service_account_name="runner",
+        image_pull_secrets=["regcred"], runtime_class_name="gvisor", host_network=True,
+        priority_class_name="batch", pod_labels={"team": "a"}, image_pull_policy="Never",
+        dns_policy="None", dns_config={"nameservers": ["10.0.0.10"]})
+    mc = MiniCluster("gv", args)
+
+    def check(urns):
+        urn = urns["gv-job"]
+        job = manifest(recorded, "gv-job")
+        spec = pod_spec(job)
+        assert spec["schedulerName"] == "fluxion", urn
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert labels["scheduling.x-k8s.io/pod-group"] == "gv" and labels["team"] == "a", urn
+        group = manifest(recorded, "gv-podgroup")
+        assert recorded["gv-podgroup"][0] == "kubernetes:scheduling.x-k8s.io/v1alpha1:PodGroup"
+        assert group["spec"] == {"minMember": 3}, urns["gv-podgroup"]
+        view, sidecar = spec["initContainers"]
+        assert view["image"] == "localhost/flux-view:0.88.0" and "restartPolicy" not in view, urn
+        assert sidecar["name"] == "db" and sidecar["restartPolicy"] == "Always", \
+            f"{urn}: services are native sidecars"
+        runner = spec["containers"][0]
+        mounts = {v["name"]: v["mountPath"] for v in runner["volumeMounts"]}
+        assert mounts["flux-view"] == "/opt/flux" and mounts["shm"] == "/dev/shm", urn
+        assert mounts["data"] == "/data", urn
+        vols = {v["name"]: v for v in spec["volumes"]}
+        assert vols["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}, urn
+        assert vols["data"]["persistentVolumeClaim"] == {"claimName": "d"}, urn
+        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "None", \
+            f"{urn}: the stack's dnsPolicy wins over hostNetwork's ClusterFirstWithHostNet"
+        assert spec["dnsConfig"] == {"nameservers": ["10.0.0.10"]}, urn
+        assert {c["imagePullPolicy"] for c in (*spec["containers"], view)} == {"Never"}, urn
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}], urn
+        assert spec["runtimeClassName"] == "gvisor" and spec["priorityClassName"] == "batch"
+        assert spec["serviceAccountName"] == "runner", urn
+        assert spec["automountServiceAccountToken"] is True, urn
+        assert spec["nodeSelector"] == {"hpc": "yes"} and spec["tolerations"], urn
+        data = manifest(recorded, "gv-configmap")["data"]
+        assert "flux run -N 2 -n 8 -c 2 -g 1 --exclusive -- ./app" in data["run.sh"]
+        assert 'view=/opt/flux' in data["start.sh"], urns["gv-configmap"]
+        broker = tomllib.loads(data["broker.toml"])
+        assert broker["resource"]["verify"]["hostname"] == "ignore", \
+            f"{urns['gv-configmap']}: with hostNetwork the kernel hostname is the node's"
 
     return when_registered(mc, check)
 

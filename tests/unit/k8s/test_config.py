@@ -24,7 +24,7 @@ def test_empty_stack_gets_every_default():
     s = settings()
     assert s.cluster.mode == "existing"
     assert s.namespace == "fluxinfra-system"
-    assert s.image.ref == "fluxinfra:0.1.0"
+    assert s.image.ref == "localhost/fluxinfra:0.1.0", "make image (podman) names it so"
     assert s.scheduler.scheduler_name == "fluxion"
     assert s.installer.flux_core_version and s.miniclusters == []
 
@@ -83,6 +83,48 @@ def test_custom_policy_and_known_policies_are_accepted():
      "fluxinfra:miniclusters[0].command", "''", "mode: persistent"),
     ({"miniclusters": [{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]},
      "fluxinfra:miniclusters[1].name", "'a'", "not already used"),
+    ({"miniclusters": [{"name": "a", "mode": "persistent", "command": "x"}]},
+     "fluxinfra:miniclusters[0].command", "'x'", "'' in persistent mode"),
+    ({"miniclusters": [{"name": "a", "command": "flux run -N2 hostname"}]},
+     "fluxinfra:miniclusters[0].command", "'flux run -N2 hostname'", "launcher: true"),
+    ({"miniclusters": [{"name": "a", "command": "x", "minSize": 1}]},
+     "fluxinfra:miniclusters[0].minSize", "1", "0 in ephemeral mode"),
+    ({"miniclusters": [{"name": "a", "mode": "persistent", "size": 2, "minSize": 3}]},
+     "fluxinfra:miniclusters[0].minSize", "3", "from 0 to size (2)"),
+    ({"miniclusters": [{"name": "a", "command": "x", "size": 2, "nodes": 3}]},
+     "fluxinfra:miniclusters[0].nodes", "3", "from 0 to size (2)"),
+    ({"miniclusters": [{"name": "a", "command": "x", "gpusPerBroker": 2}]},
+     "fluxinfra:miniclusters[0].gpusPerBroker", "2", "unless coresPerBroker"),
+    ({"miniclusters": [{"name": "a", "command": "x", "podGroup": True}]},
+     "fluxinfra:miniclusters[0].podGroup", "True", "set schedulerName"),
+    ({"miniclusters": [{"name": "a", "command": "x", "fluxFlags": ["exclusive"]}]},
+     "fluxinfra:miniclusters[0].fluxFlags", '["exclusive"]', "starting with '-'"),
+    ({"miniclusters": [{"name": "a", "command": "x", "shmSize": "lots"}]},
+     "fluxinfra:miniclusters[0].shmSize", "'lots'", "Kubernetes quantity"),
+    ({"miniclusters": [{"name": "a", "command": "x", "imagePullSecrets": ["Reg_Cred"]}]},
+     "fluxinfra:miniclusters[0].imagePullSecrets", '["Reg_Cred"]', "DNS-1123 subdomains"),
+    ({"miniclusters": [{"name": "a", "command": "x",
+                        "volumes": [{"name": "work", "mountPath": "/w", "emptyDir": {}}]}]},
+     "fluxinfra:miniclusters[0].volumes", '"name": "work"', "not one of config, curve, work"),
+    ({"miniclusters": [{"name": "a", "command": "x",
+                        "volumes": [{"name": "d", "mountPath": "/d", "emptyDir": {},
+                                     "hostPath": {"path": "/x"}}]}]},
+     "fluxinfra:miniclusters[0].volumes", '"name": "d"', "exactly one of"),
+    ({"miniclusters": [{"name": "a", "command": "x", "fluxViewPath": "opt/flux"}]},
+     "fluxinfra:miniclusters[0].fluxViewPath", "'opt/flux'", "absolute path"),
+    ({"kubernetesVersions": {"min": "1.28"}, "miniclusters": [
+        {"name": "a", "command": "x", "services": [{"name": "db", "image": "redis:7"}]}]},
+     "fluxinfra:kubernetesVersions.min", "'1.28'", "native sidecars"),
+    ({"miniclusters": [{"name": "a", "command": "x", "dnsPolicy": "None"}]},
+     "fluxinfra:miniclusters[0].dnsConfig", "{}", "nameservers when dnsPolicy is None"),
+    ({"installer": {"hostTarget": "/sbin/init"}}, "fluxinfra:installer.hostTarget",
+     "'/sbin/init'", "command name of a host process"),
+    ({"installer": {"hostPrefix": "node1"}}, "fluxinfra:installer.hostPrefix", "'node1'",
+     "not ending in a digit"),
+    ({"installer": {"installMemory": "4 GB"}}, "fluxinfra:installer.installMemory", "'4 GB'",
+     "Kubernetes quantity"),
+    ({"installer": {"maxNodes": 0}}, "fluxinfra:installer.maxNodes", "0",
+     "an integer from 1 to 16384"),
     ({"miniclusters": {"name": "a"}}, "fluxinfra:miniclusters", "{'name': 'a'}", "a list"),
     ({"scheduler": {"schedulerName": "Fluxion_Sched"}}, "fluxinfra:scheduler.schedulerName",
      "'Fluxion_Sched'", "DNS-1123 label"),

@@ -58,7 +58,9 @@ class Harness:
 
 def check_invariants(h: Harness) -> None:
     """No node over-committed (real requests vs allocatable); the core counts exactly the running
-    pods, each on the node it runs on; the allocator's books match the core's jobs."""
+    pods, each on the node it runs on; the allocator's books match the core's jobs; the API
+    server refused nothing the scheduler sent."""
+    assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
     nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     running: dict[str, str] = {}

@@ -8,7 +8,15 @@ of the real API that the scheduler must survive:
 - after :meth:`compact`, watching from an older version yields an ``ERROR`` event whose object is
   a ``Status`` with ``code: 410`` (or raises ``ApiError(410)`` when ``gone_as_exception``);
 - binding an already-bound pod is 409 Conflict, a missing pod 404, a uid mismatch 409;
+- deleting a pod is a MODIFIED event (``deletionTimestamp``) and then DELETED; :meth:`terminate`
+  stops after the first, as a kubelet's graceful shutdown does;
+- replacing a Lease that does not exist creates it (the real Lease strategy allows that);
 - :meth:`fail_next` makes the next calls of one method fail with any status (e.g. 500, 503);
+
+Every answer (objects the server fills in, error status, reason and message) has the shape a real
+v1.28 API server gives through :mod:`fluxinfra.scheduler.client`: ``api_shapes.py`` holds the
+scenarios, ``recorded_api_shapes.json`` the real answers (recorded by the e2e suite) and
+``test_double_shapes.py`` checks this double against them.
 - every object the scheduler sends is validated against the Kubernetes schemas with
   ``kubernetes-validate`` in strict mode: the Binding, each Event, and the pod as it looks after
   a status patch. PodGroup status patches are checked against the scheduler-plugins
@@ -28,6 +36,45 @@ import kubernetes_validate
 from fluxinfra.scheduler.kube import ApiError, Kind, WatchEvent, binding
 
 K8S_VERSION = "1.31"
+#: The HTTP reason phrases the production client reports as ``ApiError.reason``.
+HTTP_REASONS = {404: "Not Found", 409: "Conflict", 410: "Gone", 422: "Unprocessable Entity",
+                429: "Too Many Requests", 500: "Internal Server Error",
+                503: "Service Unavailable", 504: "Gateway Timeout"}
+CREATED = "2026-01-01T00:00:00Z"
+
+
+def api_error(status: int, message: str) -> ApiError:
+    return ApiError(status, HTTP_REASONS.get(status, "Error"), message)
+
+
+def conflict(resource: str, name: str, why: str) -> ApiError:
+    """A 409 as the API server words an optimistic-concurrency or precondition failure."""
+    return api_error(409, f'Operation cannot be fulfilled on {resource} "{name}": {why}')
+
+
+def bookmark(kind: Kind, version: str) -> dict[str, Any]:
+    """The object of a BOOKMARK event: an empty object of the kind, as the server serialises
+    it, carrying only the version."""
+    meta = {"resourceVersion": version}
+    if kind == "podgroups":
+        return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": meta}
+    if kind == "nodes":
+        return {"kind": "Node", "apiVersion": "v1",
+                "metadata": {**meta, "creationTimestamp": None}, "spec": {},
+                "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                           "nodeInfo": {k: "" for k in (
+                               "machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
+                               "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion",
+                               "operatingSystem", "architecture")}}}
+    return {"kind": "Pod", "apiVersion": "v1",
+            "metadata": {**meta, "creationTimestamp": None}, "spec": {"containers": None},
+            "status": {}}
+
+
+def with_condition_times(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pod conditions as the server returns them: both times present, null when unset."""
+    return [{"lastProbeTime": None, "lastTransitionTime": None, **c} for c in conditions]
 PODGROUP_STATUS_FIELDS = {"phase", "occupiedBy", "scheduled", "running", "succeeded", "failed",
                           "scheduleStartTime"}
 
@@ -106,6 +153,8 @@ class KubeApiDouble:
         self._uids = itertools.count(1)
         self.podgroups_installed = True
         self.leases: dict[str, dict[str, Any]] = {}
+        #: what the double refused with 422 as the API server would (the harness asserts none)
+        self.rejected: list[str] = []
 
     # -- test controls -----------------------------------------------------------------------
     def fail_next(self, method: str, status: int, times: int = 1) -> None:
@@ -120,8 +169,7 @@ class KubeApiDouble:
         self.calls[method] += 1
         if self.failures[method]:
             status = self.failures[method].pop(0)
-            raise ApiError(status, {409: "Conflict", 404: "NotFound", 410: "Gone"}.get(
-                status, "InternalError"), f"injected failure of {method}")
+            raise api_error(status, f"injected failure of {method}")
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> str:
@@ -140,9 +188,10 @@ class KubeApiDouble:
     def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         obj = copy.deepcopy(obj)
         obj["metadata"].setdefault("uid", f"uid-{next(self._uids)}")
+        obj["metadata"].setdefault("creationTimestamp", CREATED)
         key = self._key(obj)
         if key in self.objects[kind]:
-            raise ApiError(409, "AlreadyExists", key)
+            raise api_error(409, f'{kind} "{obj["metadata"]["name"]}" already exists')
         self.objects[kind][key] = obj
         self._record(kind, "ADDED", obj)
         return obj
@@ -154,8 +203,20 @@ class KubeApiDouble:
         return obj
 
     def delete(self, kind: Kind, key: str) -> None:
+        """Delete at once. A pod is first marked (MODIFIED, ``deletionTimestamp``, grace 0), as
+        the server does for a pod no kubelet runs, or one its kubelet has stopped."""
+        if kind == "pods" and not self.objects[kind][key]["metadata"].get("deletionTimestamp"):
+            self.terminate(key, grace=0)
         obj = self.objects[kind].pop(key)
         self._record(kind, "DELETED", obj)
+
+    def terminate(self, key: str, grace: int = 30) -> None:
+        """A graceful pod deletion: MODIFIED with ``deletionTimestamp``; the pod stays (and runs)
+        until :meth:`delete`, as it does until its kubelet has stopped it."""
+        pod = copy.deepcopy(self.objects["pods"][key])
+        pod["metadata"]["deletionTimestamp"] = CREATED
+        pod["metadata"]["deletionGracePeriodSeconds"] = grace
+        self.update("pods", pod)
 
     def get(self, kind: Kind, key: str) -> dict[str, Any]:
         return self.objects[kind][key]
@@ -176,7 +237,8 @@ class KubeApiDouble:
     def list_objects(self, kind: Kind) -> tuple[list[dict[str, Any]], str]:
         self._maybe_fail(f"list_{kind}")
         if kind == "podgroups" and not self.podgroups_installed:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            # No CRD, no route: the server's plain-text 404 page.
+            raise api_error(404, "404 page not found\n")
         items = [copy.deepcopy(o) for o in self.objects[kind].values()]
         return items, str(self.current_rv)
 
@@ -185,18 +247,17 @@ class KubeApiDouble:
         self._maybe_fail(f"watch_{kind}")
         since = int(resource_version or 0)
         if since < self.compacted_rv:
+            message = f"too old resource version: {since} ({self.compacted_rv})"
             if self.gone_as_exception:
-                raise ApiError(410, "Gone", f"too old resource version: {since}")
+                raise api_error(410, message)
             yield {"type": "ERROR", "object": {
-                "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                "message": f"too old resource version: {since} ({self.compacted_rv})",
-                "reason": "Expired", "code": 410}}
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": "Expired", "code": 410}}
             return
         for rv, etype, obj in list(self.log[kind]):
             if rv > since:
                 yield {"type": etype, "object": copy.deepcopy(obj)}
-        yield {"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {
-            "resourceVersion": str(self.current_rv)}}}
+        yield {"type": "BOOKMARK", "object": bookmark(kind, str(self.current_rv))}
 
     def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
         body = binding(namespace, pod, uid, node)
@@ -205,13 +266,15 @@ class KubeApiDouble:
         key = f"{namespace}/{pod}"
         current = self.objects["pods"].get(key)
         if current is None:
-            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+            raise api_error(404, f'pods "{pod}" not found')
         if uid and current["metadata"]["uid"] != uid:
-            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
+            raise conflict("pods", pod, (
+                f"StorageError: invalid object, Code: 4, Key: /registry/pods/{namespace}/{pod}, "
+                f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+                f"precondition: {uid}, UID in object meta: {current['metadata']['uid']}"))
         if current["spec"].get("nodeName"):
-            raise ApiError(409, "Conflict",
-                           f"pod {pod} is already assigned to node "
-                           f'"{current["spec"]["nodeName"]}"')
+            raise conflict("pods/binding", pod, f"pod {pod} is already assigned to node "
+                                                f'"{current["spec"]["nodeName"]}"')
         if f"/{node}" not in self.objects["nodes"]:
             # The real API server accepts it and the kubelet never shows up; we are stricter.
             raise AssertionError(f"bind of {key} to unknown node {node}")
@@ -219,8 +282,9 @@ class KubeApiDouble:
         updated["spec"]["nodeName"] = node
         conditions = [c for c in updated["status"].get("conditions", [])
                       if c["type"] != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True"})
-        updated["status"]["conditions"] = conditions
+        conditions.append({"type": "PodScheduled", "status": "True",
+                           "lastTransitionTime": CREATED})
+        updated["status"]["conditions"] = with_condition_times(conditions)
         validate(updated)
         self.bindings.append(body)
         self.update("pods", updated)
@@ -229,6 +293,10 @@ class KubeApiDouble:
         validate(event)
         assert event["metadata"]["namespace"] == namespace
         self._maybe_fail("create_event")
+        refused = event_refusal(event)
+        if refused:
+            self.rejected.append(refused)
+            raise api_error(422, refused)
         self.events.append(copy.deepcopy(event))
 
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
@@ -236,13 +304,15 @@ class KubeApiDouble:
         assert set(patch) == {"status"}, f"status patch touches {sorted(patch)}"
         key = f"{namespace}/{pod}"
         if key not in self.objects["pods"]:
-            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+            raise api_error(404, f'pods "{pod}" not found')
         updated = copy.deepcopy(self.objects["pods"][key])
-        # Strategic merge: conditions merge by "type".
+        # Strategic merge: conditions merge by "type"; a null deletes the field, and the server
+        # then shows an unset time as null again.
         conditions = {c["type"]: c for c in updated["status"].get("conditions", [])}
         for cond in patch["status"].get("conditions", []):
-            conditions[cond["type"]] = {k: v for k, v in cond.items() if v is not None}
-        updated["status"]["conditions"] = list(conditions.values())
+            merged = {**conditions.get(cond["type"], {}), **cond}
+            conditions[cond["type"]] = {k: v for k, v in merged.items() if v is not None}
+        updated["status"]["conditions"] = with_condition_times(list(conditions.values()))
         for k, v in patch["status"].items():
             if k != "conditions":
                 updated["status"][k] = v
@@ -257,7 +327,7 @@ class KubeApiDouble:
         assert not unknown, f"PodGroup status has no fields {sorted(unknown)}"
         key = f"{namespace}/{name}"
         if key not in self.objects["podgroups"]:
-            raise ApiError(404, "NotFound", f'podgroups "{name}" not found')
+            raise api_error(404, f'podgroups.scheduling.x-k8s.io "{name}" not found')
         updated = copy.deepcopy(self.objects["podgroups"][key])
         updated.setdefault("status", {}).update(patch["status"])
         self.podgroup_patches.append((namespace, name, copy.deepcopy(patch)))
@@ -271,12 +341,11 @@ class KubeApiDouble:
     def create_lease(self, namespace: str, lease: dict[str, Any]) -> None:
         validate(lease)
         self._maybe_fail("create_lease")
-        key = f"{namespace}/{lease['metadata']['name']}"
+        name = lease["metadata"]["name"]
+        key = f"{namespace}/{name}"
         if key in self.leases:
-            raise ApiError(409, "AlreadyExists", f"leases {key} already exists")
-        stored = copy.deepcopy(lease)
-        stored["metadata"]["resourceVersion"] = str(next(self.rv))
-        self.leases[key] = stored
+            raise api_error(409, f'leases.coordination.k8s.io "{name}" already exists')
+        self._store_lease(key, lease, uid=f"uid-{next(self._uids)}", created=CREATED)
 
     def replace_lease(self, namespace: str, name: str, lease: dict[str, Any]) -> None:
         validate(lease)
@@ -284,10 +353,40 @@ class KubeApiDouble:
         key = f"{namespace}/{name}"
         current = self.leases.get(key)
         if current is None:
-            raise ApiError(404, "NotFound", f"leases {key} not found")
+            # Leases may be created by an update (PUT), whatever resourceVersion it names.
+            self._store_lease(key, lease, uid=f"uid-{next(self._uids)}", created=CREATED)
+            return
         if lease["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "the object has been modified; please apply your "
-                                            "changes to the latest version and try again")
+            raise conflict("leases.coordination.k8s.io", name,
+                           "the object has been modified; please apply your changes to the "
+                           "latest version and try again")
+        self._store_lease(key, lease, uid=current["metadata"]["uid"],
+                          created=current["metadata"]["creationTimestamp"])
+
+    def _store_lease(self, key: str, lease: dict[str, Any], *, uid: str, created: str) -> None:
         stored = copy.deepcopy(lease)
-        stored["metadata"]["resourceVersion"] = str(next(self.rv))
+        stored["metadata"].update(uid=uid, creationTimestamp=created,
+                                  resourceVersion=str(next(self.rv)))
         self.leases[key] = stored
+
+
+def event_refusal(event: dict[str, Any]) -> str | None:
+    """Why the API server's validation (beyond the schema) refuses an ``events.k8s.io/v1``
+    Event, worded as the server words it; None when it is accepted."""
+    name = event["metadata"]["name"]
+    if event.get("type") not in ("Normal", "Warning"):
+        return (f'Event "{name}" is invalid: type: Invalid value: "": has invalid value: '
+                f'{event.get("type")}')
+    for field, limit in (("reportingController", 253), ("reportingInstance", 128),
+                         ("action", 128), ("reason", 128)):
+        value = event.get(field) or ""
+        if not value:
+            return f'Event "{name}" is invalid: {field}: Required value'
+        if len(value) > limit:
+            return (f'Event "{name}" is invalid: {field}: Too long: may not be longer than '
+                    f"{limit}")
+    if len(event.get("note") or "") > 1024:
+        return f'Event "{name}" is invalid: note: Too long: may not be longer than 1024'
+    if not event.get("eventTime"):
+        return f'Event "{name}" is invalid: eventTime: Required value'
+    return None

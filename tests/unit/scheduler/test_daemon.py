@@ -57,7 +57,9 @@ def test_daemon_binds_watched_pods_and_serves_health_and_metrics() -> None:
         assert "fluxinfra_scheduler_pods_bound_total 4" in text
         assert "fluxinfra_scheduler_queue_depth 0" in text
         assert 'fluxinfra_scheduler_match_duration_seconds_bucket{le="+Inf"}' in text
-        assert len([e for e in api.events if e["reason"] == "Scheduled"]) == 4
+        # The core reports Scheduled after the bind returns, so the last Event may still be on
+        # its way when the pods already show their nodeName.
+        wait_for(lambda: len([e for e in api.events if e["reason"] == "Scheduled"]) == 4)
     finally:
         runner.stop()
         thread.join(10)

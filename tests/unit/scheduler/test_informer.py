@@ -38,8 +38,9 @@ def test_list_delivers_every_object_then_watch_delivers_changes(api: KubeApiDoub
     api.set_phase("default/p0", "Running")
     api.delete("pods", "default/p1")
     inf.watch_once()
+    # A deleted pod is first MODIFIED (deletionTimestamp), then DELETED, as a real server does.
     assert sink.events[1:] == [("pods", "ADDED", "p1"), ("pods", "MODIFIED", "p0"),
-                               ("pods", "DELETED", "p1")]
+                               ("pods", "MODIFIED", "p1"), ("pods", "DELETED", "p1")]
     assert inf.resource_version == str(api.current_rv)
     assert [o["metadata"]["name"] for o in inf.store.values()] == ["p0"]
 

@@ -27,7 +27,8 @@ SMALL = {"cluster": {"nodes": 1, "cpu": "4", "memory": "8Gi"}, "jobs": [
 
 @pytest.mark.parametrize(("data", "needle"), [
     ({"jobs": [{"name": "a"}]}, "cluster"),
-    ({"cluster": {"nodes": 0}, "jobs": [{"name": "a"}]}, "cluster[0].nodes"),
+    ({"cluster": {"nodes": 0}, "jobs": [{"name": "a"}]}, "cluster.nodes: 0"),
+    ({"cluster": [{"nodes": 2}, {"nodes": 0}], "jobs": [{"name": "a"}]}, "cluster[1].nodes: 0"),
     ({"cluster": {"nodes": 1}, "jobs": []}, "jobs"),
     ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "pods": 0}]}, "jobs[0] (a).pods"),
     ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "cpu": "lots"}]}, "'lots'"),

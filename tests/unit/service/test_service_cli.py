@@ -49,7 +49,8 @@ def test_service_process_serves_and_stops_cleanly() -> None:
 
 @pytest.mark.parametrize(("args", "needle"), [
     ([], "no graph"),
-    (["--graph", "/nonexistent.json"], "--graph '/nonexistent.json'"),
+    (["--graph", "/nonexistent.json"], "--graph /nonexistent.json: no such file"),
+    (["--graph", "recipe.yaml"], "a YAML file is not a resource graph; a graph is JGF"),
     (["--recipe", "{not json"], "recipe"),
     (["--recipe", RECIPE, "--policy", "bogus"], "bogus"),
     (["--recipe", RECIPE, "--port", "70000"], "--port 70000"),

@@ -1,0 +1,106 @@
+"""The benchmarks' tables: aligned, no ``nan``, no empty columns, ~100 columns wide, a legend.
+
+    >>> print(format_table(["nodes", "policy", "med ms", "fluxion ms"],
+    ...                    [[256, "first", 0.1234, None], [4096, "low", 12.5, None]],
+    ...                    legend={"med ms": "median match latency"}, keys=2))
+    nodes  policy  med ms
+    -----  ------  ------
+      256  first    0.123
+     4096  low       12.5
+    <BLANKLINE>
+      med ms  median match latency
+
+A value that is missing (``None``, ``nan``, ``""``) prints as ``-``; a column with no value in
+any row is left out. When the columns do not fit in ``width``, the table is printed in parts,
+the first ``keys`` columns repeated in each. The legend explains every column shown that
+``legend`` describes.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+__all__ = ["format_table", "cell"]
+
+WIDTH = 100
+_GAP = "  "
+
+
+def cell(value: object) -> str:
+    """A value as the tables print it: 3 significant-ish digits, ``-`` when missing."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value}" if abs(value) < 100_000 else f"{value:,}"
+    return str(value)
+
+
+def _numeric(values: list[object]) -> bool:
+    present = [v for v in values if cell(v) != "-"]
+    return bool(present) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                 or (isinstance(v, str) and v.rstrip("x%").replace(",", "")
+                                     .replace(".", "", 1).isdigit())
+                                 for v in present)
+
+
+def _render(headers: list[str], cols: list[list[str]], numeric: list[bool]) -> list[str]:
+    widths = [max(len(h), *(len(c) for c in col)) for h, col in zip(headers, cols, strict=True)]
+
+    def line(values: list[str]) -> str:
+        return _GAP.join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    rows = [list(r) for r in zip(*cols, strict=True)] if cols else []
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def format_table(headers: list[str], rows: list[list[object]], *,
+                 legend: dict[str, str] | None = None, keys: int = 1,
+                 width: int = WIDTH) -> str:
+    """``rows`` under ``headers`` as text (see the module docstring)."""
+    columns = [[row[i] if i < len(row) else None for row in rows] for i in range(len(headers))]
+    shown = [i for i in range(len(headers))
+             if i < keys or any(cell(v) != "-" for v in columns[i])]
+    text = {i: [cell(v) for v in columns[i]] for i in shown}
+    numeric = {i: _numeric(columns[i]) for i in shown}
+    col_width = {i: max(len(headers[i]), *(len(c) for c in text[i]), 1) for i in shown}
+    key_cols = [i for i in shown if i < keys]
+    rest = [i for i in shown if i >= keys]
+    base = sum(col_width[i] + len(_GAP) for i in key_cols)
+    parts: list[list[int]] = []
+    current: list[int] = []
+    used = base
+    for i in rest:
+        if current and used + col_width[i] > width:
+            parts.append(current)
+            current, used = [], base
+        current.append(i)
+        used += col_width[i] + len(_GAP)
+    if current or not parts:
+        parts.append(current)
+    out: list[str] = []
+    for n, part in enumerate(parts):
+        if n:
+            out.append("")
+        idx = key_cols + part
+        out += _render([headers[i] for i in idx], [text[i] for i in idx],
+                       [numeric[i] for i in idx])
+    described = [(headers[i], legend[headers[i]]) for i in shown
+                 if legend and headers[i] in legend]
+    if described:
+        out.append("")
+        name_w = max(len(h) for h, _ in described)
+        for header, meaning in described:
+            wrapped = textwrap.wrap(meaning, max(30, width - name_w - 6)) or [""]
+            out.append(f"  {header.ljust(name_w)}  {wrapped[0]}")
+            out += [f"  {' ' * name_w}  {more}" for more in wrapped[1:]]
+    return "\n".join(out)

@@ -1,0 +1,5 @@
+"""``fluxinfra queue``: see :mod:`fluxinfra.queue.cli`."""
+
+from fluxinfra.queue.cli import main
+
+__all__ = ["main"]

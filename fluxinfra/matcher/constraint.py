@@ -1,0 +1,227 @@
+"""RFC 31 job constraints (``attributes.system.constraints``), as Fluxion v0.54 applies them.
+
+A constraint is a mapping with at most one operator:
+
+``{}``
+    matches every vertex.
+``{"properties": ["xx", "^yy"]}``
+    the vertex has property ``xx`` and not ``yy`` (a leading ``^`` negates; only the property's
+    name is tested, never its value; an empty list matches everything).
+``{"hostlist": ["node[0-3,7]", "login1"]}``
+    the vertex's name is in the RFC 29 hostlist.
+``{"ranks": ["0-3", "7"]}``
+    the vertex's rank is in the RFC 22 idset.
+``{"and": [c1, c2]}``, ``{"or": [c1, c2]}``, ``{"not": [c1, c2]}``
+    all of them (an empty list is true), any of them (an empty list is false), not all of them.
+
+Fluxion (``resource/libjobspec/constraint.cpp``; ``dfu_impl_t::by_constraint``) tests the
+constraint only at vertices of type ``node`` and ``storage_node``: a vertex of those types that
+does not match is pruned (the walk does not descend below it), every other vertex is unaffected.
+:meth:`Constraint.applies_to` says which types those are.
+
+Errors name the path, the value and the fix (Fluxion's own wording in quotes where it has one)::
+
+>>> c = parse_constraint({"and": [{"properties": ["gpu"]}, {"not": [{"ranks": ["0-1"]}]}]})
+>>> c.matches("node2", 2, {"gpu": ""}), c.matches("node1", 1, {"gpu": ""})
+(True, False)
+>>> try:
+...     parse_constraint({"ranks": ["1-"]})
+... except JobspecError as exc:
+...     print(exc)
+attributes.system.constraints.ranks[0]: invalid idset '1-' (write ranks as '0-3,7')
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Mapping
+from typing import Any
+
+from fluxinfra.matcher.errors import JobspecError
+
+__all__ = ["CONSTRAINED_TYPES", "Constraint", "format_idset", "parse_constraint", "parse_idset"]
+
+#: the vertex types Fluxion tests constraints at
+CONSTRAINED_TYPES = frozenset({"node", "storage_node"})
+_WHERE = "attributes.system.constraints"
+_BAD_PROPERTY = re.compile(r"[!&'\"^`|()]")
+_MAX_HOSTS = 1_000_000
+
+
+class Constraint:
+    """A parsed RFC 31 constraint tree; ``matches(name, rank, properties)``."""
+
+    __slots__ = ("op", "values", "ranges", "doc")
+
+    def __init__(self, op: str, values: Any, doc: Any, ranges: list[int] | None = None) -> None:
+        self.op = op            #: "", "properties", "hostlist", "ranks", "and", "or", "not"
+        self.values = values    #: properties: [(name, negate)], hostlist: frozenset, ops: [...]
+        self.ranges = ranges    #: ranks: flat sorted [lo0, hi0, lo1, hi1, ...]
+        self.doc = doc          #: the mapping it was parsed from
+
+    @staticmethod
+    def applies_to(vertex_type: str) -> bool:
+        return vertex_type in CONSTRAINED_TYPES
+
+    def matches(self, name: str, rank: int, properties: Mapping[str, Any] | None) -> bool:
+        op = self.op
+        if op == "properties":
+            props = properties or {}
+            return all((key in props) != negate for key, negate in self.values)
+        if op == "ranks":
+            ranges = self.ranges
+            i = bisect_right(ranges, rank)
+            return rank >= 0 and (i % 2 == 1 or (i > 0 and ranges[i - 1] == rank))
+        if op == "hostlist":
+            return name in self.values
+        if op == "and":
+            return all(c.matches(name, rank, properties) for c in self.values)
+        if op == "or":
+            return any(c.matches(name, rank, properties) for c in self.values)
+        if op == "not":
+            return not all(c.matches(name, rank, properties) for c in self.values)
+        return True
+
+    def to_dict(self) -> Any:
+        return self.doc
+
+    def __repr__(self) -> str:
+        return f"Constraint({self.doc!r})"
+
+
+def parse_constraint(doc: Any, where: str = _WHERE) -> Constraint:
+    """Parse an RFC 31 constraint mapping; raises :class:`JobspecError` naming the path."""
+    if not isinstance(doc, Mapping):
+        raise JobspecError(f"{where}: constraint is not a mapping (got {doc!r}); write e.g. "
+                           "{\"properties\": [\"gpu\"]}")
+    if len(doc) > 1:
+        raise JobspecError(f"{where}: constraint map may not contain > 1 operation (got "
+                           f"{', '.join(map(str, doc))}); combine them with \"and\"")
+    if not doc:
+        return Constraint("", None, {})
+    op, operands = next(iter(doc.items()))
+    path = f"{where}.{op}"
+    if op not in ("properties", "hostlist", "ranks", "and", "or", "not"):
+        raise JobspecError(f"{where}: unknown constraint operator: {op} (use properties, "
+                           "hostlist, ranks, and, or, not)")
+    if not isinstance(operands, list):
+        raise JobspecError(f"{path}: {op} operator value must be an array, got {operands!r}")
+    if op == "properties":
+        props = []
+        for i, prop in enumerate(operands):
+            if not isinstance(prop, str):
+                raise JobspecError(f"{path}[{i}]: non-string property specified ({prop!r}); "
+                                   "quote it")
+            bare = prop[1:] if prop.startswith("^") else prop
+            if not bare or _BAD_PROPERTY.search(bare):
+                raise JobspecError(f"{path}[{i}]: {prop} is invalid (a property name may not "
+                                   "be empty or contain ! & ' \" ^ ` | ( ))")
+            props.append((bare, prop.startswith("^")))
+        return Constraint(op, props, dict(doc))
+    if op == "hostlist":
+        hosts: set[str] = set()
+        for i, text in enumerate(operands):
+            hosts.update(parse_hostlist(_scalar(text), f"{path}[{i}]"))
+        return Constraint(op, frozenset(hosts), dict(doc))
+    if op == "ranks":
+        ids: list[tuple[int, int]] = []
+        for i, text in enumerate(operands):
+            ids += _idset_ranges(_scalar(text), f"{path}[{i}]")
+        return Constraint(op, None, dict(doc), _merge(ids))
+    subs = [parse_constraint(c, f"{path}[{i}]") for i, c in enumerate(operands)]
+    return Constraint(op, subs, dict(doc))
+
+
+def _scalar(value: Any) -> str:
+    # yaml-cpp's as<std::string>() reads any scalar as its text (ranks: [3] is "3")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, (str, int, float)) else repr(value)
+
+
+def _idset_ranges(text: str, where: str) -> list[tuple[int, int]]:
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    out = []
+    for part in body.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise JobspecError(f"{where}: invalid idset {text!r} (write ranks as '0-3,7')")
+        out.append((int(m[1]), int(m[2] if m[2] is not None else m[1])))
+    return out
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[int]:
+    flat: list[int] = []
+    for lo, hi in sorted(ranges):
+        if flat and lo <= flat[-1] + 1:
+            flat[-1] = max(flat[-1], hi)
+        else:
+            flat += [lo, hi]
+    return flat
+
+
+def parse_idset(text: str, where: str = "idset") -> list[int]:
+    """The flat sorted ``[lo, hi, ...]`` ranges of an RFC 22 idset (``"0-3,7"``)."""
+    return _merge(_idset_ranges(text, where))
+
+
+def format_idset(ids: list[int] | set[int] | frozenset[int]) -> str:
+    """RFC 22 text of a set of non-negative integers: ``[0, 1, 2, 3, 7]`` -> ``"0-3,7"``.
+
+    >>> format_idset({7, 0, 1, 2, 3})
+    '0-3,7'
+    """
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(ids):
+        if run and i == run[1] + 1:
+            run[1] = i
+            continue
+        if run:
+            out.append(f"{run[0]}" if run[0] == run[1] else f"{run[0]}-{run[1]}")
+        run = [i, i]
+    if run:
+        out.append(f"{run[0]}" if run[0] == run[1] else f"{run[0]}-{run[1]}")
+    return ",".join(out)
+
+
+def split_hostlist(text: str) -> list[str]:
+    """The comma-separated parts of a hostlist, commas inside brackets kept."""
+    depth, cur, parts = 0, "", []
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += (ch == "[") - (ch == "]")
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def parse_hostlist(text: str, where: str = "hostlist") -> list[str]:
+    """Expand an RFC 29 hostlist (``"node[0-3,7],login1"``); raises naming ``where``."""
+    names: list[str] = []
+    if text.count("[") != text.count("]") or "[[" in text:
+        raise JobspecError(f"{where}: Invalid hostlist `{text}' (unbalanced brackets)")
+    for part in split_hostlist(text):
+        part = part.strip()
+        m = re.fullmatch(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?", part)
+        if not part or not m:
+            raise JobspecError(f"{where}: Invalid hostlist `{text}' (write e.g. 'node[0-3,7]')")
+        if m[2] is None:
+            names.append(part)
+            continue
+        for rng in m[2].split(","):
+            r = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", rng)
+            if not r or (r[2] is not None and int(r[2]) < int(r[1])):
+                raise JobspecError(f"{where}: Invalid hostlist `{text}' (range {rng!r})")
+            lo, hi, width = int(r[1]), int(r[2] or r[1]), len(r[1])
+            if len(names) + hi - lo + 1 > _MAX_HOSTS:
+                raise JobspecError(f"{where}: hostlist `{text}' names more than "
+                                   f"{_MAX_HOSTS:,} hosts")
+            names += [f"{m[1]}{i:0{width}d}{m[3]}" for i in range(lo, hi + 1)]
+    return names

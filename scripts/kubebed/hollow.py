@@ -1,0 +1,196 @@
+"""Hollow nodes: Node objects with whatever capacity, labels and taints a test needs, and no
+kubelet behind them (kube-scheduler's integration tests and kubemark do the same).
+
+The node-lifecycle controller marks a node ``Ready=Unknown`` and taints it
+``node.kubernetes.io/unreachable`` when its kubelet stops renewing the node's Lease for
+``--node-monitor-grace-period`` (40 s by default), then evicts its pods. The bed keeps
+hollow nodes alive the way a kubelet does: the **keeper** (``python -m kubebed.hollow STATE``, one
+process per bed) renews each hollow node's Lease in ``kube-node-lease`` every ``interval``
+seconds, so the controller stays enabled and treats hollow and real nodes alike. A test that
+wants a node to die stops renewing it (:func:`remove` with ``delete=False``) or patches its
+status, and watches the real controller react.
+
+For many hundreds of nodes (benchmarks), start the bed with a longer
+``node_monitor_grace`` and the keeper renews less often (a quarter of the grace period).
+
+>>> node = node_object("h1", cpu="8", memory="16Gi", labels={"zone": "a"})
+>>> node["status"]["allocatable"]["cpu"], node["metadata"]["labels"]["zone"]
+('8', 'a')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .rest import ApiStatus, Rest
+
+__all__ = ["HOLLOW_LABEL", "add", "keeper_main", "lease_object", "node_object", "remove"]
+
+#: Every hollow node carries this label (value ``hollow``; the real node's is ``real``).
+HOLLOW_LABEL = "fluxinfra.io/bed-node"
+LEASE_NS = "kube-node-lease"
+
+
+def _now(micro: bool = False) -> str:
+    now = datetime.datetime.now(datetime.UTC)
+    if micro:
+        return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_object(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: str = "110",
+                ephemeral_storage: str = "100Gi", extended: dict[str, str] | None = None,
+                labels: dict[str, str] | None = None,
+                taints: list[dict[str, str]] | None = None,
+                unschedulable: bool = False) -> dict[str, Any]:
+    """A v1 Node as a kubelet would register it, Ready, with the given capacity.
+
+    ``extended`` adds resources such as ``{"nvidia.com/gpu": "4"}``; ``taints`` are v1 Taints
+    (``{"key", "value", "effect"}``)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods,
+                "ephemeral-storage": ephemeral_storage, **(extended or {})}
+    now = _now()
+
+    def cond(kind: str, status: str, reason: str) -> dict[str, str]:
+        return {"type": kind, "status": status, "reason": reason, "message": "hollow node",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64", HOLLOW_LABEL: "hollow", **(labels or {})}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity, "allocatable": dict(capacity),
+            "conditions": [cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                           cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                           cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+                           cond("Ready", "True", "KubeletReady")],
+            "addresses": [{"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
+                         "kernelVersion": "hollow", "osImage": "hollow",
+                         "containerRuntimeVersion": "hollow://0", "kubeletVersion": "v1.28.7",
+                         "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64"},
+        },
+    }
+
+
+def lease_object(node: dict[str, Any], duration: int) -> dict[str, Any]:
+    """The Lease a kubelet keeps for its node, owned by the Node (deleted with it)."""
+    name = node["metadata"]["name"]
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": LEASE_NS, "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Node", "name": name,
+                "uid": node["metadata"]["uid"]}]},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": duration,
+                     "renewTime": _now(micro=True)}}
+
+
+def _roster(state: Path) -> Path:
+    return state / "hollow.json"
+
+
+def _read_roster(state: Path) -> dict[str, Any]:
+    try:
+        return json.loads(_roster(state).read_text())
+    except (OSError, ValueError):
+        return {"nodes": [], "interval": 10, "lease_seconds": 40}
+
+
+def _write_roster(state: Path, roster: dict[str, Any]) -> None:
+    tmp = _roster(state).with_suffix(".tmp")
+    tmp.write_text(json.dumps(roster, indent=1))
+    tmp.replace(_roster(state))
+
+
+def add(rest: Rest, state: Path, nodes: list[dict[str, Any]], *, grace: int) -> list[str]:
+    """Create ``nodes`` (from :func:`node_object`) with their Leases and hand them to the
+    keeper; returns their names."""
+    roster = _read_roster(state)
+    roster["lease_seconds"] = grace
+    roster["interval"] = max(1, grace // 4)
+    names = []
+    for node in nodes:
+        created = rest.post("/api/v1/nodes", node)  # a Node's status is kept on create
+        rest.post(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases",
+                  lease_object(created, grace))
+        names.append(node["metadata"]["name"])
+    roster["nodes"] = sorted(set(roster["nodes"]) | set(names))
+    _write_roster(state, roster)
+    return names
+
+
+def remove(rest: Rest, state: Path, names: list[str], *, delete: bool = True) -> None:
+    """Stop renewing ``names``; with ``delete`` also delete the Nodes (their Leases go with
+    them, by owner reference)."""
+    roster = _read_roster(state)
+    roster["nodes"] = sorted(set(roster["nodes"]) - set(names))
+    _write_roster(state, roster)
+    if delete:
+        for name in names:
+            with contextlib.suppress(ApiStatus):
+                rest.delete(f"/api/v1/nodes/{name}")
+
+
+def renew(rest: Rest, name: str, duration: int) -> None:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{name}"
+    body = {"spec": {"holderIdentity": name, "leaseDurationSeconds": duration,
+                     "renewTime": _now(micro=True)}}
+    try:
+        rest.patch(path, body)
+    except ApiStatus as err:
+        if err.code != 404:
+            raise
+        node = rest.get(f"/api/v1/nodes/{name}")
+        rest.post(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases",
+                  lease_object(node, duration))
+
+
+def keeper_main(argv: list[str]) -> int:
+    """``python -m kubebed.hollow STATE_DIR``: renew the Leases of the nodes listed in
+    ``STATE_DIR/hollow.json`` until SIGTERM; SIGHUP re-reads the list at once."""
+    state = Path(argv[0])
+    bed = json.loads((state / "bed.json").read_text())
+    pki, layout = bed["pki"], bed["layout"]
+    rest = Rest(f"https://{layout['node_ip']}:{layout['ports']['apiserver']}", pki["ca"],
+                pki["admin"], pki["admin_key"], timeout=10)
+    wake = threading.Event()
+    stop = threading.Event()
+    signal.signal(signal.SIGHUP, lambda *_: wake.set())
+    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
+    while not stop.is_set():
+        roster = _read_roster(state)
+        started = time.monotonic()
+        for name in roster["nodes"]:
+            if stop.is_set():
+                break
+            try:
+                renew(rest, name, roster["lease_seconds"])
+            except (ApiStatus, OSError) as err:
+                rest.close()
+                print(f"keeper: renewing {name}: {err}", file=sys.stderr, flush=True)
+        took = time.monotonic() - started
+        wake.wait(max(0.0, roster["interval"] - took))
+        wake.clear()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(keeper_main(sys.argv[1:]))

@@ -1,0 +1,259 @@
+"""Where a bed lives: its slot, names, addresses, ports and directories, and the machine-wide
+registry that keeps concurrent beds apart.
+
+Several beds run on one machine at once (one per engineer or test session). Each takes a *slot*
+``s`` (1..99) under a lock, and everything it makes on the machine is named from that slot, so
+two beds never share anything:
+
+==================  ==============================================  ===========================
+what                value for slot ``s``                            override
+==================  ==============================================  ===========================
+node / API address  ``192.0.2.(100+s)/32`` on ``lo``                ``FLUXINFRA_KUBE_NODE_NET``
+ports (loopback)    ``24000 + 10 s`` .. ``+6``                       ``FLUXINFRA_KUBE_PORT_BASE``
+pod network         ``10.88.s.0/24`` on bridge ``fxkb<s>``           ``FLUXINFRA_KUBE_POD_NET``
+service network     ``10.96.0.0/24``; reachable only from the bed's own bridge (nft table
+                    ``fxkube<s>``), so beds can share it
+cgroups             ``/fxkube<s>`` in every hierarchy (the kubelet's ``cgroupRoot``)
+state               ``$FLUXINFRA_KUBE_ROOT/beds/<name>`` (default root ``/tmp/fluxinfra-kube``)
+==================  ==============================================  ===========================
+
+The ports sit below the kernel's ephemeral range (32768+), so no outgoing connection takes one
+between the check and the bind. A slot is skipped while any of its names or ports is in use,
+which also steps around the leftovers of a bed that crashed and was never taken down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import shutil
+import socket
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = ["MAX_SLOT", "Layout", "LayoutError", "allocate", "bed_records", "find_binary", "lock",
+           "registry_root", "release", "require_binary"]
+
+MAX_SLOT = 99
+PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kubelet",
+              "kubelet_healthz")
+SERVICE_CIDR = "10.96.0.0/24"
+CGROUP_FS = Path("/sys/fs/cgroup")
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+#: The lock stays behind like apt's /tmp/fluxinfra-apt.lock: deleting a lock file that others
+#: may hold open would let two processes hold "the" lock at once.
+LOCK_FILE = Path(os.environ.get("FLUXINFRA_KUBE_LOCK", "/tmp/fluxinfra-kube.lock"))
+
+
+class LayoutError(Exception):
+    """A bed cannot be placed; the message says what to change."""
+
+
+def registry_root() -> Path:
+    return Path(os.environ.get("FLUXINFRA_KUBE_ROOT", "/tmp/fluxinfra-kube"))
+
+
+@contextlib.contextmanager
+def lock() -> Iterator[None]:
+    """The machine-wide lock around slot allocation and release."""
+    with open(LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class Layout:
+    """Everything a bed's processes and host objects are named by (see the module table)."""
+
+    name: str
+    slot: int
+    state_dir: str
+    node_ip: str
+    ports: dict[str, int]
+    pod_cidr: str
+    pod_gateway: str
+    service_cidr: str
+    service_ip: str
+    bridge: str
+    nft_table: str
+    cgroup_root: str
+    node_name: str
+    etcd_dir: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> Path:
+        return Path(self.state_dir)
+
+    @property
+    def server(self) -> str:
+        return f"https://{self.node_ip}:{self.ports['apiserver']}"
+
+    @classmethod
+    def for_slot(cls, name: str, slot: int, state_dir: Path) -> Layout:
+        node_net = os.environ.get("FLUXINFRA_KUBE_NODE_NET", "192.0.2")
+        pod_net = os.environ.get("FLUXINFRA_KUBE_POD_NET", "10.88")
+        base = int(os.environ.get("FLUXINFRA_KUBE_PORT_BASE", "24000")) + 10 * slot
+        service = ipaddress.ip_network(SERVICE_CIDR)
+        shm = Path("/dev/shm")
+        # etcd fsyncs every write; on tmpfs that costs nothing, and a bed is throw-away.
+        etcd_dir = (shm / f"fluxinfra-kube-{slot}-etcd") if shm.is_dir() else state_dir / "etcd"
+        return cls(
+            name=name, slot=slot, state_dir=str(state_dir),
+            node_ip=f"{node_net}.{100 + slot}",
+            ports={n: base + i for i, n in enumerate(PORT_NAMES)},
+            pod_cidr=f"{pod_net}.{slot}.0/24", pod_gateway=f"{pod_net}.{slot}.1",
+            service_cidr=SERVICE_CIDR, service_ip=str(service.network_address + 1),
+            bridge=f"fxkb{slot}", nft_table=f"fxkube{slot}", cgroup_root=f"/fxkube{slot}",
+            node_name=f"{name}-node", etcd_dir=str(etcd_dir),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def find_binary(name: str) -> str | None:
+    """``$FLUXINFRA_KUBE_BIN/<name>`` first, then ``PATH``, then the sbin directories (Debian
+    puts runc and nft there)."""
+    bin_dir = os.environ.get("FLUXINFRA_KUBE_BIN")
+    if bin_dir:
+        candidate = Path(bin_dir) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    return shutil.which(name, path="/usr/local/sbin:/usr/sbin:/sbin")
+
+
+def require_binary(name: str) -> str:
+    """:func:`find_binary`, or an error saying where the bed looks and what provides it."""
+    path = find_binary(name)
+    if path is None:
+        raise LayoutError(
+            f"{name}: not found in $FLUXINFRA_KUBE_BIN, on PATH or in /usr/sbin; the bed needs "
+            "the Kubernetes v1.28 binaries (kube-apiserver, kube-controller-manager, "
+            "kube-scheduler, kubelet, kubectl) there, and the Debian packages of "
+            "scripts/apt-packages-kube.txt (scripts/kube deps installs them)")
+    return path
+
+
+def _slot_file(slot: int) -> Path:
+    return registry_root() / "slots" / f"{slot}.json"
+
+
+def bed_records() -> list[dict[str, object]]:
+    """Every registered bed's ``{"name", "slot", "state_dir"}``."""
+    records = []
+    for path in sorted((registry_root() / "slots").glob("*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            records.append(json.loads(path.read_text()))
+    return records
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _host_addresses() -> list[ipaddress.IPv4Interface]:
+    """Every IPv4 address and route destination on the machine, read from /proc (no ``ip``)."""
+    nets: list[ipaddress.IPv4Interface] = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+            cols = line.split()
+            dest = socket.inet_ntoa(int(cols[1], 16).to_bytes(4, "little"))
+            mask = socket.inet_ntoa(int(cols[7], 16).to_bytes(4, "little"))
+            if dest != "0.0.0.0":
+                nets.append(ipaddress.IPv4Interface(f"{dest}/{mask}"))
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/fib_trie").read_text().splitlines():
+            match = re.match(r"\s+\|-- (\d+\.\d+\.\d+\.\d+)$", line)
+            if match:
+                nets.append(ipaddress.IPv4Interface(f"{match.group(1)}/32"))
+    return nets
+
+
+def _taken(layout: Layout, used: set[int]) -> str | None:
+    """Why this slot cannot be used now, or None."""
+    if layout.slot in used:
+        return "registered"
+    if Path(f"/sys/class/net/{layout.bridge}").exists():
+        return f"link {layout.bridge} exists"
+    if (CGROUP_FS / "memory" / layout.cgroup_root.lstrip("/")).exists():
+        return f"cgroup {layout.cgroup_root} exists"
+    node = ipaddress.ip_address(layout.node_ip)
+    pods = ipaddress.ip_network(layout.pod_cidr)
+    for net in _host_addresses():
+        if net.ip == node:
+            return f"{node} is in use"
+        if net.network.prefixlen > 0 and net.network.overlaps(pods):
+            return f"{pods} overlaps {net.network}"
+    busy = [p for p in layout.ports.values() if not _port_free(p)]
+    if busy:
+        return f"ports {busy} in use"
+    if Path(layout.etcd_dir).exists():
+        return f"{layout.etcd_dir} exists"
+    return None
+
+
+def allocate(name: str, state_dir: Path | None = None) -> Layout:
+    """Register bed ``name`` in the lowest free slot and return its layout."""
+    if not NAME_RE.match(name):
+        raise LayoutError(f"bed name {name!r}: use 1-32 lowercase letters, digits and '-' "
+                          "(it becomes part of a node name)")
+    root = registry_root()
+    with lock():
+        (root / "slots").mkdir(parents=True, exist_ok=True)
+        records = bed_records()
+        if any(r.get("name") == name for r in records):
+            raise LayoutError(f"bed {name!r} is already registered; take it down "
+                              f"(scripts/kube down --name {name}) or pick another --name")
+        used = {int(r["slot"]) for r in records}
+        reasons = []
+        for slot in range(1, MAX_SLOT + 1):
+            state = state_dir or root / "beds" / name
+            layout = Layout.for_slot(name, slot, Path(state))
+            why = _taken(layout, used)
+            if why is None:
+                break
+            if why != "registered":
+                reasons.append(f"slot {slot}: {why}")
+        else:
+            raise LayoutError("no free bed slot (1..99): " + "; ".join(reasons[-5:]))
+        if layout.state.exists() and any(layout.state.iterdir()):
+            raise LayoutError(f"state directory {layout.state} is not empty; remove it or "
+                              "pick another --name")
+        for forbidden in ("/var", "/run"):
+            if Path(layout.state_dir).resolve().is_relative_to(forbidden):
+                raise LayoutError(f"state directory {layout.state_dir}: must not be under "
+                                  f"{forbidden} (the node overlays it); use another "
+                                  "FLUXINFRA_KUBE_ROOT")
+        layout.state.mkdir(parents=True, exist_ok=True)
+        _slot_file(slot).write_text(json.dumps(
+            {"name": name, "slot": slot, "state_dir": layout.state_dir}))
+    return layout
+
+
+def release(layout: Layout) -> None:
+    """Forget the bed's slot; remove the registry directories when no bed is left."""
+    root = registry_root()
+    with lock():
+        with contextlib.suppress(FileNotFoundError):
+            _slot_file(layout.slot).unlink()
+        for empty in (root / "slots", root / "beds", root):
+            with contextlib.suppress(OSError):
+                empty.rmdir()

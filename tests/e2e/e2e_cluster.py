@@ -1,0 +1,176 @@
+"""The cluster the e2e suite runs against, and the helpers tests share.
+
+:func:`open_cluster` returns either a bed this session starts (control plane + real node, from
+the Kubernetes binaries in ``$FLUXINFRA_KUBE_BIN`` or on ``PATH``) or, when
+```$FLUXINFRA_E2E_KUBECONFIG`` names one, an existing cluster, which is used as it is: nothing is
+started and nothing but the tests' own namespaces and objects is changed.
+``$FLUXINFRA_E2E_BED`` names a bed already running (``scripts/kube up --name NAME``) to reuse
+and leave running. When none can be had, it says why, and the suite is skipped with that reason
+(CI has none).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import kubebed  # noqa: E402
+from kubebed.layout import find_binary  # noqa: E402
+
+from fluxinfra import __version__  # noqa: E402
+
+__all__ = ["REPO", "STACK_IMAGE", "Cluster", "E2EUnavailable", "build_project_image",
+           "open_cluster", "wait_for"]
+
+#: The image name the rendered stacks run (a short name: docker.io/library/...).
+STACK_IMAGE = f"fluxinfra:{__version__}"
+#: The image tests and the Ansible lab take this lock around fixed names and tags; so does the
+#: e2e image build (``make image`` tags localhost/fluxinfra:<version>).
+LAB_LOCK = "/tmp/fluxinfra-lab.lock"
+
+
+class E2EUnavailable(Exception):
+    """No cluster can be had here; the message is the skip reason."""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.2) -> Any:
+    """Poll until ``predicate()`` is truthy and return it; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def build_project_image(tar: Path) -> str:
+    """``make image``, then ``podman save`` to ``tar`` (docker-archive); returns the built
+    reference. Holds the lab lock throughout, so concurrent image builds do not retag each
+    other's result."""
+    ref = f"localhost/fluxinfra:{__version__}"
+    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "tests" / "image" / "containers.conf"))
+    with open(LAB_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for argv in (["make", "-s", "image"],
+                     ["podman", "save", "--format", "docker-archive", "-o", str(tar), ref]):
+            proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=1800, check=False)
+            if proc.returncode != 0:
+                raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}:\n"
+                                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return ref
+
+
+class Cluster:
+    """A kubeconfig, a ``kubectl`` bound to it, and (for a bed) the bed itself."""
+
+    def __init__(self, kubeconfig: Path, cache_dir: Path, bed: kubebed.Bed | None = None, *,
+                 owned: bool = True) -> None:
+        self.kubeconfig = kubeconfig
+        self.bed = bed
+        #: whether this session started the bed (and so takes it down)
+        self.owned = owned and bed is not None
+        kubectl = find_binary("kubectl")
+        if kubectl is None:
+            raise E2EUnavailable("kubectl not found in $FLUXINFRA_KUBE_BIN or on PATH")
+        self.kubectl_path = kubectl
+        # kubectl caches discovery under ~/.kube unless told otherwise: keep it in the session.
+        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(cache_dir))
+
+    @property
+    def real_node(self) -> str | None:
+        """The bed's kubelet node, or None (an existing cluster: nodes are not ours to use)."""
+        return self.bed.node_name if self.bed else None
+
+    def kubectl(self, *args: str, input_text: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([self.kubectl_path, *args], env=self.env, input=input_text,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n"
+                                 f"{proc.stderr.strip()}\n{proc.stdout.strip()[-3000:]}")
+        return proc
+
+    def get(self, *args: str) -> dict[str, Any]:
+        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+    def apply(self, manifests: str | Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        """Server-side apply of a YAML string or a file/directory, as field manager
+        ``fluxinfra-e2e``."""
+        args = ["apply", "--server-side", "--field-manager=fluxinfra-e2e", *extra]
+        if isinstance(manifests, Path):
+            flag = "-k" if (manifests / "kustomization.yaml").exists() else "-f"
+            return self.kubectl(*args, flag, str(manifests))
+        return self.kubectl(*args, "-f", "-", input_text=manifests)
+
+    def client(self) -> Any:
+        """An official ``kubernetes`` ApiClient for this cluster."""
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
+        return client.ApiClient(cfg)
+
+    def add_hollow_nodes(self, names: Iterable[str], **shape: Any) -> list[str]:
+        if self.bed is None:
+            raise E2EUnavailable("hollow nodes are made only on a bed this session started")
+        return self.bed.add_hollow_nodes([kubebed.node_object(n, **shape) for n in names])
+
+    def node_ready(self, name: str) -> bool:
+        node = self.get("node", name)
+        return any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in node["status"].get("conditions", []))
+
+
+def _unavailable_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the e2e bed needs root (or name a cluster in FLUXINFRA_E2E_KUBECONFIG)"
+    try:
+        kubebed.preflight(real_node=True)
+    except kubebed.BedError as err:
+        return (f"no Kubernetes to test against: {err}; or name a cluster in "
+                "FLUXINFRA_E2E_KUBECONFIG")
+    return None
+
+
+def open_cluster(cache_dir: Path) -> Cluster:
+    """The session's cluster (see the module docstring); raises E2EUnavailable with the reason
+    when there is none."""
+    attach = os.environ.get("FLUXINFRA_E2E_BED")
+    if attach:
+        # A bed started with `scripts/kube up --name NAME`: used, and left running.
+        try:
+            bed = kubebed.Bed.load(attach)
+        except kubebed.BedError as err:
+            raise E2EUnavailable(f"FLUXINFRA_E2E_BED={attach}: {err}") from None
+        return Cluster(bed.kubeconfig, cache_dir, bed, owned=False)
+    named = os.environ.get("FLUXINFRA_E2E_KUBECONFIG")
+    if named:
+        if not Path(named).is_file():
+            raise E2EUnavailable(f"FLUXINFRA_E2E_KUBECONFIG={named}: no such file")
+        return Cluster(Path(named), cache_dir)
+    if os.geteuid() == 0 and find_binary("kube-apiserver"):
+        from kubebed.deps import ensure_packages
+
+        ensure_packages(log=lambda m: print(f"e2e: {m}", file=sys.stderr))
+    reason = _unavailable_reason()
+    if reason:
+        raise E2EUnavailable(reason)
+    # Short grace: the suite checks that the keeper keeps hollow nodes Ready and that the
+    # real controller notices one it stops renewing, without waiting the default 40 s.
+    bed = kubebed.Bed.up(f"e2e-{os.getpid()}", node_monitor_grace=20,
+                         log=lambda m: print(f"e2e bed: {m}", file=sys.stderr))
+    return Cluster(bed.kubeconfig, cache_dir, bed)

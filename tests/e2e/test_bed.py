@@ -1,0 +1,76 @@
+"""The bed itself: a real API server, controllers, a kubelet running pods, hollow nodes kept
+Ready by the keeper and let go when it stops."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2e_cluster import Cluster, wait_for
+from kubebed import BUSYBOX_IMAGE, busybox_image
+
+
+@pytest.fixture(scope="session")
+def busybox(cluster: Cluster, real_node: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The busybox image, imported into the real node's containerd."""
+    tar = busybox_image(tmp_path_factory.mktemp("images"))
+    cluster.bed.import_image(tar)
+    return BUSYBOX_IMAGE
+
+
+def test_server_is_kubernetes_1_28(cluster: Cluster) -> None:
+    version = json.loads(cluster.kubectl("get", "--raw", "/version").stdout)
+    assert (version["major"], version["minor"]) == ("1", "28"), version
+    assert cluster.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+
+
+def test_a_pod_runs_on_the_real_node_and_reaches_the_api(cluster: Cluster, real_node: str,
+                                                         busybox: str, namespace: str) -> None:
+    """Scheduled by kube-scheduler, run by the kubelet, logs and exec through the API server,
+    and the pod reaches the API server through the ``kubernetes`` Service address."""
+    cluster.apply(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: probe, namespace: {namespace}}}
+spec:
+  nodeSelector: {{fluxinfra.io/bed-node: real}}
+  containers:
+  - name: main
+    image: {busybox}
+    imagePullPolicy: Never
+    command: [sh, -c, 'echo started; sleep 3600']
+""")
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/probe",
+                    "--timeout=90s")
+    pod = cluster.get("pod", "probe", "-n", namespace)
+    assert pod["spec"]["nodeName"] == real_node
+    wait_for(lambda: "started" in cluster.kubectl("logs", "-n", namespace, "probe").stdout,
+             30, "the pod's log line")
+    host = cluster.kubectl("exec", "-n", namespace, "probe", "--",
+                           "sh", "-c", "echo $KUBERNETES_SERVICE_HOST").stdout.strip()
+    out = cluster.kubectl("exec", "-n", namespace, "probe", "--", "wget", "-q", "-O-",
+                          "--no-check-certificate", f"https://{host}/version").stdout
+    assert json.loads(out)["gitVersion"].startswith("v1.28"), out
+
+
+def test_hollow_nodes_stay_ready_past_the_grace_period(cluster: Cluster, hollow_nodes) -> None:
+    """The keeper renews their Leases, so the node-lifecycle controller (20 s grace in the
+    suite's bed) leaves them Ready; one it stops renewing goes Unknown and gets tainted."""
+    if cluster.bed is None:
+        pytest.skip("hollow nodes are made only on a bed")
+    kept, dropped = hollow_nodes(2, cpu="8", memory="16Gi", labels={"e2e": "hollow"})
+    assert cluster.node_ready(kept) and cluster.node_ready(dropped)
+    cluster.bed.remove_hollow_nodes([dropped], delete=False)
+    grace = cluster.bed.record["grace"]
+
+    def dropped_unreachable() -> bool:
+        node = cluster.get("node", dropped)
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        taints = {t["key"] for t in node["spec"].get("taints", [])}
+        return ready["status"] == "Unknown" and "node.kubernetes.io/unreachable" in taints
+    wait_for(dropped_unreachable, grace * 3, f"{dropped} to be marked unreachable", 1.0)
+    assert cluster.node_ready(kept), f"{kept} lost Ready although the keeper renews it"
+    node = cluster.get("node", kept)
+    assert node["status"]["allocatable"]["cpu"] == "8"
+    assert not node["spec"].get("taints"), node["spec"]
+    cluster.bed.remove_hollow_nodes([dropped])

@@ -1,0 +1,422 @@
+"""fluxinfra's Kubernetes side against a real API server and a real kubelet: every stack applied
+(server dry run, for real, and again with no change), the installer's RBAC checked by
+impersonating its ServiceAccount, node-watch's rank map on the real API's compare-and-swap, and,
+on the bed's real node with the Flux build at /opt/flux (outside the repository), the installer
+DaemonSet running Flux (``source: prefix``) and MiniClusters running on a Flux view image.
+
+The bed has one real node, so the installer's instance has one live rank (the others of
+``maxNodes`` down) and its joins and leaves are that node's; MiniCluster pods share the node
+(``oneBrokerPerNode: false``) and find each other through a stand-in for cluster DNS
+(``pod_dns.py``: the bed runs none). Multi-node joins with real brokers are in
+tests/unit/k8s/test_flux_live.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_cluster import REPO, Cluster, wait_for
+
+from fluxinfra.k8s.installer import FluxInstallerArgs, installer_keys_secret, installer_manifests
+from fluxinfra.k8s.minicluster import (
+    MiniClusterArgs,
+    minicluster_keys_secret,
+    minicluster_manifests,
+)
+from fluxinfra.secrets import derive_cluster_keys
+
+FLUX_PREFIX = Path(os.environ.get("FLUXINFRA_FLUX_PREFIX", "/opt/flux"))
+NODE_WATCH = REPO / "fluxinfra" / "templates" / "node-watch.py"
+
+
+def _node_watch():
+    spec = importlib.util.spec_from_file_location("node_watch_e2e", NODE_WATCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dump(manifests: list[dict]) -> str:
+    return "".join("---\n" + yaml.safe_dump(m, sort_keys=False) for m in manifests)
+
+
+# -- every stack on the real API server ----------------------------------------------------------
+
+def _delete_rendered(cluster: Cluster, out: Path) -> None:
+    cluster.kubectl("delete", "-k", str(out), "--ignore-not-found", "--wait=false", check=False,
+                    timeout=180)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_stack_applies_dry_run_then_for_real_then_unchanged(cluster: Cluster, stack,
+                                                                  tmp_path):
+    out = tmp_path / stack
+    subprocess.run([str(REPO / ".venv/bin/fluxinfra"), "render", "--stack", stack, "--root",
+                    str(REPO), "--out", str(out), "--quiet"], check=True, capture_output=True)
+    docs = {p.name: yaml.safe_load(p.read_text()) for p in out.glob("*.yaml")
+            if p.name != "kustomization.yaml"}
+    first = [out / n for n, d in docs.items() if d["kind"] in ("Namespace",
+                                                                "CustomResourceDefinition")]
+    try:
+        # A server dry run needs the namespaces (and the CRDs) the rest lives in.
+        cluster.kubectl("apply", *[a for p in first for a in ("-f", str(p))])
+        for crd in (d for d in docs.values() if d["kind"] == "CustomResourceDefinition"):
+            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                            f"crd/{crd['metadata']['name']}")
+        dry = cluster.kubectl("apply", "--server-side", "--dry-run=server", "-k", str(out))
+        secrets = [p for p in (out / "secrets").glob("*.yaml") if p.name != "kustomization.yaml"]
+        assert dry.stdout.count("(server dry run)") == len(docs) + len(secrets), dry.stdout
+        cluster.apply(out)
+        # what a second `kubectl apply` (or `pulumi up`) would change: nothing
+        diff = cluster.kubectl("diff", "--server-side", "--field-manager=fluxinfra-e2e", "-k",
+                               str(out), check=False)
+        assert diff.returncode == 0, f"a second apply would change:\n{diff.stdout[-3000:]}"
+    finally:
+        _delete_rendered(cluster, out)
+
+
+# -- the installer's RBAC, by impersonation -------------------------------------------------------
+
+@pytest.fixture
+def installer_rbac(cluster: Cluster):
+    tag = uuid.uuid4().hex[:6]
+    name, ns = f"fi-{tag}", f"fi-{tag}"
+    args = FluxInstallerArgs(namespace=ns)
+    rbac = [m for m in installer_manifests(name, args) if m["kind"] in (
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "RoleBinding")]
+    cluster.apply(dump(rbac))
+    yield name, ns
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    cluster.kubectl("delete", "clusterrole,clusterrolebinding", f"{name}-nodes", check=False)
+
+
+CAN = [("get", "nodes", ""), ("list", "nodes", ""), ("watch", "nodes", ""),
+       ("get", "configmaps/{name}-ranks", "ns"), ("update", "configmaps/{name}-ranks", "ns"),
+       ("create", "configmaps", "ns"), ("get", "daemonsets.apps/{name}", "ns")]
+CANNOT = [("patch", "nodes", ""), ("delete", "nodes", ""), ("update", "nodes", ""),
+          ("get", "configmaps/other", "ns"), ("update", "configmaps/other", "ns"),
+          ("delete", "configmaps/{name}-ranks", "ns"), ("list", "configmaps", "ns"),
+          ("get", "secrets", "ns"), ("list", "pods", ""), ("create", "pods", "ns"),
+          ("get", "daemonsets.apps/other", "ns"), ("update", "daemonsets.apps/{name}", "ns"),
+          ("get", "configmaps/{name}-ranks", "default")]
+
+
+def test_installer_rbac_is_exactly_what_node_watch_uses(cluster: Cluster, installer_rbac):
+    name, ns = installer_rbac
+    who = f"system:serviceaccount:{ns}:{name}"
+    for allowed, cases in ((True, CAN), (False, CANNOT)):
+        for verb, what, where in cases:
+            target = what.format(name=name)
+            space = {"ns": ["-n", ns], "default": ["-n", "default"], "": []}[where]
+            got = cluster.kubectl("auth", "can-i", verb, target, "--as", who, *space,
+                                  check=False).stdout.strip()
+            assert got == ("yes" if allowed else "no"), f"{who} {verb} {target} {space}: {got}"
+
+
+def test_the_rank_map_compare_and_swap_holds_on_the_real_api_server(cluster: Cluster,
+                                                                   installer_rbac, tmp_path):
+    """node-watch's own client, with the installer's ServiceAccount token, against the real
+    API server: two nodes race for ranks, the loser of a compare-and-swap reads again."""
+    name, ns = installer_rbac
+    nw = _node_watch()
+    token = cluster.kubectl("create", "token", name, "-n", ns).stdout.strip()
+    cfg = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    url = cfg["clusters"][0]["cluster"]["server"]
+    host, port = url.removeprefix("https://").rsplit(":", 1)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text(token)
+    ca = cfg["clusters"][0]["cluster"]
+    (sa / "ca.crt").write_bytes(base64.b64decode(ca["certificate-authority-data"])
+                                if "certificate-authority-data" in ca
+                                else Path(ca["certificate-authority"]).read_bytes())
+    store = nw.RankStore(nw.Api(host=host, port=port, sa_dir=str(sa)), ns, f"{name}-ranks")
+    settings = {"maxNodes": 4, "generation": 0, "hostPrefix": "fluxnode", "topology": "kary:0",
+                "brokerPort": 8050, "templateGeneration": 1, "spareCores": 0, "spareGpus": 0}
+    live = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
+    assert store.read() == (None, None)
+    nw.reconcile(store, live, "n1", {"cores": "0-1", "gpus": ""}, settings)
+    stale, version = store.read()
+    nw.reconcile(store, live, "n2", {"cores": "0-1", "gpus": ""}, settings)
+    with pytest.raises(nw.Conflict):
+        store.write(nw.plan(stale, live, "n3", None, settings), version)
+    ranks = nw.reconcile(store, live, "n3", None, settings)
+    assert {r: s["node"] for r, s in ranks["slots"].items()} == {"0": "n1", "1": "n2", "2": "n3"}
+    with pytest.raises(nw.Conflict):
+        store.write(ranks, None)   # create, when it exists: 409 too
+
+
+# -- images for the real node ---------------------------------------------------------------------
+
+@dataclass
+class Images:
+    fluxinfra: str
+    base: str
+    view: str
+
+
+def build_images(tmp: Path, tag: str) -> Images:
+    """Build the three images with podman (tagged ``tag``); returns their names."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "image"))
+    from flux_view import assemble_view
+    from image_podman import BASE_IMAGE, ULIMITS, build_wheels, podman, run
+
+    run(["bash", "scripts/base-image"], timeout=900)
+    build_wheels(REPO / "build" / "wheels")
+    fluxinfra = f"localhost/fluxinfra:{tag}"
+    podman("build", "--network=none", *ULIMITS, "--file", "Containerfile", "--build-arg",
+           f"BASE={BASE_IMAGE}", "--tag", fluxinfra, str(REPO), timeout=1200)
+    assemble_view(FLUX_PREFIX, tmp / "context" / "view")
+    (tmp / "context" / "Containerfile").write_text(
+        f"FROM {BASE_IMAGE}\nCOPY view {FLUX_PREFIX}\n")
+    view = f"localhost/flux-view:{tag}"
+    podman("build", "--network=none", *ULIMITS, "--tag", view, str(tmp / "context"),
+           timeout=900)
+    shutil.rmtree(tmp / "context")
+    return Images(fluxinfra=fluxinfra, base=BASE_IMAGE, view=view)
+
+
+def import_images(bed, images: Images, tmp: Path) -> None:
+    """podman save each image and import it into the bed's real node."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "image"))
+    from image_podman import podman
+
+    for image in (images.fluxinfra, images.base, images.view):
+        tar = tmp / (image.replace("/", "_").replace(":", "_") + ".tar")
+        podman("save", "--format", "docker-archive", "-o", str(tar), image, timeout=600)
+        bed.import_image(tar)
+        tar.unlink()
+
+
+@pytest.fixture(scope="session")
+def images(cluster: Cluster, real_node: str, tmp_path_factory) -> Images:
+    """The fluxinfra image (the installer runs it), the plain Debian base (an application image
+    without Flux) and a Flux view image from /opt/flux, built with podman and imported into the
+    real node's containerd."""
+    import sys
+
+    if not (FLUX_PREFIX / "bin" / "flux").exists():
+        pytest.skip(f"no Flux build at {FLUX_PREFIX} (FLUXINFRA_FLUX_PREFIX): the installer and "
+                    "the MiniCluster need one to run")
+    sys.path.insert(0, str(REPO / "tests" / "image"))
+    from image_podman import podman, why_not_runnable
+
+    if (reason := why_not_runnable()) is not None:
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("flux-images")
+    built = build_images(tmp, f"e2e-{os.getpid()}")
+    import_images(cluster.bed, built, tmp)
+    yield built
+    for image in (built.fluxinfra, built.view):
+        podman("rmi", "--force", image, check=False, timeout=120)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def node_address(cluster: Cluster, node: str) -> str:
+    return next(a["address"] for a in cluster.get("node", node)["status"]["addresses"]
+                if a["type"] == "InternalIP")
+
+
+# -- the installer on the real node ---------------------------------------------------------------
+
+class OnNode:
+    """Runs commands in the real node's namespaces (the kubelet's), as the installer does."""
+
+    def __init__(self, node: str) -> None:
+        self.pid = _node_watch().host_target({"hostTarget": "kubelet"}, node=node)
+
+    def run(self, *argv: str, env: dict | None = None, check: bool = True) -> str:
+        prefix = ["nsenter", "-t", self.pid, "-m", "-u", "-i", "-n", "-p", "--"]
+        if env:
+            prefix += ["env", *(f"{k}={v}" for k, v in env.items())]
+        proc = subprocess.run(prefix + list(argv), capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{argv} on the node: {proc.returncode}: {proc.stderr}")
+        return proc.stdout
+
+
+def test_the_installer_runs_flux_on_the_real_node(cluster: Cluster, real_node: str, images):
+    tag = uuid.uuid4().hex[:6]
+    name, ns = f"fi-{tag}", f"fi-{tag}"
+    base = f"/var/lib/fluxinfra-e2e-{tag}"   # inside the bed's /var overlay
+    label = f"fluxinfra.io/e2e-{tag}"
+    port = 25000 + int(tag[:2], 16) * 10
+    args = FluxInstallerArgs(
+        namespace=ns, image=images.fluxinfra, source="prefix", prefix=str(FLUX_PREFIX),
+        flux_core_version="0.88.0", flux_user="root", host_target="kubelet", max_nodes=4,
+        broker_port=port, node_selector={label: "true"}, settle_seconds=1,
+        lib_dir=f"{base}/lib", etc_dir=f"{base}/etc", state_dir=f"{base}/state",
+        run_dir=f"{base}/run", munge_dir=f"{base}/munge", bin_dir=f"{base}/bin",
+        log_file=f"{base}/broker.log")
+    keys = derive_cluster_keys(b"e2e installer seed of 32 bytes..", tag)
+    manifests = installer_manifests(name, args, keys.curve.public)
+    manifests.insert(-1, installer_keys_secret(name, args, keys.curve_cert, keys.munge_key))
+    node = OnNode(real_node)
+    uri = {"FLUX_URI": f"local://{base}/run/local"}
+
+    def flux(*argv: str, check: bool = True) -> str:
+        return node.run(f"{FLUX_PREFIX}/bin/flux", *argv, env=uri, check=check)
+
+    def up() -> str:
+        return flux("resource", "list", "-s", "up", "-no", "{nodelist}", check=False).strip()
+
+    def supervisor() -> str:
+        return node.run("cat", f"{base}/run/broker-supervisor.pid", check=False).strip()
+
+    try:
+        cluster.apply(dump(manifests))
+        started = time.monotonic()
+        cluster.kubectl("label", "node", real_node, f"{label}=true")
+        wait_for(lambda: up() == "fluxnode0", 300, "the real node's broker up as rank 0")
+        first_up = time.monotonic() - started
+        listing = flux("resource", "list", "-no", "{state} {nnodes} {ncores} {nodelist}")
+        cores = int(node.run("nproc", "--all").strip())
+        assert f"free 1 {cores} fluxnode0" in listing, listing
+        assert "down 3" in listing and "fluxnode[1-3]" in listing, listing
+        assert flux("run", "-N1", "hostname").strip(), "a job ran on the node"
+        ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
+            "ranks.json"])
+        assert ranks["slots"]["0"]["node"] == real_node and ranks["R"] is not None
+        # a rolling update of the installer leaves the broker (and its jobs) alone
+        job = flux("submit", "sleep", "600").strip()
+        broker = supervisor()
+        cluster.kubectl("patch", "daemonset", name, "-n", ns, "--type=merge", "-p", json.dumps(
+            {"spec": {"template": {"metadata": {"annotations": {"e2e/roll": "1"}}}}}))
+        cluster.kubectl("rollout", "status", f"daemonset/{name}", "-n", ns, "--timeout=180s")
+        assert supervisor() == broker and flux("jobs", "-no", "{state_single}", job).strip() \
+            == "R", "the broker survived the installer's rolling update"
+        # the node leaves: its pod goes, preStop stops the broker; the rank stays held
+        cluster.kubectl("label", "node", real_node, f"{label}-")
+        wait_for(lambda: supervisor() == "", 120, "the broker stopped by preStop")
+        ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
+            "ranks.json"])
+        assert ranks["slots"]["0"]["node"] == real_node
+        # and joins again: same rank, same epoch
+        started = time.monotonic()
+        cluster.kubectl("label", "node", real_node, f"{label}=true")
+        wait_for(lambda: up() == "fluxnode0", 300, "the broker back as rank 0")
+        rejoin = time.monotonic() - started
+        again = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
+            "ranks.json"])
+        assert again["epoch"] == ranks["epoch"]
+        print(f"\ninstaller on {real_node}: first broker up {first_up:.1f}s after the label "
+              f"(install included); rejoin {rejoin:.1f}s")
+        # uninstall: deleting the DaemonSet stops the broker
+        cluster.kubectl("delete", "daemonset", name, "-n", ns, "--wait=true", "--timeout=120s")
+        wait_for(lambda: supervisor() == "", 120, "the broker stopped by the uninstall")
+    finally:
+        cluster.kubectl("label", "node", real_node, f"{label}-", check=False)
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", f"{name}-nodes", check=False)
+        node.run(f"{base}/lib/flux-start.sh", "stop", check=False)
+        node.run("rm", "-rf", base, check=False)
+
+
+# -- MiniClusters on the real node ----------------------------------------------------------------
+
+@pytest.fixture
+def pod_dns(cluster: Cluster, real_node: str):
+    from pod_dns import PodDNS, pod_lookup
+
+    address = node_address(cluster, real_node)
+    server = PodDNS(address, pod_lookup(lambda *a: cluster.kubectl(*a).stdout))
+    yield address
+    server.close()
+
+
+def minicluster(namespace: str, images: Images, dns: str, **kw) -> MiniClusterArgs:
+    return MiniClusterArgs(name="mc", namespace=namespace, image=images.base,
+                           flux_view_image=images.view, flux_view_path=str(FLUX_PREFIX),
+                           image_pull_policy="Never", one_broker_per_node=False,
+                           cores_per_broker=1, dns_policy="None",
+                           dns_config={"nameservers": [dns]}, **kw)
+
+
+def apply_minicluster(cluster: Cluster, args: MiniClusterArgs) -> None:
+    keys = derive_cluster_keys(b"e2e minicluster seed of 32 bytes", args.namespace)
+    cluster.apply(dump([minicluster_keys_secret(args, keys.curve_cert),
+                        *minicluster_manifests(args)]))
+
+
+def pod_of(cluster: Cluster, ns: str, index: int) -> str:
+    pods = cluster.get("pods", "-n", ns, "-l", f"batch.kubernetes.io/job-completion-index={index}")
+    live = [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
+    return live[0]["metadata"]["name"] if live else ""
+
+
+def test_an_ephemeral_minicluster_runs_on_a_view_and_completes(cluster: Cluster, real_node,
+                                                              images, namespace, pod_dns):
+    args = minicluster(namespace, images, pod_dns, size=2, max_size=4, command="hostname")
+    started = time.monotonic()
+    apply_minicluster(cluster, args)
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/mc",
+                    "--timeout=300s")
+    elapsed = time.monotonic() - started
+    logs = cluster.kubectl("logs", "-n", namespace, "-l",
+                           "batch.kubernetes.io/job-completion-index=0", "-c", "flux",
+                           "--tail=-1").stdout
+    assert "R: rank[0-3]/core0" in logs, logs[-3000:]
+    printed = sorted(ln for ln in logs.splitlines() if ln in ("mc-0", "mc-1"))
+    assert printed == ["mc-0", "mc-1"], logs[-3000:]
+    print(f"\nephemeral MiniCluster of 2 on {real_node}: applied -> Job Complete {elapsed:.1f}s")
+
+
+def test_a_failing_command_fails_the_job_with_its_status(cluster: Cluster, real_node, images,
+                                                        namespace, pod_dns):
+    args = minicluster(namespace, images, pod_dns, size=2, command="sh -c 'exit 3'")
+    apply_minicluster(cluster, args)
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Failed", "job/mc",
+                    "--timeout=300s")
+    job = cluster.get("job", "mc", "-n", namespace)
+    reason = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    assert reason["reason"] == "PodFailurePolicy", reason
+    statuses = [s["state"].get("terminated", {}).get("exitCode")
+                for p in cluster.get("pods", "-n", namespace)["items"]
+                for s in p["status"].get("containerStatuses", []) if s["name"] == "flux"]
+    assert 3 in statuses, statuses
+
+
+def test_a_persistent_minicluster_grows_and_shrinks_in_place(cluster: Cluster, real_node, images,
+                                                           namespace, pod_dns):
+    args = minicluster(namespace, images, pod_dns, size=2, max_size=4, mode="persistent")
+    apply_minicluster(cluster, args)
+    wait_for(lambda: pod_of(cluster, namespace, 0), 60, "rank 0's pod")
+
+    def up() -> str:
+        proc = cluster.kubectl("exec", "-n", namespace, pod_of(cluster, namespace, 0), "-c",
+                               "flux", "--", "/etc/flux/minicluster/flux-connect", "resource",
+                               "list", "-s", "up", "-no", "{nodelist}", check=False)
+        return proc.stdout.strip()
+
+    wait_for(lambda: up() == "mc-[0-1]", 300, "2 of 4 brokers up")
+    pods = {i: pod_of(cluster, namespace, i) for i in (0, 1)}
+    # what `pulumi up` with size 3 changes: the Job's completions/parallelism, the quorum key
+    grown = MiniClusterArgs(**{**args.__dict__, "size": 3})
+    started = time.monotonic()
+    apply_minicluster(cluster, grown)
+    wait_for(lambda: up() == "mc-[0-2]", 300, "the third broker up")
+    join = time.monotonic() - started
+    assert {i: pod_of(cluster, namespace, i) for i in (0, 1)} == pods, "no pod was replaced"
+    started = time.monotonic()
+    apply_minicluster(cluster, args)
+    wait_for(lambda: up() == "mc-[0-1]", 300, "the third broker gone")
+    leave = time.monotonic() - started
+    assert {i: pod_of(cluster, namespace, i) for i in (0, 1)} == pods
+    print(f"\npersistent MiniCluster on {real_node}: resize 2->3, apply -> rank up {join:.1f}s; "
+          f"3->2, apply -> rank down {leave:.1f}s")

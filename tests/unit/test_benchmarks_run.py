@@ -1,0 +1,105 @@
+"""benchmarks/run.py's help and the tables every benchmark prints (benchmarks/_table.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / "run.py"), *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_help_lists_every_benchmark_and_its_options():
+    proc = run("--help")
+    assert proc.returncode == 0, proc.stderr
+    runner = load("run")
+    for name in runner.discover():
+        assert f"\n{name}: " in proc.stdout, name
+    for option in ("--sizes SIZES", "--resource-query PATH", "--rounds ROUNDS",  # matcher
+                   "--scenarios SCENARIOS", "--rate RATE",                        # scheduler
+                   "--warm-runs WARM_RUNS", "--repeats REPEATS"):                  # others
+        assert option in proc.stdout, option
+    assert proc.stdout.count("--quick") >= 4
+
+
+def test_help_of_one_benchmark_lists_only_it():
+    proc = run("render", "--help")
+    assert "\nrender: " in proc.stdout and "\nmatcher: " not in proc.stdout
+
+
+def test_list_gives_each_a_summary():
+    lines = run("--list").stdout.splitlines()
+    assert len(lines) == len(load("run").discover())
+    assert all(len(line.split(None, 1)) == 2 for line in lines)
+
+
+def test_an_unknown_benchmark_is_refused():
+    proc = run("nosuch")
+    assert proc.returncode == 2 and "no benchmark named 'nosuch'" in proc.stderr
+
+
+# -- tables --------------------------------------------------------------------------------------
+def test_a_table_has_no_nan_no_empty_column_fits_and_explains():
+    table = load("_table")
+    headers = ["scenario", "nodes", *(f"figure {i}" for i in range(14)), "empty"]
+    rows = [["single", 500, *(1234.5 * i for i in range(14)), None],
+            ["restart", 500, *([math.nan] * 14), float("nan")]]
+    text = table.format_table(headers, rows, legend={"figure 3": "what figure 3 means"})
+    assert "nan" not in text and "empty" not in text
+    assert max(len(line) for line in text.splitlines()) <= table.WIDTH
+    parts = [line for line in text.splitlines() if line.startswith("scenario")]
+    assert len(parts) > 1, "split in parts, the key column repeated"
+    assert "figure 3  what figure 3 means" in text
+
+
+def test_the_scheduler_table_prints_missing_figures_as_dashes():
+    scheduler = load("scheduler")
+    rows = [{"scenario": "restart", "nodes": 5, "pods": 10, "bound": 10, "seconds": 0.5,
+             "p50_ms": None, "p99_ms": None, "matches": 0, "rss_mib": 60.0},
+            {"scenario": "grpc", "nodes": 16, "pods": 200, "bound": 200, "p50_ms": 1.2,
+             "p99_ms": 5.0, "rss_mib": 48.0}]
+    text = scheduler._table(rows)
+    assert "nan" not in text and "groups/s" not in text  # no gangs: the column is left out
+    assert "p50 ms    median time from a pod's arrival" in text
+
+
+@pytest.mark.parametrize("name", ["matcher", "scheduler", "render", "ansible_site"])
+def test_every_benchmark_prints_through_the_shared_table(name):
+    assert "from _table import format_table" in (BENCH / f"{name}.py").read_text()
+
+
+def test_the_matcher_tables_fit_and_explain():
+    matcher = load("matcher")
+    ours = {"size": 8, "vertices": 10, "load_s": 1.0, "load_rss_mib": 1.0, "rss_mib": 2.0,
+            "policies": {"low": {"1core": {
+                "fill": [1000, 2000], "steady": [1500], "cancel": [100], "full": False}}}}
+
+    def run(marks, digest="d1"):
+        return {"marks": marks, "wall": 2.0, "rss_mib": 10.0, "rc": 0, "digest": digest}
+
+    row = {"policy": "low", "stream": "1core", "fill": 10, "steady": 5,
+           "runs": {"ours": [run([1.0, 1.1, 1.15])], "fluxion": [run([2.0, 3.0, 4.0])]}}
+    inprocess = matcher.inprocess_table([ours])
+    processes, _ = matcher.process_tables([{"size": 8, "rows": [row]}])
+    for text in (inprocess, processes):
+        assert "nan" not in text
+        assert max(len(line) for line in text.splitlines()) <= 100
+    assert "median match latency" in inprocess
+    assert "same <SHA-256 prefix>" in processes
