@@ -51,6 +51,7 @@ from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import cell as cell_text  # noqa: E402
 from _table import format_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -388,7 +389,20 @@ def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
                     runs[name].append(got)
             out["rows"].append({"policy": policy, "stream": stream, "fill": fill,
                                 "steady": steady, "runs": runs})
+            print("    " + progress_line(size, out["rows"][-1]), flush=True)
     return out
+
+
+def progress_line(size: int, row: dict) -> str:
+    """One row as soon as it is measured: per match and per pair, both programs, verdict."""
+    ours, theirs = phases(row["runs"]["ours"]), phases(row["runs"]["fluxion"])
+    parts = [f"{size} {row['policy']} {row['stream']}:"]
+    for name, got in (("ours", ours), ("fluxion", theirs)):
+        each = _each(got["fill_ms"], row["fill"])
+        pair = _each(got["steady_ms"], row["steady"])
+        parts.append(f"{name} load {cell_text(got['load_s'])} s, {cell_text(each)} ms/match, "
+                     f"{cell_text(pair)} ms/pair, {cell_text(got['rss_mib'])} MiB;")
+    return " ".join(parts + [same_output(row)])
 
 
 def phases(runs: list[dict]) -> dict[str, float | None]:
@@ -491,6 +505,22 @@ def _load_line(when: str) -> str:
             f"{five:.1f} {fifteen:.1f}, {os.cpu_count()} CPUs")
 
 
+def report(processes: list[dict], inprocess: list[dict]) -> None:
+    """Print the tables of what has been measured (each size's as soon as it is done)."""
+    print(_load_line("now"))
+    if processes:
+        print("\nWhole processes (fluxinfra query | resource-query, same GRUG and command file)")
+        print(process_tables(processes)[0])
+    if inprocess:
+        print("\nIn process (fluxinfra.matcher.Matcher on the GRUG file), ms per match")
+        print(format_table(["nodes", "vertices", "GRUG load s", "RSS after load MiB",
+                            "RSS after matching MiB"],
+                           [[r["size"], r.get("vertices"), r.get("load_s"),
+                             r.get("load_rss_mib"), r.get("rss_mib")] for r in inprocess]))
+        print(inprocess_table(inprocess))
+    print(flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.worker:
@@ -533,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
                     workdir))
                 print(f"  whole processes, {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)
+                report(processes[-1:], [])
             if not args.no_inprocess:
                 started = time.perf_counter()
                 inprocess.append(run_worker({"size": size, "grug": str(grug),
@@ -541,25 +572,13 @@ def main(argv: list[str] | None = None) -> int:
                                              "budget_s": args.budget}))
                 print(f"  in process, {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)
+                report([], inprocess[-1:])
+            if args.json:  # after each size: a long run that is stopped keeps what it did
+                Path(args.json).write_text(json.dumps({"processes": processes,
+                                                       "inprocess": inprocess}))
     print(_load_line("end"))
-    identical = True
-    if processes:
-        table, identical = process_tables(processes)
-        print("\nWhole processes (fluxinfra query | resource-query, same GRUG and command file):"
-              " load = start to the first stat; ms/match = K matches between the first two "
-              "stats / K; ms/pair = M x (cancel oldest + match) / M; medians of the rounds; "
-              "peak RSS; SHA-256 of the -t outputs")
-        print(table)
-    if inprocess:
-        print("\nIn process (fluxinfra.matcher.Matcher on the GRUG file), ms per match")
-        print(format_table(["nodes", "vertices", "GRUG load s", "RSS after load MiB",
-                            "RSS after matching MiB"],
-                           [[r["size"], r.get("vertices"), r.get("load_s"),
-                             r.get("load_rss_mib"), r.get("rss_mib")] for r in inprocess]))
-        print(inprocess_table(inprocess))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"processes": processes,
-                                               "inprocess": inprocess}))
+    identical = all(process_tables([res])[1] for res in processes)
+    print(f"\nEvery -t output the same in both programs: {'yes' if identical else 'NO'}")
     failed = any("error" in r for r in inprocess + processes)
     return 1 if failed or not identical else 0
 
