@@ -14,19 +14,22 @@ Machines: N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB memory per socket
   (A *shared* ``node`` with a slot directly below it is never matched by Fluxion v0.54: see
   docs/matcher.md, "Known differences".)
 
-**Whole processes** (``--resource-query PATH``): the same GRUG file and the same command files
+**Whole processes** (``--resource-query PATH``): the same GRUG file and the same command file
 go through ``fluxinfra query`` (the console script users run) and ``resource-query``, each a
-fresh process, alternating (ours, theirs, ours, theirs; ``--rounds R`` repeats the lot):
+fresh process per policy, alternating (ours, theirs; ``--rounds R`` repeats the lot). The
+command file runs every stream back to back, each bracketed by ``stat`` marks whose output
+times it:
 
-* *load*: a command file with only ``quit`` (time and peak RSS of the process);
+* *load*: from the start of the process to the first ``stat``;
 * *fill*: K x ``match allocate`` (K per stream and policy: the stream's capacity or ``--cap``;
   for Fluxion's scoring policies ``--rq-cap``, they take seconds per match at 16,384 nodes);
-* *steady*: the fill, then M x (``cancel`` the oldest, ``match allocate``).
+* *steady*: M x (``cancel`` the oldest, ``match allocate``); then the stream's jobs are
+  cancelled (not timed) and the next stream starts on an empty machine.
 
-Per match = (median time of *fill* - median time of *load*) / K; per steady pair =
-(median *steady* - median *fill*) / M. Both programs write their ``-t`` output; its SHA-256 is
-printed beside the times, and a row whose two digests differ is marked ``DIFFERENT`` (the run
-then exits 1). Load averages are printed before and after (the machine may be shared).
+Per match = median *fill* time / K; per steady pair = median *steady* time / M. Both programs
+write their ``-t`` output; its SHA-256 is printed beside the times, and a row whose two digests
+differ is marked ``DIFFERENT`` (the run then exits 1). Load averages are printed before and
+after (the machine may be shared).
 
 **In process** (always): a ``Matcher`` per policy on the graph read from the same GRUG file;
 each stream is matched until full, ``--cap`` or ``--budget`` seconds, then ``--steady`` times
@@ -275,15 +278,23 @@ def inprocess_table(results: list[dict]) -> str:
 # ---------------------------------------------------------------------------------- processes
 
 
-def command_text(jobspec_path: str, fill: int, steady: int) -> str:
-    """``stat`` (printed once loading is done), ``fill`` matches, ``stat``, ``steady`` x
-    (cancel the oldest, match), ``stat``, ``quit``. Job ids are both programs' counter (1, 2,
-    ... one per match), so the ids to cancel are known. ``stat`` writes to stdout only, not to
-    the ``-t`` output both programs' digests are taken of."""
-    lines = ["stat"] + [f"match allocate {jobspec_path}"] * fill + ["stat"]
-    for oldest in range(1, steady + 1):
-        lines += [f"cancel {oldest}", f"match allocate {jobspec_path}"]
-    lines += ["stat", "quit"]
+def command_text(plan: list[tuple[str, int, int]]) -> str:
+    """One process's commands for the streams of ``plan`` [(jobspec path, K, M)], back to
+    back: ``stat`` once loading is done, then per stream K matches, ``stat``, M x (cancel the
+    oldest, match), ``stat``, cancel the rest, ``stat``; ``quit``. Job ids are both programs'
+    counter (1, 2, ... one per match), so the ids to cancel are known. ``stat`` writes to
+    stdout only, not to the ``-t`` output both programs' digests are taken of."""
+    lines = ["stat"]
+    first = 1  # the id of the stream's first job
+    for path, fill, steady in plan:
+        lines += [f"match allocate {path}"] * fill + ["stat"]
+        for oldest in range(first, first + steady):
+            lines += [f"cancel {oldest}", f"match allocate {path}"]
+        lines.append("stat")
+        lines += [f"cancel {job}" for job in range(first + steady, first + fill + steady)]
+        lines.append("stat")
+        first += fill + steady
+    lines.append("quit")
     return "\n".join(lines) + "\n"
 
 
@@ -365,37 +376,39 @@ def rq_argv(rq: str, grug: Path, policy: str, out: Path) -> list[str]:
 
 def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
                       streams: list[str], opts: dict, workdir: Path) -> dict:
-    """Both programs on one machine, one process per policy, stream and round, alternating.
-    Each process times its own phases: loading (until the first ``stat``), K matches
-    (between the first two) and M steady pairs (between the last two)."""
+    """Both programs on one machine, one process per policy and round (every stream back to
+    back), alternating. Each process times its own phases between its ``stat`` marks:
+    loading (until the first), and per stream K matches and M steady pairs."""
     programs = {"ours": lambda pol, out: ours_argv(grug, pol, out),
                 "fluxion": lambda pol, out: rq_argv(rq, grug, pol, out)}
     out: dict = {"size": size, "rows": []}
+    for stream in streams:
+        (workdir / f"{stream}.json").write_text(json.dumps(jobspec_for(stream)))
     for policy in policies:
-        for stream in streams:
-            spec = workdir / f"{stream}.json"
-            spec.write_text(json.dumps(jobspec_for(stream)))
-            fill, steady = plan_for(policy, stream, size, opts["cap"], opts["steady"],
-                                    opts["rq_cap"], opts["rq_steady"])
-            commands = workdir / f"{stream}.in"
-            commands.write_text(command_text(str(spec), fill, steady))
-            runs: dict[str, list[dict]] = {name: [] for name in programs}
-            for _ in range(opts["rounds"]):
-                for name, argv in programs.items():
-                    result = workdir / f"{name}.out"
-                    result.unlink(missing_ok=True)
-                    got = run_process(argv(policy, result), commands, opts["timeout"])
-                    got["digest"] = digest(result)
-                    runs[name].append(got)
+        plan = [(stream, *plan_for(policy, stream, size, opts["cap"], opts["steady"],
+                                   opts["rq_cap"], opts["rq_steady"])) for stream in streams]
+        commands = workdir / f"{policy}.in"
+        commands.write_text(command_text([(str(workdir / f"{stream}.json"), fill, steady)
+                                          for stream, fill, steady in plan]))
+        runs: dict[str, list[dict]] = {name: [] for name in programs}
+        for _ in range(opts["rounds"]):
+            for name, argv in programs.items():
+                result = workdir / f"{name}.out"
+                result.unlink(missing_ok=True)
+                got = run_process(argv(policy, result), commands, opts["timeout"])
+                got["digest"] = digest(result)
+                runs[name].append(got)
+        for index, (stream, fill, steady) in enumerate(plan):
             out["rows"].append({"policy": policy, "stream": stream, "fill": fill,
-                                "steady": steady, "runs": runs})
+                                "steady": steady, "runs": runs, "index": index})
             print("    " + progress_line(size, out["rows"][-1]), flush=True)
     return out
 
 
 def progress_line(size: int, row: dict) -> str:
     """One row as soon as it is measured: per match and per pair, both programs, verdict."""
-    ours, theirs = phases(row["runs"]["ours"]), phases(row["runs"]["fluxion"])
+    index = row.get("index", 0)
+    ours, theirs = phases(row["runs"]["ours"], index), phases(row["runs"]["fluxion"], index)
     parts = [f"{size} {row['policy']} {row['stream']}:"]
     for name, got in (("ours", ours), ("fluxion", theirs)):
         each = _each(got["fill_ms"], row["fill"])
@@ -405,16 +418,18 @@ def progress_line(size: int, row: dict) -> str:
     return " ".join(parts + [same_output(row)])
 
 
-def phases(runs: list[dict]) -> dict[str, float | None]:
-    """Medians over the rounds: load s, ms per match, ms per steady pair, peak RSS MiB."""
+def phases(runs: list[dict], index: int = 0) -> dict[str, float | None]:
+    """Medians over the rounds for stream ``index`` of each process: load s, ms for its K
+    matches, ms for its M steady pairs; peak RSS MiB of the process."""
     loads, fills, steadies = [], [], []
     for run in runs:
         marks = run["marks"]
-        if run["rc"] != 0 or len(marks) != 3:
+        if run["rc"] != 0 or len(marks) < 3 * index + 3:
             continue
         loads.append(marks[0])
-        fills.append((marks[1] - marks[0]) * 1e3)
-        steadies.append((marks[2] - marks[1]) * 1e3)
+        start, filled, steadied = marks[3 * index:3 * index + 3]
+        fills.append((filled - start) * 1e3)
+        steadies.append((steadied - filled) * 1e3)
     med = statistics.median
     return {"load_s": med(loads) if loads else None, "fill_ms": med(fills) if fills else None,
             "steady_ms": med(steadies) if steadies else None,
@@ -440,7 +455,9 @@ def process_tables(results: list[dict]) -> tuple[str, bool]:
     identical = True
     for res in results:
         for row in res["rows"]:
-            ours, theirs = phases(row["runs"]["ours"]), phases(row["runs"]["fluxion"])
+            index = row.get("index", 0)
+            ours = phases(row["runs"]["ours"], index)
+            theirs = phases(row["runs"]["fluxion"], index)
             ours_fill, rq_fill = _each(ours["fill_ms"], row["fill"]), _each(
                 theirs["fill_ms"], row["fill"])
             ours_st, rq_st = _each(ours["steady_ms"], row["steady"]), _each(

@@ -27,10 +27,12 @@ def run(marks: list[float], digest: str = "abc", rc: int = 0) -> dict:
 
 def test_the_command_file_brackets_each_phase_with_stat() -> None:
     bench = load_bench()
-    text = bench.command_text("/j.json", 3, 2).splitlines()
+    text = bench.command_text([("/j.json", 3, 2), ("/k.json", 1, 1)]).splitlines()
     assert text == ["stat"] + ["match allocate /j.json"] * 3 + [
         "stat", "cancel 1", "match allocate /j.json", "cancel 2", "match allocate /j.json",
-        "stat", "quit"]
+        "stat", "cancel 3", "cancel 4", "cancel 5", "stat",
+        "match allocate /k.json", "stat", "cancel 6", "match allocate /k.json", "stat",
+        "cancel 7", "stat", "quit"]
 
 
 def test_phases_are_medians_of_the_rounds_between_the_marks() -> None:
@@ -39,6 +41,11 @@ def test_phases_are_medians_of_the_rounds_between_the_marks() -> None:
                         run([9.0], rc=1)])  # a failed run counts for nothing
     assert got["load_s"] == 2.0
     assert got["fill_ms"] == pytest.approx(300.0) and got["steady_ms"] == pytest.approx(200.0)
+    # the second stream of a process: its marks follow the first's cancel-the-rest mark
+    second = bench.phases([run([1.0, 1.5, 1.7, 1.8, 2.8, 3.0, 3.1])], 1)
+    assert second["load_s"] == 1.0
+    assert second["fill_ms"] == pytest.approx(1000.0)
+    assert second["steady_ms"] == pytest.approx(200.0)
 
 
 def test_a_row_is_the_same_only_when_every_run_of_both_wrote_one_output() -> None:
@@ -75,8 +82,8 @@ def test_a_real_program_is_timed_between_its_stat_marks(tmp_path) -> None:
                     "    elif line.startswith('match'):\n"
                     "        time.sleep(0.01)\n")
     commands = tmp_path / "c.in"
-    commands.write_text(bench.command_text("/j", 5, 2))
+    commands.write_text(bench.command_text([("/j", 5, 2)]))
     got = bench.run_process([sys.executable, str(prog)], commands, 30)
     marks = got["marks"]
-    assert got["rc"] == 0 and len(marks) == 3 and marks == sorted(marks)
+    assert got["rc"] == 0 and len(marks) == 4 and marks == sorted(marks)
     assert marks[1] >= 0.05  # five 10 ms matches before the second stat
