@@ -133,6 +133,8 @@ class Matcher:
         self._next_jobid = 1
         self._cancelled: tuple[set[int], set[int]] = (set(), set())
         self._up_count: int | None = None
+        #: (vertices, edges) for stat(), counted again after add/remove_subgraph only
+        self._size: tuple[int, int] | None = None
         self._node_cache = None
         #: recent requests: id(dict) or text -> (source, snapshot, parsed Jobspec)
         self._parsed: dict[Any, tuple[Any, Any, Jobspec]] = {}
@@ -947,6 +949,7 @@ class Matcher:
         self.trav.invalidate()
         self._node_cache = None
         self._up_count = None
+        self._size = None
         return added
 
     def remove_subgraph(self, path_or_name: str) -> int:
@@ -974,6 +977,7 @@ class Matcher:
         self.trav.invalidate()
         self._node_cache = None
         self._up_count = None
+        self._size = None
         return len(doomed)
 
     def trav_closure(self, job: JobState, vertices: set[int]) -> set[int]:
@@ -992,11 +996,24 @@ class Matcher:
         self.trav.invalidate_status()
         self._up_count = None
 
+    def set_property(self, v: int, key: str, value: str) -> None:
+        """Set property ``key`` of vertex ``v`` (resource-query's ``set-property``). What the
+        traversal worked out from properties (``variation``'s perf classes, shapes shared by
+        subtrees built alike) is forgotten."""
+        g = self.graph
+        props = dict(g.properties[v] or {})
+        props[key] = value
+        g.properties[v] = props
+        g.drop_layout(v)
+        self.trav.invalidate()
+
     def stat(self) -> dict:
         g = self.graph
         st = dict(self.stats)
-        st["vertices"] = len(g) - sum(g.removed)
-        st["edges"] = sum(len(k) for kids in g.children.values() for k in kids)
+        if self._size is None:
+            self._size = (len(g) - sum(g.removed),
+                          sum(len(k) for kids in g.children.values() for k in kids))
+        st["vertices"], st["edges"] = self._size
         st["jobs"] = len(self.jobs)
         st["avg_match"] = st["sum_match"] / st["match_succeeded"] if st["match_succeeded"] else 0
         return st
