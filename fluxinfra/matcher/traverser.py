@@ -1094,7 +1094,7 @@ class Traverser:
         elif self._untouched_here(c):
             key = (c, context)
             layout = self.g.layouts.get(c) if self.g.layouts and context[-1][1] is None \
-                else None
+                and self.policy.kind != "locality" else None
             if layout is not None:
                 shared = self._memo.get((_LAYOUT, layout, context))
                 if shared is not None:
