@@ -7,8 +7,9 @@
     .venv/bin/python benchmarks/run.py --help                  # every benchmark and its options
 
 A benchmark module is any ``benchmarks/<name>.py`` (not starting with ``_``, not this file)
-that defines ``main(argv: list[str]) -> int``, whose ``--help`` is argparse's (``run.py --help``
-lists every module's options; a ``parser()`` function is used when there is one). Arguments
+that defines ``main(argv: list[str]) -> int``. ``run.py --help`` lists every module's options:
+its ``parser()`` when it has one, else the argparse parser its ``main`` builds (caught before
+anything runs), else the options its source tests ``argv`` for. Arguments
 that name a module select it; every other argument is passed to each selected module's
 ``main`` (so ``--quick`` reaches them all). Each prints its own tables (``benchmarks/_table.py``:
 no ``nan``, no empty columns, ~100 columns wide, a legend); the exit status is the worst of
@@ -17,12 +18,13 @@ theirs.
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import importlib.util
-import io
+import re
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,16 +53,42 @@ def _summary(module) -> str:
     return (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
 
 
-def _options(module) -> list[str]:
-    """The option lines of a module's help: its ``parser()``'s, else what ``main(["--help"])``
-    prints (argparse's help, then SystemExit)."""
+class _ParserBuilt(Exception):
+    """Raised instead of parsing: carries the parser a module's ``main`` built."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__("parser built")
+        self.parser = parser
+
+
+def _parser_of(module) -> argparse.ArgumentParser | None:
+    """A module's argparse parser: its ``parser()``, else the one its ``main`` builds (caught
+    as it starts parsing, so nothing runs); None for a module without argparse."""
     if hasattr(module, "parser"):
-        text = module.parser().format_help()
-    else:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            module.main(["--help"])
-        text = out.getvalue()
+        return module.parser()
+    if getattr(module, "argparse", None) is not argparse:
+        return None
+
+    def built(self, *args, **kwargs):
+        raise _ParserBuilt(self)
+
+    with mock.patch.object(argparse.ArgumentParser, "parse_known_args", built):
+        try:
+            module.main([])
+        except _ParserBuilt as done:
+            return done.parser
+    return None
+
+
+def _options(module) -> list[str]:
+    """The option lines of a module's help (argparse's "options:" section); for a module that
+    reads its arguments itself, the options its source tests argv for."""
+    parser = _parser_of(module)
+    if parser is None:
+        named = sorted(set(re.findall(r"[\"'](--[a-z][a-z0-9-]*=?)[\"']\s*(?:in argv|\))",
+                                      Path(module.__file__).read_text())))
+        return [f"{', '.join(named) or '(none)'}   (see its docstring)"]
+    text = parser.format_help()
     if "options:\n" not in text:
         return ["(no options)"]
     lines = text.split("options:\n", 1)[1].splitlines()

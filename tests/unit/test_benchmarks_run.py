@@ -39,6 +39,21 @@ def test_help_lists_every_benchmark_and_its_options():
     assert proc.stdout.count("--quick") >= 4
 
 
+def test_help_runs_no_benchmark(tmp_path):
+    """A module whose main builds its parser inline is asked for it without running; one
+    without argparse has the options its source tests argv for listed, and is not run."""
+    runner = load("run")
+    inline = tmp_path / "inline.py"
+    inline.write_text("import argparse\n\ndef main(argv):\n    p = argparse.ArgumentParser()\n"
+                      "    p.add_argument('--size', help='how big')\n    p.parse_args(argv)\n"
+                      "    raise SystemExit('ran')\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text('"""Plain."""\n\ndef main(argv):\n    quick = "--quick" in argv\n'
+                     "    raise SystemExit('ran')\n")
+    assert any("--size SIZE" in line for line in runner._options(runner._load("inline", inline)))
+    assert runner._options(runner._load("plain", plain)) == ["--quick   (see its docstring)"]
+
+
 def test_help_of_one_benchmark_lists_only_it():
     proc = run("render", "--help")
     assert "\nrender: " in proc.stdout and "\nmatcher: " not in proc.stdout
