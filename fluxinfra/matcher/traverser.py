@@ -1093,8 +1093,11 @@ class Traverser:
             key = (c, context, window, True)  # an ended allocation above still counts
         elif self._untouched_here(c):
             key = (c, context)
+            # locality and variation rank by runs of scores and perf classes that a
+            # subtree's outcome replayed by position does not carry (Fluxion's own cases
+            # t3009/min_max and t3036/dyn_explore differ then): a memo per subtree only
             layout = self.g.layouts.get(c) if self.g.layouts and context[-1][1] is None \
-                and self.policy.kind != "locality" else None
+                and self.policy.kind not in _UNGUARDED else None
             if layout is not None:
                 shared = self._memo.get((_LAYOUT, layout, context))
                 if shared is not None:
