@@ -31,6 +31,9 @@ bench-full: setup
 # The scheduler/service image (root, podman): local Debian base, host-built wheels, offline build.
 # Tagged as the dev stack expects (fluxinfra:<version>); see docs/image.md.
 IMAGE_ENV := CONTAINERS_CONF=$(CURDIR)/tests/image/containers.conf
+# Another name for the image (the e2e suite builds under a name of its own, so concurrent builds
+# in other worktrees cannot retag what it is about to load).
+IMAGE_TAG ?= localhost/fluxinfra:$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)')
 image: setup
 	$(IMAGE_ENV) scripts/base-image
 	rm -rf build/lib build/wheels
@@ -38,7 +41,7 @@ image: setup
 	$(IMAGE_ENV) podman build --network=none --ulimit nofile=16384:16384 --ulimit nproc=8192:8192 \
 	  --build-arg VERSION=$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') \
 	  --build-arg REVISION=$$(git rev-parse HEAD) --build-arg CREATED=$$(date -u +%FT%TZ) \
-	  -t localhost/fluxinfra:$$($(BIN)/python -c 'import fluxinfra; print(fluxinfra.__version__)') .
+	  -t $(IMAGE_TAG) .
 
 # The e2e suite against a real API server and kubelet (tests/e2e, docs/e2e.md): starts a bed from
 # the Kubernetes binaries in $$FLUXINFRA_KUBE_BIN or on PATH (root), or uses the cluster named by

@@ -207,7 +207,7 @@ class Bed:
         if real_node:
             rest = self.rest()
             node = Node(lay, self.pki, self._made)
-            node.start(self._proc, self._proc, self._proc, rest)
+            node.start(self._proc, rest)
             rest.close()
             mark("node_ready")
 

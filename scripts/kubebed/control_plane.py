@@ -134,6 +134,9 @@ class ControlPlane:
             f"--proxy-client-cert-file={p['front-proxy-client']}",
             f"--proxy-client-key-file={p['front-proxy-client_key']}",
             f"--cert-dir={lay.state / 'apiserver-certs'}", "--profiling=false",
+            # Webhooks and aggregated APIs are called at their endpoints' pod addresses, which
+            # this machine routes to the bed's bridge (a ClusterIP it does not route).
+            "--enable-aggregator-routing=true",
             f"--audit-policy-file={self.audit_policy()}",
             f"--audit-log-path={self.logs / 'audit.log'}",
         ], self.logs)

@@ -1,6 +1,13 @@
 """Hollow nodes: Node objects with whatever capacity, labels and taints a test needs, and no
 kubelet behind them (kube-scheduler's integration tests and kubemark do the same).
 
+The keeper also plays the part of their kubelet for pods (as kubemark's hollow kubelet does with
+a fake runtime): a pod bound to a hollow node is reported Running at once (conditions and
+container statuses as a kubelet writes them), then ``Succeeded`` after the seconds in its
+annotation ``fluxinfra.io/hollow-run-seconds`` (no annotation: it runs until deleted); a pod
+being deleted from a hollow node is finished at once (grace period 0), as its kubelet would
+confirm. So Deployments become available, Jobs complete and gangs finish on hollow nodes.
+
 The node-lifecycle controller marks a node ``Ready=Unknown`` and taints it
 ``node.kubernetes.io/unreachable`` when its kubelet stops renewing the node's Lease for
 ``--node-monitor-grace-period`` (40 s by default), then evicts its pods. The bed keeps
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import heapq
 import json
 import os
 import signal
@@ -33,11 +41,14 @@ from typing import Any
 
 from .rest import ApiStatus, Rest
 
-__all__ = ["HOLLOW_LABEL", "add", "keeper_main", "lease_object", "node_object", "remove"]
+__all__ = ["HOLLOW_LABEL", "RUN_SECONDS", "HollowKubelet", "add", "keeper_main", "lease_object",
+           "node_object", "remove", "running_status", "succeeded_status"]
 
 #: Every hollow node carries this label (value ``hollow``; the real node's is ``real``).
 HOLLOW_LABEL = "fluxinfra.io/bed-node"
 LEASE_NS = "kube-node-lease"
+#: How long a pod on a hollow node runs before it succeeds (seconds; absent: until deleted).
+RUN_SECONDS = "fluxinfra.io/hollow-run-seconds"
 
 
 def _now(micro: bool = False) -> str:
@@ -162,6 +173,147 @@ def renew(rest: Rest, name: str, duration: int) -> None:
                   lease_object(node, duration))
 
 
+def _condition(kind: str, status: str, now: str, reason: str | None = None) -> dict[str, Any]:
+    cond = {"type": kind, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def running_status(pod: dict[str, Any], now: str) -> dict[str, Any]:
+    """The status patch a kubelet writes once every container of ``pod`` runs."""
+    uid = pod["metadata"]["uid"]
+    return {"status": {
+        "phase": "Running", "startTime": now,
+        "conditions": [_condition(k, "True", now) for k in
+                       ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+        "containerStatuses": [{
+            "name": c["name"], "image": c["image"], "imageID": "",
+            "containerID": f"hollow://{uid}/{c['name']}", "ready": True, "started": True,
+            "restartCount": 0, "state": {"running": {"startedAt": now}}}
+            for c in pod["spec"]["containers"]],
+    }}
+
+
+def succeeded_status(pod: dict[str, Any], now: str) -> dict[str, Any]:
+    """The status patch a kubelet writes when every container exited 0."""
+    started = pod.get("status", {}).get("startTime") or now
+    return {"status": {
+        "phase": "Succeeded",
+        "conditions": [_condition("Ready", "False", now, "PodCompleted"),
+                       _condition("ContainersReady", "False", now, "PodCompleted")],
+        "containerStatuses": [{
+            "name": c["name"], "ready": False, "started": False,
+            "state": {"running": None, "terminated": {
+                "exitCode": 0, "reason": "Completed", "startedAt": started,
+                "finishedAt": now}}}
+            for c in pod["spec"]["containers"]],
+    }}
+
+
+class HollowKubelet:
+    """Runs (in name only) the pods bound to the roster's hollow nodes; see the module
+    docstring. ``nodes()`` returns the current roster."""
+
+    def __init__(self, rest: Rest, nodes, log=print) -> None:
+        self.rest = rest
+        self.nodes = nodes
+        self.log = log
+        self.due: list[tuple[float, str, str, str]] = []  # (when, namespace, name, uid)
+        self.lock = threading.Condition()
+
+    def handle(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        if spec.get("nodeName") not in self.nodes():
+            return
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        phase = pod.get("status", {}).get("phase")
+        if meta.get("deletionTimestamp"):
+            with contextlib.suppress(ApiStatus):
+                self.rest.delete(path, {"gracePeriodSeconds": 0,
+                                        "preconditions": {"uid": meta["uid"]}})
+            return
+        if phase in ("Succeeded", "Failed"):
+            return
+        if phase != "Running":
+            self.rest.patch(f"{path}/status", running_status(pod, _now()), "strategic-merge")
+        seconds = meta.get("annotations", {}).get(RUN_SECONDS)
+        if seconds is not None:
+            try:
+                when = time.time() + max(0.0, float(seconds))
+            except ValueError:
+                self.log(f"hollow kubelet: {meta['namespace']}/{meta['name']}: {RUN_SECONDS}="
+                         f"{seconds!r} is not a number of seconds; it runs until deleted")
+                return
+            with self.lock:
+                heapq.heappush(self.due, (when, meta["namespace"], meta["name"], meta["uid"]))
+                self.lock.notify()
+
+    def finish_due(self, stop: threading.Event) -> None:
+        """Mark pods Succeeded as their run time ends (a thread's loop)."""
+        while not stop.is_set():
+            with self.lock:
+                wait = (self.due[0][0] - time.time()) if self.due else 1.0
+                if wait > 0:
+                    self.lock.wait(min(wait, 1.0))
+                    continue
+                _, namespace, name, uid = heapq.heappop(self.due)
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+            try:
+                pod = self.rest.get(path)
+                if pod["metadata"]["uid"] == uid and pod["status"].get("phase") == "Running":
+                    self.rest.patch(f"{path}/status", succeeded_status(pod, _now()),
+                                    "strategic-merge")
+            except (ApiStatus, OSError) as err:
+                self.log(f"hollow kubelet: finishing {namespace}/{name}: {err}")
+
+    def watch_pods(self, stop: threading.Event) -> None:
+        """List, then watch, every pod; relist when the watch expires (a thread's loop)."""
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    listing = self.rest.get("/api/v1/pods")
+                    for pod in listing["items"]:
+                        self.handle(pod)
+                    version = listing["metadata"]["resourceVersion"]
+                for event in self.rest.watch(f"/api/v1/pods?watch=1&resourceVersion={version}"
+                                             "&allowWatchBookmarks=true&timeoutSeconds=60", 60):
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        version = ""  # expired: relist
+                        break
+                    version = obj["metadata"].get("resourceVersion", version)
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self.handle(obj)
+            except (ApiStatus, OSError, ValueError) as err:
+                self.log(f"hollow kubelet: {err}; relisting")
+                version = ""
+                stop.wait(1.0)
+
+
+class _RosterNames:
+    """The roster's node names, re-read only when the file changed (asked once per pod
+    event). Every write replaces the file, so its inode, times and size together tell a new
+    roster from the one read (a time alone can repeat within a clock tick)."""
+
+    def __init__(self, state: Path) -> None:
+        self.path = _roster(state)
+        self.stamp: tuple[int, ...] | None = None
+        self.names: set[str] = set()
+
+    def __call__(self) -> set[str]:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return set()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        if stamp != self.stamp:
+            self.names = set(_read_roster(self.path.parent)["nodes"])
+            self.stamp = stamp
+        return self.names
+
+
 def keeper_main(argv: list[str]) -> int:
     """``python -m kubebed.hollow STATE_DIR``: renew the Leases of the nodes listed in
     ``STATE_DIR/hollow.json`` until SIGTERM; SIGHUP re-reads the list at once."""
@@ -174,6 +326,12 @@ def keeper_main(argv: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGHUP, lambda *_: wake.set())
     signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+    kubelet = HollowKubelet(rest, _RosterNames(state), log)
+    for loop in (kubelet.watch_pods, kubelet.finish_due):
+        threading.Thread(target=loop, args=(stop,), daemon=True).start()
     while not stop.is_set():
         roster = _read_roster(state)
         started = time.monotonic()

@@ -10,7 +10,7 @@ what                value for slot ``s``                            override
 ==================  ==============================================  ===========================
 node / API address  ``192.0.2.(100+s)/32`` on ``lo``                ``FLUXINFRA_KUBE_NODE_NET``
 ports (loopback)    ``24000 + 10 s`` .. ``+6``                       ``FLUXINFRA_KUBE_PORT_BASE``
-pod network         ``10.88.s.0/24`` on bridge ``fxkb<s>``           ``FLUXINFRA_KUBE_POD_NET``
+pod network         ``10.213.s.0/24`` on bridge ``fxkb<s>``          ``FLUXINFRA_KUBE_POD_NET``
 service network     ``10.96.0.0/24``; reachable only from the bed's own bridge (nft table
                     ``fxkube<s>``), so beds can share it
 cgroups             ``/fxkube<s>`` in every hierarchy (the kubelet's ``cgroupRoot``)
@@ -100,7 +100,7 @@ class Layout:
     @classmethod
     def for_slot(cls, name: str, slot: int, state_dir: Path) -> Layout:
         node_net = os.environ.get("FLUXINFRA_KUBE_NODE_NET", "192.0.2")
-        pod_net = os.environ.get("FLUXINFRA_KUBE_POD_NET", "10.88")
+        pod_net = os.environ.get("FLUXINFRA_KUBE_POD_NET", "10.213")
         base = int(os.environ.get("FLUXINFRA_KUBE_PORT_BASE", "24000")) + 10 * slot
         service = ipaddress.ip_network(SERVICE_CIDR)
         shm = Path("/dev/shm")

@@ -2,7 +2,7 @@
 
 Two kubelets on one machine would trample each other's machine-wide files, and a kubelet alone
 changes kernel settings the whole machine shares. So each bed's containerd and kubelet run in a
-**mount namespace of their own**, held open by a ``sleep`` (the *holder*), in which:
+**mount namespace of their own**, held open by an idle process (the *holder*), in which:
 
 - ``/var`` and ``/run`` are overlays whose writable layer is in the bed's state directory: what
   the kubelet and containerd write there (``/var/lib/kubelet/device-plugins``, ``/var/log/pods``,
@@ -32,8 +32,9 @@ import contextlib
 import json
 import os
 import signal
+import socket
+import sys
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from .images import PAUSE_IMAGE, pause_image
 from .layout import CGROUP_FS, Layout, find_binary, require_binary
 from .procs import CommandError, Proc, launch, run, wait_until
 from .rest import ApiStatus, Rest
+from .services import Catalog, nft_rules
 
 __all__ = ["Node", "cgroup_hierarchies", "node_teardown"]
 
@@ -95,20 +97,20 @@ class Node:
         run(["ip", "link", "set", lay.bridge, "up"])
 
     def make_service_nat(self) -> None:
-        """Pods' connections to the ``kubernetes`` Service go to the API server; only traffic
-        arriving from this bed's bridge is rewritten, so beds may share the Service range."""
-        lay = self.layout
-        rules = textwrap.dedent(f"""\
-            table ip {lay.nft_table} {{
-              chain prerouting {{
-                type nat hook prerouting priority dstnat; policy accept;
-                iifname "{lay.bridge}" ip daddr {lay.service_ip} tcp dport 443 \
-            dnat to {lay.node_ip}:{lay.ports['apiserver']}
-              }}
-            }}
-            """)
+        """The bed's nft table as it is before any Service exists: pods reach the API server
+        at the ``kubernetes`` Service address; the services process keeps it up to date."""
         self.record("nft_table", True)
-        run([require_binary("nft"), "-f", "-"], input_text=rules)
+        run([require_binary("nft"), "-f", "-"], input_text=nft_rules(self.layout, Catalog()))
+
+    def start_services(self) -> Proc:
+        """Services and cluster DNS for the node's pods (:mod:`kubebed.services`)."""
+        proc = launch("services", [sys.executable, "-m", "kubebed.services",
+                                   str(self.layout.state)], self.logs,
+                      cwd=Path(__file__).resolve().parents[1])
+        if not wait_until(lambda: _udp_bound(self.layout.pod_gateway, 53) or not proc.alive(),
+                          10) or not proc.alive():
+            raise CommandError(f"the services process did not come up:\n{proc.log_tail()}")
+        return proc
 
     # -- the namespace holder ----------------------------------------------------------------
     def start_holder(self) -> Proc:
@@ -132,7 +134,8 @@ class Node:
             "mount --make-shared /run/netns",
             *binds,
             "echo ready > " + str(ns / "ready"),
-            "exec sleep infinity",
+            # The holder: names the bed's state in its command line, so it can be told apart.
+            f"exec {sys.executable} -c 'import signal; signal.pause()' {self.dir}",
             "",
         ]))
         proc = launch("namespace", ["unshare", "--mount", "--propagation", "private",
@@ -253,8 +256,10 @@ class Node:
             "oomScoreAdj": 0,
             # No iptables chains (KUBE-FIREWALL, canaries): they are machine-wide.
             "makeIPTablesUtilChains": False,
+            # Cluster DNS is the bed's services process on the bridge address.
             "resolvConf": "/etc/resolv.conf", "clusterDomain": "cluster.local",
-            "clusterDNS": [], "rotateCertificates": False, "serverTLSBootstrap": False,
+            "clusterDNS": [lay.pod_gateway], "rotateCertificates": False,
+            "serverTLSBootstrap": False,
             "registerNode": True, "syncFrequency": "10s", "fileCheckFrequency": "10s",
             "nodeStatusUpdateFrequency": "10s",
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
@@ -300,29 +305,33 @@ class Node:
         if not wait_until(ready, timeout):
             raise CommandError(f"node {self.layout.node_name} not Ready after {timeout:.0f}s")
 
-    def start(self, holder_cb, containerd_cb, kubelet_cb, rest: Rest) -> dict[str, float]:
-        """Make the host objects, then the holder, containerd (+ pause image) and kubelet;
-        each process is handed to its callback as soon as it exists. Returns timings."""
-        t0 = time.monotonic()
-        timings = {}
+    def start(self, started, rest: Rest) -> None:
+        """Make the host objects, then the services process, the holder, containerd (+ the
+        pause image) and the kubelet; each process is handed to ``started`` as soon as it
+        exists, so a failure part-way can be undone."""
         self.make_cgroups()
         self.make_bridge()
         self.make_service_nat()
+        started(self.start_services())
         pause = pause_image(self.dir / "images")
         holder = self.start_holder()
-        holder_cb(holder)
-        containerd = self.start_containerd(holder)
-        containerd_cb(containerd)
+        started(holder)
+        started(self.start_containerd(holder))
         self.import_image(pause)
-        timings["containerd"] = time.monotonic() - t0
-        kubelet = self.start_kubelet(holder)
-        kubelet_cb(kubelet)
+        started(self.start_kubelet(holder))
         self.wait_ready(rest)
-        timings["node_ready"] = time.monotonic() - t0
-        return timings
 
 
 # -- teardown ------------------------------------------------------------------------------
+def _udp_bound(address: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return True
+    return False
+
+
 def _mount_ns(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/mnt")
@@ -385,8 +394,9 @@ def node_teardown(layout: Layout, procs: dict[str, Proc], made: dict[str, object
     """Stop the node and remove what it made; returns what could not be removed (empty when
     all is gone). Safe to run on a half-started node and to run twice."""
     problems: list[str] = []
-    if "kubelet" in procs:
-        procs["kubelet"].stop(timeout=10)
+    for name in ("services", "kubelet"):
+        if name in procs:
+            procs[name].stop(timeout=10)
     # Containers and sandboxes: everything in the bed's cgroups.
     _kill_all(lambda: _cgroup_pids(layout), "pods")
     holder = procs.get("namespace")

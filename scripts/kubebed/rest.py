@@ -11,6 +11,7 @@ import http.client
 import json
 import ssl
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,6 +101,24 @@ class Rest:
 
     def delete(self, path: str, body: Any = None) -> Any:
         return self.request("DELETE", path, body)
+
+    def watch(self, path: str, timeout: float) -> Iterator[dict[str, Any]]:
+        """The events of one watch request (``path`` carries ``watch=1`` and its
+        ``timeoutSeconds``), on a connection of its own, one JSON object per line."""
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context,
+                                           timeout=timeout + 30)
+        try:
+            conn.request("GET", path, headers={"Accept": "application/json"})
+            resp = conn.getresponse()
+            if resp.status >= 400:
+                doc = json.loads(resp.read() or b"{}")
+                raise ApiStatus(resp.status, doc.get("reason", resp.reason),
+                                doc.get("message", ""))
+            for line in resp:
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
 
     def get_text(self, path: str) -> str:
         """A plain-text endpoint such as ``/readyz``."""

@@ -21,6 +21,7 @@ from e2e_cluster import (
     E2EUnavailable,
     build_project_image,
     open_cluster,
+    take_down,
     wait_for,
 )
 
@@ -40,11 +41,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         if os.environ.get("FLUXINFRA_E2E_REQUIRED"):
             pytest.fail(f"e2e required but unavailable: {why}", pytrace=False)
         pytest.skip(str(why))
-    try:
-        yield found
-    finally:
-        if found.owned:
-            found.bed.down(keep_logs=os.environ.get("FLUXINFRA_KUBE_KEEP_LOGS"))
+    yield found
+    if found.owned:
+        left = take_down(found)
+        assert not left, "the bed left this on the machine:\n" + "\n".join(left)
 
 
 @pytest.fixture(scope="session")

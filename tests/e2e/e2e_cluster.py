@@ -11,7 +11,6 @@ and leave running. When none can be had, it says why, and the suite is skipped w
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -25,18 +24,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import kubebed  # noqa: E402
+from kubebed import hoststate  # noqa: E402
 from kubebed.layout import find_binary  # noqa: E402
 
 from fluxinfra import __version__  # noqa: E402
 
 __all__ = ["REPO", "STACK_IMAGE", "Cluster", "E2EUnavailable", "build_project_image",
-           "open_cluster", "wait_for"]
+           "open_cluster", "take_down", "wait_for"]
 
 #: The image name the rendered stacks run (a short name: docker.io/library/...).
 STACK_IMAGE = f"fluxinfra:{__version__}"
-#: The image tests and the Ansible lab take this lock around fixed names and tags; so does the
-#: e2e image build (``make image`` tags localhost/fluxinfra:<version>).
-LAB_LOCK = "/tmp/fluxinfra-lab.lock"
 
 
 class E2EUnavailable(Exception):
@@ -57,20 +54,31 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
 
 
 def build_project_image(tar: Path) -> str:
-    """``make image``, then ``podman save`` to ``tar`` (docker-archive); returns the built
-    reference. Holds the lab lock throughout, so concurrent image builds do not retag each
-    other's result."""
-    ref = f"localhost/fluxinfra:{__version__}"
+    """``make image`` under a tag of this session's own, ``podman save`` to ``tar``
+    (docker-archive), then the tag is removed again; returns the tag the archive holds.
+
+    ``make image`` alone tags ``localhost/fluxinfra:<version>``, which a build in another
+    worktree may retag at any moment; a private tag cannot be. Only making the base image, when
+    it is missing, waits for the image tests' lock."""
+    ref = f"localhost/fluxinfra:e2e-{os.getpid()}"
     env = dict(os.environ, CONTAINERS_CONF=str(REPO / "tests" / "image" / "containers.conf"))
-    with open(LAB_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for argv in (["make", "-s", "image"],
-                     ["podman", "save", "--format", "docker-archive", "-o", str(tar), ref]):
+    base = subprocess.run(["bash", "scripts/base-image", "--print"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False).stdout.strip()
+    steps = [["make", "-s", "image", f"IMAGE_TAG={ref}"],
+             ["podman", "save", "--format", "docker-archive", "-o", str(tar), ref]]
+    if subprocess.run(["podman", "image", "exists", base], env=env, check=False).returncode:
+        # Making the base image writes a shared cache: the image tests take this lock for it.
+        steps.insert(0, ["flock", "/tmp/fluxinfra-lab.lock", "bash", "scripts/base-image"])
+    try:
+        for argv in steps:
             proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,
                                   timeout=1800, check=False)
             if proc.returncode != 0:
                 raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}:\n"
                                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    finally:
+        subprocess.run(["podman", "rmi", "--ignore", ref], env=env, capture_output=True,
+                       timeout=120, check=False)
     return ref
 
 
@@ -83,12 +91,21 @@ class Cluster:
         self.bed = bed
         #: whether this session started the bed (and so takes it down)
         self.owned = owned and bed is not None
+        #: the machine before the bed started (for the check after teardown)
+        self.machine_before: dict[str, set[str]] = {}
         kubectl = find_binary("kubectl")
         if kubectl is None:
             raise E2EUnavailable("kubectl not found in $FLUXINFRA_KUBE_BIN or on PATH")
         self.kubectl_path = kubectl
         # kubectl caches discovery under ~/.kube unless told otherwise: keep it in the session.
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(cache_dir))
+
+    def with_cache(self, cache_dir: Path) -> Cluster:
+        """The same cluster seen by a kubectl with an empty discovery cache, as a new user's
+        (a warm cache can still map a kind whose CRD is gone, or not yet there)."""
+        other = Cluster(self.kubeconfig, cache_dir, self.bed, owned=False)
+        other.machine_before = self.machine_before
+        return other
 
     @property
     def real_node(self) -> str | None:
@@ -171,6 +188,24 @@ def open_cluster(cache_dir: Path) -> Cluster:
         raise E2EUnavailable(reason)
     # Short grace: the suite checks that the keeper keeps hollow nodes Ready and that the
     # real controller notices one it stops renewing, without waiting the default 40 s.
+    before = hoststate.snapshot()
     bed = kubebed.Bed.up(f"e2e-{os.getpid()}", node_monitor_grace=20,
                          log=lambda m: print(f"e2e bed: {m}", file=sys.stderr))
-    return Cluster(bed.kubeconfig, cache_dir, bed)
+    cluster = Cluster(bed.kubeconfig, cache_dir, bed)
+    cluster.machine_before = before
+    return cluster
+
+
+def take_down(cluster: Cluster) -> list[str]:
+    """Take the session's bed down; returns what it left on the machine (should be nothing),
+    after printing what others changed meanwhile."""
+    started = time.monotonic()
+    cluster.bed.down(keep_logs=os.environ.get("FLUXINFRA_KUBE_KEEP_LOGS"))
+    took = time.monotonic() - started
+    diff = hoststate.changes(cluster.machine_before, hoststate.snapshot())
+    ours, theirs = hoststate.attribute(diff, [cluster.bed.layout])
+    timings = cluster.bed.record.get("timings", {})
+    print(f"\ne2e bed: control plane {timings.get('control_plane', 0):.1f}s, node Ready "
+          f"{timings.get('node_ready', 0):.1f}s after start; teardown {took:.1f}s; "
+          f"{len(theirs)} machine changes by others during the run", file=sys.stderr)
+    return ours

@@ -74,3 +74,106 @@ def test_hollow_nodes_stay_ready_past_the_grace_period(cluster: Cluster, hollow_
     assert node["status"]["allocatable"]["cpu"] == "8"
     assert not node["spec"].get("taints"), node["spec"]
     cluster.bed.remove_hollow_nodes([dropped])
+
+
+def test_jobs_complete_on_hollow_nodes(cluster: Cluster, hollow_nodes, namespace: str) -> None:
+    """The keeper runs pods bound to hollow nodes in name only: Running at once, Succeeded
+    after their ``fluxinfra.io/hollow-run-seconds``; so the real Job controller completes a
+    Job whose pods never had a container."""
+    if cluster.bed is None:
+        pytest.skip("hollow nodes are made only on a bed")
+    zone = f"job-{namespace}"
+    hollow_nodes(2, cpu="4", labels={"e2e-zone": zone})
+    cluster.apply(f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: hollow-job, namespace: {namespace}}}
+spec:
+  completions: 3
+  parallelism: 2
+  template:
+    metadata:
+      annotations: {{fluxinfra.io/hollow-run-seconds: "1"}}
+    spec:
+      nodeSelector: {{e2e-zone: {zone}}}
+      restartPolicy: Never
+      containers: [{{name: main, image: never-pulled.invalid/x:1}}]
+""")
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/hollow-job",
+                    "--timeout=120s")
+    pods = cluster.get("pods", "-n", namespace)["items"]
+    assert len(pods) == 3 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
+
+
+def test_a_pod_deleted_from_a_hollow_node_goes_at_once(cluster: Cluster, hollow_nodes,
+                                                        namespace: str) -> None:
+    """Graceful deletion needs the node's kubelet to confirm; the keeper confirms for hollow
+    nodes, so the pod is gone well within its 30 s grace period."""
+    if cluster.bed is None:
+        pytest.skip("hollow nodes are made only on a bed")
+    (node,) = hollow_nodes(1)
+    cluster.apply(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: resident, namespace: {namespace}}}
+spec:
+  nodeName: {node}
+  containers: [{{name: main, image: never-pulled.invalid/x:1}}]
+""")
+    wait_for(lambda: cluster.get("pod", "resident", "-n", namespace)["status"].get("phase")
+             == "Running", 30, "the pod on the hollow node to run")
+    cluster.kubectl("delete", "pod", "resident", "-n", namespace, "--wait=true",
+                    "--timeout=20s")
+
+
+def test_pods_reach_services_and_each_other_by_name(cluster: Cluster, real_node: str,
+                                                    busybox: str, namespace: str) -> None:
+    """Cluster DNS and Services on the real node (the bed's services process): a ClusterIP
+    Service by its short name (the pod reaches itself through it: hairpin), a headless
+    Service's pod by ``<hostname>.<subdomain>``, and a name outside the cluster through the
+    machine's resolver."""
+    if cluster.bed is None:
+        pytest.skip("the bed's own Services and DNS")
+    cluster.apply(f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {namespace}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: peers, namespace: {namespace}}}
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector: {{app: web}}
+  ports: [{{port: 8080}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-0, namespace: {namespace}, labels: {{app: web}}}}
+spec:
+  nodeSelector: {{fluxinfra.io/bed-node: real}}
+  hostname: web-0
+  subdomain: peers
+  containers:
+  - name: main
+    image: {busybox}
+    imagePullPolicy: Never
+    command: [sh, -c, 'mkdir /www && echo hello-from-web-0 > /www/index.html &&
+              exec httpd -f -p 8080 -h /www']
+""")
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/web-0",
+                    "--timeout=90s")
+
+    def fetch(url: str) -> str:
+        return cluster.kubectl("exec", "-n", namespace, "web-0", "--", "wget", "-q", "-O-",
+                               url, check=False).stdout
+    for url in ("http://web/", f"http://web.{namespace}.svc.cluster.local/",
+                "http://web-0.peers:8080/"):
+        wait_for(lambda url=url: "hello-from-web-0" in fetch(url), 30, f"{url} from the pod")
+    host = cluster.kubectl("exec", "-n", namespace, "web-0", "--", "nslookup",
+                           "kubernetes.default.svc.cluster.local").stdout
+    assert cluster.bed.layout.service_ip in host, host

@@ -134,7 +134,8 @@ def test_images_are_named_as_make_image_and_podman_name_them(rendered, stack):
     assert ours
     if stack == "dev":
         makefile = (ROOT / "Makefile").read_text()
-        tag = re.search(r"-t (localhost/fluxinfra):", makefile).group(1)
+        # `make image` tags $(IMAGE_TAG), by default localhost/fluxinfra:<version>
+        tag = re.search(r"^IMAGE_TAG \?= (localhost/fluxinfra):", makefile, re.M).group(1)
         assert all(image == f"{tag}:0.1.0" for image in ours), ours
         loads = yaml.safe_load((ROOT / "stacks/Pulumi.dev.yaml").read_text())["config"][
             "fluxinfra:cluster"]["loadImages"]
