@@ -1,55 +1,48 @@
-"""Matcher benchmark: graph build time/RSS and match latency per policy and job stream.
+"""Matcher benchmark: what users run, ``fluxinfra query`` beside Fluxion's resource-query.
 
-    .venv/bin/python benchmarks/run.py matcher                       # 256, 4096, 16384 nodes
-    .venv/bin/python benchmarks/run.py matcher --quick               # 256 nodes, small caps
-    .venv/bin/python benchmarks/run.py matcher --sizes 256,4096 --policies first,low \\
-        --resource-query /opt/flux/libexec/flux/cmd/resource-query   # side by side with Fluxion
+    .venv/bin/python benchmarks/run.py matcher --quick                     # ours, 256 nodes
+    .venv/bin/python benchmarks/run.py matcher                             # ours, 256/4096/16384
+    .venv/bin/python benchmarks/run.py matcher --resource-query /opt/flux/bin/resource-query \
+        --sizes 4096,16384                                 # + whole processes, side by side
 
-Graphs are ``graph_from_recipe`` machines of N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB
-memory per socket (79 vertices per node). Each size runs in its own subprocess, so the RSS printed
-is that of building (and matching on) that one graph; another subprocess times the core's GRUG
-reader on the GraphML resource-query loads (``recipe_to_grug``), for a like-for-like load figure.
-For every policy a fresh ``Matcher`` is made on the graph and each stream runs in two phases:
-
-* **fill**: ``match allocate`` the stream's jobspec until the graph is full (``Busy``) or the cap
-  (``--cap``, default 2,000; 200 with ``--quick``) or the per-stream time budget is reached;
-* **steady**: ``--steady`` times (default 200; 50 with ``--quick``), cancel the oldest job and
-  match again (the state a long-running scheduler lives in); cancel latency is reported too.
-
-All jobs are then cancelled, so the next stream starts from an empty graph. Streams:
+Machines: N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB memory per socket, in racks of
+256 nodes (79 vertices per node), written as GRUG GraphML (``recipe_to_grug``). Streams:
 
 * ``1core``  — ``slot[1]{core[1]}``: one core anywhere;
 * ``nodex``  — ``node[1](exclusive){slot[1]{core[1]}}``: one whole node;
-* ``64node`` — ``node[64](exclusive){slot[64]{core[1]}}``: 64 whole nodes, one task per core
-  (``flux run -N64 -n4096 --exclusive``). Exclusive because Fluxion (v0.54 resource-query)
-  matches no top-level *shared* node request at all ("No matching resources found").
+* ``64node`` — ``node[64](exclusive){slot[64]{core[1]}}``: 64 whole nodes, one task per core.
+  (A *shared* ``node`` with a slot directly below it is never matched by Fluxion v0.54: see
+  docs/matcher.md, "Known differences".)
 
-Latency is wall time around ``Matcher.match`` with the jobspec given as a dict (parsing included,
-as in Fluxion's own figure), reported as median and p99 in milliseconds.
+**Whole processes** (``--resource-query PATH``): the same GRUG file and the same command file
+go through ``fluxinfra query`` (the console script users run) and ``resource-query``, each a
+fresh process per policy, alternating (ours, theirs; ``--rounds R`` repeats the lot). The
+command file runs every stream back to back, each bracketed by ``stat`` marks whose output
+times it:
 
-With ``--resource-query PATH`` the same graphs (as GRUG GraphML from ``recipe_to_grug``) and the
-same command streams (``match allocate`` x fill, then ``cancel``/``match`` pairs) run through
-Fluxion's ``resource-query -e``; its per-match time is the ``ELAPSE`` it prints for every match
-(jobspec parse + traversal + writer, measured inside resource-query). Its load time and RSS come
-from a run whose only command is ``quit``. Fluxion's scoring policies are slow on big
-graphs, so their streams are capped (``--rq-cap``, default 100 matches up to 1,024 nodes and 10
-above; steady 20/5); the first-fit policies (``first``, ``firstnodex``) run the same whole streams
-as ours (``--cap``/``--steady``). The ratio compares medians over the same prefix of each stream
-(our first n matches vs its first n).
+* *load*: from the start of the process to the first ``stat``;
+* *fill*: K x ``match allocate`` (K per stream and policy: the stream's capacity or ``--cap``;
+  for Fluxion's scoring policies ``--rq-cap``, they take seconds per match at 16,384 nodes);
+* *steady*: M x (``cancel`` the oldest, ``match allocate``); then the stream's jobs are
+  cancelled (not timed) and the next stream starts on an empty machine.
 
-For each size, our run and Fluxion's run back to back, so both see the same machine. A shared
-machine's speed drifts over minutes; ``--rounds R`` repeats that pair R times, alternating
-(ours, Fluxion, ours, Fluxion, ...), and pools each side's samples over the rounds (each round's
-"same first n" prefix pooled likewise) before taking medians: a slow spell then weighs on both
-sides instead of on whichever ran during it. Build and load figures are the first round's.
+Per match = median *fill* time / K; per steady pair = median *steady* time / M. Both programs
+write their ``-t`` output; its SHA-256 is printed beside the times, and a row whose two digests
+differ is marked ``DIFFERENT`` (the run then exits 1). Load averages are printed before and
+after (the machine may be shared).
+
+**In process** (always): a ``Matcher`` per policy on the graph read from the same GRUG file;
+each stream is matched until full, ``--cap`` or ``--budget`` seconds, then ``--steady`` times
+"cancel the oldest, match again". Median and p99 per match in ms (the p99 target is here).
+Each size runs in its own subprocess (its RSS is that graph's).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -61,6 +54,7 @@ from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import cell as cell_text  # noqa: E402
 from _table import format_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,11 +67,13 @@ STREAMS = ["1core", "nodex", "64node"]
 DEFAULT_SIZES = [256, 4096, 16384]
 SOCKETS, CORES_PER_SOCKET = 2, 32
 CORES_PER_NODE = SOCKETS * CORES_PER_SOCKET
+RACK = 256  # nodes per rack
 
 
 def recipe_for(nodes: int) -> dict:
-    """The benchmark machine with ``nodes`` nodes (one rack, as Fluxion's benchmark GRUGs)."""
-    return {"cluster": "bench", "racks": 1, "nodes_per_rack": nodes, "sockets": SOCKETS,
+    """The benchmark machine with ``nodes`` nodes, in racks of 256."""
+    return {"cluster": "bench", "racks": max(1, nodes // RACK),
+            "nodes_per_rack": min(nodes, RACK), "sockets": SOCKETS,
             "cores_per_socket": CORES_PER_SOCKET, "gpus_per_socket": 2,
             "memory_per_socket": [4, 16]}
 
@@ -103,8 +99,7 @@ def jobspec_for(stream: str) -> dict:
 
 
 def first_fit(policy: str) -> bool:
-    """Fluxion's matches stop at the first fit under ``policy``: cheap enough in resource-query
-    to run the same whole streams as ours (the others are capped, see --rq-cap)."""
+    """Fluxion stops at the first fit under ``policy`` (cheap: the same long streams run)."""
     from fluxinfra.matcher.policies import parse_policy
 
     return parse_policy(policy).stop_on_k > 0
@@ -136,7 +131,16 @@ def summary_ms(ns: list[int]) -> tuple[float, float] | None:
     return statistics.median(ns) / 1e6, percentile(ns, 99) / 1e6
 
 
-# ---------------------------------------------------------------------------------- our matcher
+def ratio(theirs: float | None, ours: float | None) -> str | None:
+    """How many times faster ours is (None when either side is missing)."""
+    if theirs is None or ours is None:
+        return None
+    if ours <= 0:
+        return ">1000x" if theirs > 0 else None
+    return f"{theirs / ours:.1f}x"
+
+
+# ---------------------------------------------------------------------------------- in process
 
 
 def rss_mib() -> float:
@@ -182,27 +186,24 @@ def run_stream(matcher, stream: str, cap: int, steady: int, budget_s: float) -> 
 
 
 def worker(config: dict) -> dict:
-    """Build one graph and run every policy x stream on it (runs in its own process)."""
-    from fluxinfra.matcher import Matcher
-    from fluxinfra.matcher.recipe import graph_from_recipe
+    """Read one machine's GRUG file and run every policy x stream on it (own process)."""
+    from fluxinfra.matcher import Matcher, load_graph
 
     size = config["size"]
+    text = Path(config["grug"]).read_text()
     base_rss = rss_mib()
     start = time.perf_counter()
-    graph = graph_from_recipe(recipe_for(size))
-    out: dict = {"size": size, "vertices": len(graph),
-                 "build_s": time.perf_counter() - start, "build_rss_mib": rss_mib(),
-                 "base_rss_mib": base_rss, "policies": {}}
+    graph = load_graph(text, fmt="grug")
+    out: dict = {"size": size, "vertices": len(graph), "load_s": time.perf_counter() - start,
+                 "load_rss_mib": rss_mib(), "base_rss_mib": base_rss, "policies": {}}
     for policy in config["policies"]:
         entry: dict = {}
         out["policies"][policy] = entry
-        start = time.perf_counter()
         try:
             matcher = Matcher(graph, policy=policy)
         except Exception as exc:  # report and go on: a missing policy is a table cell
             entry["error"] = f"{type(exc).__name__}: {exc}"
             continue
-        entry["init_s"] = time.perf_counter() - start
         for stream in config["streams"]:
             try:
                 entry[stream] = run_stream(matcher, stream, config["cap"], config["steady"],
@@ -213,23 +214,10 @@ def worker(config: dict) -> dict:
     return out
 
 
-def grug_worker(config: dict) -> dict:
-    """Time the core's GRUG reader on the GraphML that resource-query loads (own process)."""
-    from fluxinfra.matcher import load_graph
-
-    text = Path(config["grug"]).read_text()
-    base_rss = rss_mib()
-    start = time.perf_counter()
-    graph = load_graph(text, fmt="grug")
-    return {"size": config["size"], "vertices": len(graph),
-            "grug_s": time.perf_counter() - start, "grug_rss_mib": rss_mib(),
-            "base_rss_mib": base_rss}
-
-
-def run_worker(config: dict, mode: str = "--worker") -> dict:
+def run_worker(config: dict) -> dict:
     """``worker(config)`` in a fresh interpreter; returns its JSON result."""
     proc = subprocess.run(
-        [sys.executable, __file__, mode, json.dumps(config)],
+        [sys.executable, __file__, "--worker", json.dumps(config)],
         capture_output=True, text=True, cwd=REPO, check=False,
     )
     if proc.returncode != 0:
@@ -238,153 +226,37 @@ def run_worker(config: dict, mode: str = "--worker") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# ---------------------------------------------------------------------------------- resource-query
-
-
-_ELAPSE = re.compile(r"^INFO: ELAPSE=([0-9.eE+-]+)", re.M)
-
-
-def rq_commands(stream_plan: list[tuple[str, str, int, int]]) -> str:
-    """resource-query stdin for streams run back to back: [(stream, jobspec_path, fill, steady)].
-
-    Job ids are resource-query's counter (1, 2, ...; every ``match allocate`` takes one, matched
-    or not), so the ids to cancel are known in advance. Each stream ends by cancelling its jobs.
-    """
-    lines = []
-    next_id = 1
-    for _stream, path, fill, steady in stream_plan:
-        live = deque()
-        for _ in range(fill):
-            lines.append(f"match allocate {path}")
-            live.append(next_id)
-            next_id += 1
-        for _ in range(min(steady, fill)):
-            lines.append(f"cancel {live.popleft()}")
-            lines.append(f"match allocate {path}")
-            live.append(next_id)
-            next_id += 1
-        lines += [f"cancel {jobid}" for jobid in live]
-    lines.append("quit")
-    return "\n".join(lines) + "\n"
-
-
-def _run_rq(argv: list[str], stdin_text: str, timeout: float) -> tuple[str, float, float, int]:
-    """Run resource-query; returns (stdout, wall seconds, its max RSS MiB, exit status)."""
-    with tempfile.TemporaryFile("w+") as stdin, tempfile.TemporaryFile("w+") as stdout:
-        stdin.write(stdin_text)
-        stdin.seek(0)
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT)
-        killer = threading.Timer(timeout, proc.kill)
-        killer.start()
-        try:
-            # wait4 (not Popen.wait) to get this child's own rusage: its peak RSS.
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            killer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - start
-        stdout.seek(0)
-        return stdout.read(), wall, usage.ru_maxrss / 1024, proc.returncode
-
-
-def rq_benchmark(rq: str, size: int, policies: list[str], streams: list[str], fill_cap: int,
-                 steady: int, fmt: str, workdir: Path,
-                 full: tuple[int, int] | None = None) -> dict:
-    """Load time/RSS and per-stream ELAPSE samples of Fluxion's resource-query on one graph.
-    ``full`` = (fill cap, steady) for the first-fit policies (``first_fit``), which Fluxion runs
-    fast enough to take the same streams as ours."""
-    from fluxinfra.matcher.recipe import recipe_to_grug
-
-    grug = workdir / f"bench{size}.graphml"
-    grug.write_text(recipe_to_grug(recipe_for(size)))
-
-    def make_plan(policy: str, cap: int, pairs: int) -> list[tuple[str, str, int, int]]:
-        plan = []
-        for stream in streams:
-            path = workdir / f"{stream}.json"
-            path.write_text(json.dumps(jobspec_for(stream)))
-            fill = min(cap, capacity(stream, size, policy))
-            plan.append((stream, str(path), fill, min(pairs, fill)))
-        return plan
-
-    base = [rq, "-L", str(grug), "-f", "grug", "-S", "CA", "-F", fmt, "-e", "-d"]
-    _, load_s, load_rss, rc = _run_rq(base + ["-P", "first"], "quit\n", 600)
-    out: dict = {"size": size, "load_s": load_s, "load_rss_mib": load_rss, "policies": {}}
-    if rc != 0:
-        out["error"] = f"resource-query exit {rc} loading {grug}"
-        return out
-    for policy in policies:
-        plan = make_plan(policy, *(full if full and first_fit(policy) else (fill_cap, steady)))
-        commands = rq_commands(plan)
-        tfile = workdir / f"{policy}.out"
-        stdout, wall, _, rc = _run_rq(base + ["-P", policy, "-t", str(tfile)], commands, 3600)
-        samples = [float(x) * 1e9 for x in _ELAPSE.findall(stdout)]
-        failed = tfile.read_text().count("No matching resources") if tfile.exists() else 0
-        entry: dict = {"wall_s": wall, "failed": failed}
-        if rc != 0:
-            entry["error"] = f"exit {rc}: {stdout.strip().splitlines()[-1:]}"
-        pos = 0
-        for stream, _path, fill, steady_n in plan:
-            entry[stream] = {"fill": samples[pos:pos + fill],
-                             "steady": samples[pos + fill:pos + fill + steady_n]}
-            pos += fill + steady_n
-        out["policies"][policy] = entry
-    return out
-
-
-# ---------------------------------------------------------------------------------- report
-
-
-BUILD_LEGEND = {
-    "vertices": "vertices of the graph (79 per node)",
-    "recipe build s": "graph_from_recipe wall time; build RSS MiB: peak RSS after it",
-    "GRUG load s": "the core's GRUG reader on the GraphML resource-query loads; GRUG RSS MiB "
-                   "likewise",
-    "RSS after matching MiB": "peak RSS of the subprocess after every policy's streams",
-    "fluxion GRUG load s": "resource-query's load of the same GraphML (a run whose only "
-                           "command is quit); fluxion RSS MiB: its peak RSS",
-}
-MATCH_LEGEND = {
+INPROCESS_LEGEND = {
     "n": "fill matches timed (until full, --cap or --budget); full: the graph filled up",
     "med ms": "median match latency of the fill phase, ms (p99 ms: 99th percentile)",
     "steady med": "median of the steady phase: cancel the oldest job, match again (steady "
                   "p99 likewise); cancel med: median cancel latency",
-    "fluxion n": "matches resource-query ran (scoring policies capped by --rq-cap)",
-    "fluxion med": "median ELAPSE resource-query printed per match, ms",
-    "ours same n": "our median over the same first n matches as Fluxion's",
-    "speedup": "fluxion med / ours same n (steady speedup: over the steady pairs)",
-    "fluxion steady": "resource-query's steady-phase median, ms",
+}
+PROCESS_LEGEND = {
+    "load s": "start of the process to the first stat (reading the GRUG file), median of "
+              "the rounds; fluxion load s likewise for resource-query",
+    "K": "matches in the fill phase (both programs the same command file)",
+    "ms/match": "(second stat - first stat) / K, median of the rounds; fluxion ms/match "
+                "likewise for resource-query",
+    "faster": "fluxion ms/match / ms/match",
+    "M": "steady pairs: cancel the oldest job, match again",
+    "ms/pair": "(third stat - second stat) / M; fluxion ms/pair likewise; pair faster: "
+               "their ratio",
+    "RSS MiB": "peak RSS of the process (max of the rounds); fluxion RSS MiB likewise",
+    "-t output": "same <SHA-256 prefix> when every run of both programs wrote the same -t "
+                 "output, else DIFFERENT (the run exits 1)",
 }
 
 
-def build_table(results: list[dict], rq_results: dict[int, dict]) -> str:
-    headers = ["nodes", "vertices", "recipe build s", "build RSS MiB", "GRUG load s",
-               "GRUG RSS MiB", "RSS after matching MiB", "fluxion GRUG load s", "fluxion RSS MiB"]
-    rows = []
-    for res in results:
-        rq = rq_results.get(res["size"], {})
-        if "error" in res:
-            rows.append([res["size"], "error: " + res["error"][:60]] + [""] * 7)
-            continue
-        grug = res.get("grug", {})
-        rows.append([res["size"], res["vertices"], res["build_s"], res["build_rss_mib"],
-                     grug.get("grug_s"), grug.get("grug_rss_mib"), res["rss_mib"],
-                     rq.get("load_s"), rq.get("load_rss_mib")])
-    return format_table(headers, rows, legend=BUILD_LEGEND)
-
-
-def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
+def inprocess_table(results: list[dict]) -> str:
     headers = ["nodes", "policy", "stream", "n", "full", "med ms", "p99 ms", "steady med",
-               "steady p99", "cancel med", "fluxion n", "fluxion med", "ours same n",
-               "speedup", "fluxion steady", "steady speedup"]
+               "steady p99", "cancel med"]
     rows = []
     for res in results:
-        rq_pol = rq_results.get(res["size"], {}).get("policies", {})
         for policy, entry in res.get("policies", {}).items():
             if "error" in entry:
-                rows.append([res["size"], policy, "-", "", "", f"n/a: {entry['error'][:70]}"]
-                            + [""] * (len(headers) - 6))
+                rows.append([res["size"], policy, "-", "", "", f"error: {entry['error'][:60]}"]
+                            + [""] * 4)
                 continue
             for stream in STREAMS:
                 data = entry.get(stream)
@@ -392,84 +264,218 @@ def match_table(results: list[dict], rq_results: dict[int, dict]) -> str:
                     continue
                 if "error" in data:
                     rows.append([res["size"], policy, stream, "", "",
-                                 f"error: {data['error'][:70]}"] + [""] * (len(headers) - 6))
+                                 f"error: {data['error'][:60]}"] + [""] * 4)
                     continue
                 fill = summary_ms(data["fill"]) or (None, None)
                 steady = summary_ms(data["steady"]) or (None, None)
                 cancel = summary_ms(data["cancel"]) or (None, None)
-                rq_stream = rq_pol.get(policy, {}).get(stream, {})
-                rq_fill = summary_ms(rq_stream.get("fill", []))
-                rq_steady = summary_ms(rq_stream.get("steady", []))
-                same = summary_ms(data["fill_same"] if "fill_same" in data
-                                  else data["fill"][:len(rq_stream.get("fill", []))])
-                speedup = rq_fill[0] / same[0] if rq_fill and same and same[0] else None
-                steady_speedup = (rq_steady[0] / steady[0]
-                                  if rq_steady and steady[0] else None)
-                rows.append([
-                    res["size"], policy, stream, len(data["fill"]),
-                    "yes" if data["full"] else "no", fill[0], fill[1], steady[0], steady[1],
-                    cancel[0], len(rq_stream.get("fill", [])) or None,
-                    rq_fill[0] if rq_fill else None, same[0] if rq_fill and same else None,
-                    f"{speedup:.1f}x" if speedup else None,
-                    rq_steady[0] if rq_steady else None,
-                    f"{steady_speedup:.1f}x" if steady_speedup else None,
-                ])
-    return format_table(headers, rows, legend=MATCH_LEGEND, keys=3)
+                rows.append([res["size"], policy, stream, len(data["fill"]),
+                             "yes" if data["full"] else "no", fill[0], fill[1], steady[0],
+                             steady[1], cancel[0]])
+    return format_table(headers, rows, legend=INPROCESS_LEGEND, keys=3)
 
 
-def grug_figures(size: int) -> dict:
-    """The core's GRUG reader timed on the GraphML resource-query loads (own subprocess)."""
-    from fluxinfra.matcher.recipe import recipe_to_grug
-
-    with tempfile.NamedTemporaryFile("w", suffix=".graphml") as grug:
-        grug.write(recipe_to_grug(recipe_for(size)))
-        grug.flush()
-        return run_worker({"size": size, "grug": grug.name}, "--grug-worker")
+# ---------------------------------------------------------------------------------- processes
 
 
-def _streams_of(entry: dict):
-    for stream in STREAMS:
-        data = entry.get(stream)
-        if isinstance(data, dict) and "error" not in data:
-            yield stream, data
+def command_text(plan: list[tuple[str, int, int]]) -> str:
+    """One process's commands for the streams of ``plan`` [(jobspec path, K, M)], back to
+    back: ``stat`` once loading is done, then per stream K matches, ``stat``, M x (cancel the
+    oldest, match), ``stat``, cancel the rest, ``stat``; ``quit``. Job ids are both programs'
+    counter (1, 2, ... one per match), so the ids to cancel are known. ``stat`` writes to
+    stdout only, not to the ``-t`` output both programs' digests are taken of."""
+    lines = ["stat"]
+    first = 1  # the id of the stream's first job
+    for path, fill, steady in plan:
+        lines += [f"match allocate {path}"] * fill + ["stat"]
+        for oldest in range(first, first + steady):
+            lines += [f"cancel {oldest}", f"match allocate {path}"]
+        lines.append("stat")
+        lines += [f"cancel {job}" for job in range(first + steady, first + fill + steady)]
+        lines.append("stat")
+        first += fill + steady
+    lines.append("quit")
+    return "\n".join(lines) + "\n"
 
 
-def pool_rounds(ours: list[dict], rq: list[dict]) -> dict:
-    """Our rounds of one size as one result: samples concatenated, "full" if any round filled;
-    with Fluxion's rounds beside them, ``fill_same`` pools each round's prefix of as many fill
-    samples as Fluxion took in the paired round."""
-    first = ours[0]
-    if "error" in first or len(ours) == 1 and not rq:
-        return first
-    pooled = json.loads(json.dumps(first))
-    for policy, entry in pooled.get("policies", {}).items():
-        for stream, data in _streams_of(entry):
-            for key in ("fill", "steady", "cancel"):
-                data[key] = [x for r in ours
-                             for x in r["policies"][policy].get(stream, {}).get(key, [])]
-            data["full"] = any(r["policies"][policy].get(stream, {}).get("full") for r in ours)
-            if rq:
-                data["fill_same"] = [
-                    x for r, q in zip(ours, rq, strict=False)
-                    for x in r["policies"][policy].get(stream, {}).get("fill", [])[
-                        :len(q.get("policies", {}).get(policy, {}).get(stream, {}).get("fill",
-                                                                                     []))]]
-    pooled["rounds"] = len(ours)
-    return pooled
+def plan_for(policy: str, stream: str, nodes: int, cap: int, steady: int, rq_cap: int,
+             rq_steady: int) -> tuple[int, int]:
+    """(K matches, M steady pairs) of one policy and stream: Fluxion's scoring policies take
+    seconds per match on large machines, so they run shorter streams (both sides alike)."""
+    fill = min(cap if first_fit(policy) else rq_cap, capacity(stream, nodes, policy))
+    return fill, min(steady if first_fit(policy) else rq_steady, fill)
 
 
-def pool_rq_rounds(rounds: list[dict]) -> dict:
-    """Fluxion's rounds of one size as one result (samples concatenated; load figures of the
-    first round)."""
-    pooled = json.loads(json.dumps(rounds[0]))
-    for policy, entry in pooled.get("policies", {}).items():
-        for stream, data in _streams_of(entry):
-            for key in ("fill", "steady"):
-                data[key] = [x for r in rounds
-                             for x in r.get("policies", {}).get(policy, {}).get(stream, {}).get(
-                                 key, [])]
-    pooled["rounds"] = len(rounds)
-    return pooled
+#: the first line ``stat`` prints, in both programs
+STAT_MARK = b"INFO: Num. of Jobs Matched"
+
+
+def run_process(argv: list[str], commands: Path, timeout: float) -> dict:
+    """Run a program on a command file with its stdout on a pseudo-terminal (line-buffered in
+    both programs), noting when each ``stat`` block appears: {"marks": [seconds since start,
+    ...], "wall": seconds, "rss_mib": peak RSS, "rc": exit status}."""
+    import pty
+
+    master, slave = pty.openpty()
+    marks: list[float] = []
+
+    def watch() -> None:
+        tail = b""
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return  # the child closed its end
+            if not data:
+                return
+            now = time.perf_counter()
+            tail += data
+            lines = tail.split(b"\n")
+            tail = lines.pop()
+            marks.extend(now - start for line in lines if line.startswith(STAT_MARK))
+
+    with open(commands, "rb") as stdin:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        reader = threading.Thread(target=watch, daemon=True)
+        reader.start()
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        try:
+            # wait4 (not Popen.wait) to get this child's own rusage: its peak RSS
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        wall = time.perf_counter() - start
+        reader.join(5)
+        os.close(master)
+    return {"marks": marks, "wall": wall, "rss_mib": usage.ru_maxrss / 1024,
+            "rc": os.waitstatus_to_exitcode(status)}
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a ``-t`` output (first 12 hex digits; "missing" if it was not written)."""
+    if not path.exists():
+        return "missing"
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def ours_argv(grug: Path, policy: str, out: Path) -> list[str]:
+    script = Path(sys.executable).with_name("fluxinfra")
+    front = [str(script)] if script.exists() else [
+        sys.executable, "-c", "import sys; from fluxinfra.cli import main; sys.exit(main())"]
+    return front + ["query", "-L", str(grug), "-f", "grug", "-S", "CA", "-P", policy,
+                    "-F", "simple", "-t", str(out)]
+
+
+def rq_argv(rq: str, grug: Path, policy: str, out: Path) -> list[str]:
+    return [rq, "-L", str(grug), "-f", "grug", "-S", "CA", "-P", policy, "-F", "simple",
+            "-d", "-t", str(out)]
+
+
+def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
+                      streams: list[str], opts: dict, workdir: Path) -> dict:
+    """Both programs on one machine, one process per policy and round (every stream back to
+    back), alternating. Each process times its own phases between its ``stat`` marks:
+    loading (until the first), and per stream K matches and M steady pairs."""
+    programs = {"ours": lambda pol, out: ours_argv(grug, pol, out),
+                "fluxion": lambda pol, out: rq_argv(rq, grug, pol, out)}
+    out: dict = {"size": size, "rows": []}
+    for stream in streams:
+        (workdir / f"{stream}.json").write_text(json.dumps(jobspec_for(stream)))
+    for policy in policies:
+        plan = [(stream, *plan_for(policy, stream, size, opts["cap"], opts["steady"],
+                                   opts["rq_cap"], opts["rq_steady"])) for stream in streams]
+        commands = workdir / f"{policy}.in"
+        commands.write_text(command_text([(str(workdir / f"{stream}.json"), fill, steady)
+                                          for stream, fill, steady in plan]))
+        runs: dict[str, list[dict]] = {name: [] for name in programs}
+        for _ in range(opts["rounds"]):
+            for name, argv in programs.items():
+                result = workdir / f"{name}.out"
+                result.unlink(missing_ok=True)
+                got = run_process(argv(policy, result), commands, opts["timeout"])
+                got["digest"] = digest(result)
+                runs[name].append(got)
+        for index, (stream, fill, steady) in enumerate(plan):
+            out["rows"].append({"policy": policy, "stream": stream, "fill": fill,
+                                "steady": steady, "runs": runs, "index": index})
+            print("    " + progress_line(size, out["rows"][-1]), flush=True)
+    return out
+
+
+def progress_line(size: int, row: dict) -> str:
+    """One row as soon as it is measured: per match and per pair, both programs, verdict."""
+    index = row.get("index", 0)
+    ours, theirs = phases(row["runs"]["ours"], index), phases(row["runs"]["fluxion"], index)
+    parts = [f"{size} {row['policy']} {row['stream']}:"]
+    for name, got in (("ours", ours), ("fluxion", theirs)):
+        each = _each(got["fill_ms"], row["fill"])
+        pair = _each(got["steady_ms"], row["steady"])
+        parts.append(f"{name} load {cell_text(got['load_s'])} s, {cell_text(each)} ms/match, "
+                     f"{cell_text(pair)} ms/pair, {cell_text(got['rss_mib'])} MiB;")
+    return " ".join(parts + [same_output(row)])
+
+
+def phases(runs: list[dict], index: int = 0) -> dict[str, float | None]:
+    """Medians over the rounds for stream ``index`` of each process: load s, ms for its K
+    matches, ms for its M steady pairs; peak RSS MiB of the process."""
+    loads, fills, steadies = [], [], []
+    for run in runs:
+        marks = run["marks"]
+        if run["rc"] != 0 or len(marks) < 3 * index + 3:
+            continue
+        loads.append(marks[0])
+        start, filled, steadied = marks[3 * index:3 * index + 3]
+        fills.append((filled - start) * 1e3)
+        steadies.append((steadied - filled) * 1e3)
+    med = statistics.median
+    return {"load_s": med(loads) if loads else None, "fill_ms": med(fills) if fills else None,
+            "steady_ms": med(steadies) if steadies else None,
+            "rss_mib": max((r["rss_mib"] for r in runs), default=None)}
+
+
+def same_output(row: dict) -> str:
+    """"same <digest>" when every run of both programs wrote the same ``-t`` output."""
+    seen = {name: {r["digest"] for r in runs} for name, runs in row["runs"].items()}
+    ours, theirs = seen.get("ours", set()), seen.get("fluxion", set())
+    if len(ours) == 1 and ours == theirs and "missing" not in ours:
+        return "same " + next(iter(ours))
+    return f"DIFFERENT (ours {sorted(ours)}, fluxion {sorted(theirs)})"
+
+
+def _each(total_ms: float | None, n: int) -> float | None:
+    return None if total_ms is None or not n else total_ms / n
+
+
+def process_tables(results: list[dict]) -> tuple[str, bool]:
+    """The whole-process table and whether every output was identical."""
+    rows = []
+    identical = True
+    for res in results:
+        for row in res["rows"]:
+            index = row.get("index", 0)
+            ours = phases(row["runs"]["ours"], index)
+            theirs = phases(row["runs"]["fluxion"], index)
+            ours_fill, rq_fill = _each(ours["fill_ms"], row["fill"]), _each(
+                theirs["fill_ms"], row["fill"])
+            ours_st, rq_st = _each(ours["steady_ms"], row["steady"]), _each(
+                theirs["steady_ms"], row["steady"])
+            verdict = same_output(row)
+            identical &= verdict.startswith("same")
+            rows.append([res["size"], row["policy"], row["stream"], ours["load_s"],
+                         theirs["load_s"], row["fill"], ours_fill, rq_fill,
+                         ratio(rq_fill, ours_fill), row["steady"], ours_st, rq_st,
+                         ratio(rq_st, ours_st), ours["rss_mib"], theirs["rss_mib"], verdict])
+    table = format_table(["nodes", "policy", "stream", "load s", "fluxion load s", "K",
+                          "ms/match", "fluxion ms/match", "faster", "M", "ms/pair",
+                          "fluxion ms/pair", "pair faster", "RSS MiB", "fluxion RSS MiB",
+                          "-t output"], rows, legend=PROCESS_LEGEND, keys=3)
+    return table, identical
+
+
+# ---------------------------------------------------------------------------------- main
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -477,31 +483,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", help="comma-separated node counts (default 256,4096,16384)")
     parser.add_argument("--policies",
-                        help="comma-separated policies (default: all ten; 'none': build only)")
+                        help="comma-separated policies (default: all ten; 'none': load only)")
     parser.add_argument("--streams", help=f"comma-separated streams (default {','.join(STREAMS)})")
     parser.add_argument("--quick", action="store_true",
                         help="256 nodes, cap 200, steady 50: a one-minute smoke run")
-    parser.add_argument("--cap", type=int, help="max fill matches per stream (default 2000)")
-    parser.add_argument("--steady", type=int, help="cancel+match pairs per stream (default 200)")
+    parser.add_argument("--cap", type=int,
+                        help="max fill matches per stream (default 2000; whole processes: "
+                             "first-fit policies)")
+    parser.add_argument("--steady", type=int,
+                        help="cancel+match pairs per stream (default 200)")
     parser.add_argument("--budget", type=float, default=5.0,
-                        help="seconds per stream phase before it stops early (default 5)")
+                        help="in process: seconds per stream phase before it stops (default 5)")
     parser.add_argument("--resource-query", metavar="PATH",
-                        help="Fluxion's resource-query binary: run the same streams through it")
-    parser.add_argument("--rq-sizes", help="sizes to run resource-query on (default 256,4096)")
-    parser.add_argument("--rq-cap", type=int,
-                        help="fill matches per stream for resource-query (100 / 10 above 1,024)")
-    parser.add_argument("--results-from", metavar="JSON",
-                        help="print the tables of an earlier --json output instead of running")
-    parser.add_argument("--rq-from", metavar="JSON",
-                        help="reuse the resource-query figures of an earlier --json output")
-    parser.add_argument("--rq-format", default="simple",
-                        help="resource-query -F match format (default simple)")
+                        help="Fluxion's resource-query: run both programs as whole processes")
+    parser.add_argument("--rq-cap", type=int, default=10,
+                        help="whole processes, ranking policies: fill matches (default 10)")
+    parser.add_argument("--rq-steady", type=int, default=5,
+                        help="whole processes, ranking policies: steady pairs (default 5)")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="alternate ours and Fluxion's runs R times per size and pool the "
-                             "samples (default 1)")
-    parser.add_argument("--json", metavar="PATH", help="also write the raw samples as JSON")
+                        help="whole processes: alternate the two programs' runs R times and "
+                             "take medians (default 1)")
+    parser.add_argument("--timeout", type=float, default=3600,
+                        help="seconds one process may run (default 3600)")
+    parser.add_argument("--no-inprocess", action="store_true",
+                        help="skip the in-process figures")
+    parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--grug-worker", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -509,73 +516,88 @@ def _csv(text: str | None, default: list, kind=str) -> list:
     return [kind(x) for x in text.split(",") if x.strip()] if text else list(default)
 
 
+def _load_line(when: str) -> str:
+    one, five, fifteen = os.getloadavg()
+    return (f"{when}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {one:.1f} "
+            f"{five:.1f} {fifteen:.1f}, {os.cpu_count()} CPUs")
+
+
+def report(processes: list[dict], inprocess: list[dict]) -> None:
+    """Print the tables of what has been measured (each size's as soon as it is done)."""
+    print(_load_line("now"))
+    if processes:
+        print("\nWhole processes (fluxinfra query | resource-query, same GRUG and command file)")
+        print(process_tables(processes)[0])
+    if inprocess:
+        print("\nIn process (fluxinfra.matcher.Matcher on the GRUG file), ms per match")
+        print(format_table(["nodes", "vertices", "GRUG load s", "RSS after load MiB",
+                            "RSS after matching MiB"],
+                           [[r["size"], r.get("vertices"), r.get("load_s"),
+                             r.get("load_rss_mib"), r.get("rss_mib")] for r in inprocess]))
+        print(inprocess_table(inprocess))
+    print(flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
-        return 0
-    if args.grug_worker:
-        print(json.dumps(grug_worker(json.loads(args.grug_worker))))
         return 0
     sizes = _csv(args.sizes, [256] if args.quick else DEFAULT_SIZES, int)
     policies = [] if args.policies == "none" else _csv(args.policies, ALL_POLICIES)
     streams = _csv(args.streams, STREAMS)
     unknown = sorted(set(streams) - set(STREAMS))
     if unknown:
-        print(f"matcher benchmark: unknown stream(s) {unknown}; use {STREAMS}", file=sys.stderr)
+        print(f"matcher benchmark: --streams {','.join(unknown)}: unknown; use "
+              f"{','.join(STREAMS)}", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"matcher benchmark: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
+        return 2
+    if args.resource_query and not os.access(args.resource_query, os.X_OK):
+        print(f"matcher benchmark: --resource-query {args.resource_query}: not an executable "
+              "file; give the path of Fluxion's resource-query", file=sys.stderr)
         return 2
     cap = args.cap or (200 if args.quick else 2000)
     steady = args.steady if args.steady is not None else (50 if args.quick else 200)
-    config = {"policies": policies, "streams": streams, "cap": cap, "steady": steady,
-              "budget_s": args.budget}
     print(f"matcher benchmark: sizes {sizes}, policies {','.join(policies)}, streams "
-          f"{','.join(streams)}, cap {cap}, steady {steady}, budget {args.budget:.0f} s/phase, "
-          f"{os.cpu_count()} CPUs", flush=True)
-    if args.rounds < 1:
-        print(f"matcher benchmark: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
-        return 2
-    results = []
-    rq_results: dict[int, dict] = {}
-    if args.results_from:
-        results = json.loads(Path(args.results_from).read_text())["results"]
-        sizes = []
-    if args.rq_from:
-        saved = json.loads(Path(args.rq_from).read_text()).get("resource_query", {})
-        rq_results = {int(size): data for size, data in saved.items()}
-    rq_sizes = _csv(args.rq_sizes, [256, 4096], int) if args.resource_query and not args.rq_from \
-        else []
+          f"{','.join(streams)}, cap {cap}, steady {steady}", flush=True)
+    print(_load_line("start"), flush=True)
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    inprocess, processes = [], []
     with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as tmp:
+        workdir = Path(tmp)
         for size in sizes:
-            ours_rounds, rq_rounds = [], []
-            for _ in range(args.rounds):
+            grug = workdir / f"bench{size}.graphml"
+            grug.write_text(recipe_to_grug(recipe_for(size)))
+            if args.resource_query:
                 started = time.perf_counter()
-                result = run_worker({**config, "size": size})
-                if not ours_rounds:
-                    result["grug"] = grug_figures(size)
-                ours_rounds.append(result)
-                print(f"  fluxinfra {size} nodes: {time.perf_counter() - started:.0f} s",
+                processes.append(process_benchmark(
+                    args.resource_query, size, grug, policies, streams,
+                    {"rounds": args.rounds, "timeout": args.timeout, "cap": cap,
+                     "steady": steady, "rq_cap": args.rq_cap, "rq_steady": args.rq_steady},
+                    workdir))
+                print(f"  whole processes, {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)
-                if size in rq_sizes:
-                    rq_cap = args.rq_cap or (100 if size <= 1024 else 10)
-                    rq_steady = min(steady, 20 if size <= 1024 else 5)
-                    started = time.perf_counter()
-                    rq_rounds.append(rq_benchmark(args.resource_query, size, policies, streams,
-                                                  rq_cap, rq_steady, args.rq_format, Path(tmp),
-                                                  full=(cap, steady)))
-                    print(f"  resource-query {size} nodes: {time.perf_counter() - started:.0f} s",
-                          flush=True)
-            results.append(pool_rounds(ours_rounds, rq_rounds))
-            if rq_rounds:
-                rq_results[size] = pool_rq_rounds(rq_rounds)
-    print()
-    print("Graph build (graph_from_recipe, one subprocess per size)")
-    print(build_table(results, rq_results))
-    print()
-    print("Match latency (ms): fill = match until full or cap; steady = cancel oldest + match")
-    print(match_table(results, rq_results))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "resource_query": rq_results}))
-    return 1 if any("error" in r for r in results) else 0
+                report(processes[-1:], [])
+            if not args.no_inprocess:
+                started = time.perf_counter()
+                inprocess.append(run_worker({"size": size, "grug": str(grug),
+                                             "policies": policies, "streams": streams,
+                                             "cap": cap, "steady": steady,
+                                             "budget_s": args.budget}))
+                print(f"  in process, {size} nodes: {time.perf_counter() - started:.0f} s",
+                      flush=True)
+                report([], inprocess[-1:])
+            if args.json:  # after each size: a long run that is stopped keeps what it did
+                Path(args.json).write_text(json.dumps({"processes": processes,
+                                                       "inprocess": inprocess}))
+    print(_load_line("end"))
+    identical = all(process_tables([res])[1] for res in processes)
+    print(f"\nEvery -t output the same in both programs: {'yes' if identical else 'NO'}")
+    failed = any("error" in r for r in inprocess + processes)
+    return 1 if failed or not identical else 0
 
 
 if __name__ == "__main__":

@@ -336,7 +336,7 @@ class QuerySession:
             self.cmd_info(["info", str(jobid)])
 
     def cmd_stat(self, args) -> None:
-        st = self.m.stat()
+        st = self.m.stats  # the match times only (stat() also counts the graph)
         n = len(self.jobs)
         avg = st["sum_match"] / n if n else 0.0
         self.stdout.write(f"INFO: Num. of Jobs Matched: {n}\n"
@@ -413,11 +413,8 @@ class QuerySession:
         found = self._path_vertices(args[1], "Couldn't")  # set-property's own wording
         if not found:
             return
-        g = self.m.graph
         for v in found:
-            props = dict(g.properties[v] or {})
-            props[key] = value
-            g.properties[v] = props
+            self.m.set_property(v, key, value)
 
     def cmd_get_property(self, args) -> None:
         if len(args) != 2:
@@ -617,7 +614,7 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
     subsystems = _subsystems(opts.match_subsystems)
     _check_prune_filters(opts.prune_filters)
     matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
-                      prune_filters=opts.prune_filters, exact=True,
+                      prune_filters=opts.prune_filters,
                       flexible=opts.traverser_policy == "flexible")
     return QuerySession(matcher, out, opts.match_format, err, stdout)
 

@@ -60,21 +60,19 @@ Policies (one table; "score" is what is compared when choosing among candidates)
                     from the highest-scored members
     ``locality``    ``high`` below the top level; at the top level candidates are ranked
                     by the run of consecutive free scores (ids) they fall in, highest run
-                    first, and tie within a run (exact: graph order as std::sort leaves
-                    it; fast: higher ids first). Not a custom-string option, as in Fluxion
+                    first, and tie within a run (in the order std::sort leaves them).
+                    Not a custom-string option, as in Fluxion
     custom          ``policy=low|high node_centric=true|false node_exclusive=true|false
                     stop_on_1_matches=true|false`` (Fluxion's option string)
     ==============  =====================================================================
 
-    ``Matcher(..., exact=True)`` (what ``fluxinfra query`` uses) scores every candidate as
-    Fluxion does and breaks ties in libstdc++'s ``std::sort`` order, so the choices (and the
-    query output) are byte-identical to Fluxion's; its cost grows with the graph. The default
-    is *fast*: children are explored in the policy's order, a level stops once it has what it
-    needs, and subtrees that cannot supply one instance are skipped by their aggregate free
-    counts, so the cost grows with the request, not the graph. Fast picks the same vertices
-    except where Fluxion ranks whole subtrees by a sum of scores (``low``/``high`` may then
-    finish a partly used socket or node first where Fluxion would open a fresh one: first-fit
-    packing). ``first``/``firstnodex`` stop early in both modes.
+    Every choice is Fluxion's: the ranking policies score every candidate in Fluxion and
+    break ties in libstdc++'s ``std::sort`` order; here children are explored in the
+    policy's order and a level stops once it has what it needs, under a guard that proves
+    the candidates left unexplored rank strictly after the chosen ones (bounds from the ids
+    below them), and ranks every candidate otherwise (ties across subtrees: ``low``/``high``
+    slots at the top, ``variation``, ``locality``). ``Matcher(..., exact=True)`` always
+    takes Fluxion's full walk, vertex by vertex (the reference the tests compare with).
 
 Pod groups (the Kubernetes scheduler's case)
     A group of N pods is ONE jobspec ``slot[N] -> {core[c], memory[m], gpu[g]}``: each slot
@@ -95,7 +93,7 @@ Pod groups (the Kubernetes scheduler's case)
     ...         g.add_edge(node, g.add_vertex(type="core", id=c))
     ...     g.add_edge(node, g.add_vertex(type="memory", id=n, size=16, unit="GiB"))
     >>> g.finalize()
-    >>> m = Matcher(g, policy="low", exact_pools=True)
+    >>> m = Matcher(g, policy="lonode", exact_pools=True)
     >>> group = {"version": 1, "resources": [{"type": "slot", "count": 3, "label": "pod",
     ...          "with": [{"type": "core", "count": 1}, {"type": "memory", "count": 4}]}],
     ...          "attributes": {"system": {"duration": 3600}}}
@@ -105,7 +103,7 @@ Pod groups (the Kubernetes scheduler's case)
     >>> other = m.match(group)        # and node0 is shared with the next group
     >>> sorted(node for slot in other.slots for node in slot)
     ['node0', 'node1', 'node1']
-    >>> again = Matcher(g, policy="low", exact_pools=True)
+    >>> again = Matcher(g, policy="lonode", exact_pools=True)
     >>> again.update_allocate(r.jobid, r.R).nodes     # a restarted scheduler re-learns it
     ['node0']
     >>> try:

@@ -39,12 +39,12 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _X_NJOBS = None
+_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _X_NJOBS
+    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
@@ -52,6 +52,7 @@ def _bind() -> None:
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
         _PER_REQUEST, _HELD = tr.per_request, tr._Held
         _X_NJOBS = tr.X_NJOBS
+        _STD_SORTED = tr.std_sorted
 
 
 _UNKNOWN = object()  # nothing recorded (yet) under a template key
@@ -165,8 +166,8 @@ class Express:
             if up_types.isdisjoint(t.excl_types):
                 self._hit = (marks, node, up)
             return True
-        # k > 1: plan A; the root ranks candidates by score (a stable sort, as in fast mode)
-        best = sorted(gathered, key=_second, reverse=t.policy.high)[:k]
+        # k > 1: plan A; the root ranks candidates by score as std::sort does
+        best = _STD_SORTED(gathered, _second, t.policy.high)[:k]
         t.marks = marks = {}
         for node, _ in best:
             p = parent[node]
@@ -213,15 +214,20 @@ class Express:
         if pl is None:
             pl = t.sched[n] = Planner(needs)
         span = job.sched[n] = pl.add_span(at, duration, needs)
+        t.mark_dirty(n)
         allocs = t.allocs.get(n)
         if allocs is None:
             t.allocs[n] = {jobid: span}
         else:
             allocs[jobid] = span
         job.alloc_vertices.append(n)
+        if t.policy.stop_on_k:
+            job.reweigh_inner += t.inner_edges(n)
         t.hold_kid(ancestors[0], n, at, at + duration, jobid)
         job.xspans[n] = None
         whole = t._whole
+        whole[n] = whole.get(n, 0) + 1
+        whole = t._whole_alloc
         whole[n] = whole.get(n, 0) + 1
         job.whole.add(n)
         job.used[n] = used.copy()

@@ -84,8 +84,16 @@ def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
     g, trav = m.graph, m.trav
     names_cache: dict[str, set[str]] = {}
     by_job = {jobid: job for jobid, job in m.jobs.items()}
+    kids = g.children[trav.sub]
+    # subtrees held whole are booked on their root alone; Fluxion's commit tags, spans and
+    # allocates every vertex below it for the job: vertex -> jobs holding it whole
+    whole_of: dict[int, list[int]] = {}
+    for jobid, job in by_job.items():
+        for u in job.whole:
+            whole_of.setdefault(u, []).append(jobid)
 
-    def leaf(v: int, key: str, value: str, over: tuple[bool, bool, bool]) -> bool:
+    def leaf(v: int, key: str, value: str, over: tuple[bool, bool, bool],
+             held: tuple[int, ...]) -> bool:
         lv = value.lower()
         if key == "status":
             down = over[0] or not g.status[v]
@@ -109,24 +117,32 @@ def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
         except ValueError:
             return False
         if key == "jobid-alloc":
-            return jobid in trav.allocs.get(v, {})
+            return jobid in trav.allocs.get(v, {}) or held_by(held, jobid, trav.allocs)
         if key == "jobid-reserved":
-            return jobid in trav.resvs.get(v, {})
+            return jobid in trav.resvs.get(v, {}) or held_by(held, jobid, trav.resvs)
         job = by_job.get(jobid)
         if job is None:
             return False
         if key == "jobid-tag":
-            return v in job.xspans
-        return v in job.agg_owners  # jobid-span
+            return v in job.xspans or jobid in held[1::2]
+        # jobid-span: a vertex with something of the job below it
+        return v in job.agg_owners or bool(kids[v]) and jobid in held[1::2]
 
-    def evaluate(items, v, over) -> bool:
+    def held_by(held: tuple[int, ...], jobid: int, table: dict) -> bool:
+        """``held`` = (root, jobid, root, jobid, ...): the job holds a root above (or at) the
+        vertex whole, booked in ``table`` (allocations or reservations) on that root."""
+        return any(j == jobid and jobid in table.get(r, ())
+                   for r, j in zip(held[::2], held[1::2], strict=True))
+
+    def evaluate(items, v, over, held) -> bool:
         result = None
         op = None
         for item in items:
             if item in ("and", "or"):
                 op = item
                 continue
-            val = evaluate(item, v, over) if isinstance(item, list) else leaf(v, *item, over)
+            val = (evaluate(item, v, over, held) if isinstance(item, list)
+                   else leaf(v, *item, over, held))
             if result is None:
                 result = val
             elif op == "and":
@@ -136,20 +152,21 @@ def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
         return bool(result)
 
     out: list[tuple[int, int]] = []
-    kids = g.children[trav.sub]
     seen: set[int] = set()
 
-    def visit(v: int, level: int, over: tuple[bool, bool, bool]) -> bool:
+    def visit(v: int, level: int, over: tuple[bool, bool, bool], held: tuple[int, ...]) -> bool:
         over = (over[0] or not g.status[v], over[1] or bool(trav.allocs.get(v)),
                 over[2] or bool(trav.resvs.get(v)))
+        if v in whole_of:
+            held = held + tuple(x for j in whole_of[v] for x in (v, j))
         nchildren = 0
         seen.add(v)
         for c in kids[v]:
             if c in seen:
                 continue
-            if visit(c, level + 1, over):
+            if visit(c, level + 1, over, held):
                 nchildren += 1
-        if not evaluate(tree, v, over) and not nchildren:
+        if not evaluate(tree, v, over, held) and not nchildren:
             return False
         out.append((level, v))
         return True
@@ -158,7 +175,7 @@ def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10000))
     try:
-        visit(g.roots[trav.sub], 1, (False, False, False))
+        visit(g.roots[trav.sub], 1, (False, False, False), ())
     finally:
         sys.setrecursionlimit(limit)
     return out

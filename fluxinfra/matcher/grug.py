@@ -171,7 +171,10 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
                 targets.append(v)
         return targets
 
+    tree: list[tuple[int, int, dict]] = []  # the recipe edges expanded, in order
+
     def tree_edge(src_kind: int, tgt_kind: int, e: dict) -> None:
+        tree.append((src_kind, tgt_kind, e))
         if kinds[src_kind][1]["root"] and not made.get(src_kind):
             made[src_kind] = [emit_root(src_kind)]
         method = e["gen_method"]
@@ -201,7 +204,45 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
             dfs(u)
     paths.store()
     g.finalize()
+    g.layouts = _layouts(kinds, tree, made)
     return g
+
+
+def _layouts(kinds: list[tuple[str, dict]], tree: list[tuple[int, int, dict]],
+             made: dict[int, list[int]]) -> dict[int, int]:
+    """Layout hints (``ResourceGraph.layouts``): the vertices of a recipe kind are built alike
+    when everything below them is made by MULTIPLY edges whose ids restart within each of
+    them (``id_scope`` at most the depth of the edge's source below the kind; 0 or less:
+    the same ids everywhere). Only the topmost such kinds are marked, and only for a recipe
+    whose every kind and edge is in one subsystem (containment) and made by MULTIPLY."""
+    if any(e["gen_method"] != "MULTIPLY" or e["e_subsystem"] != "containment"
+           for _, _, e in tree) or any(k["subsystem"] != "containment" for _, k in kinds):
+        return {}
+    below: dict[int, list[tuple[int, dict]]] = {}
+    parent: dict[int, int] = {}
+    for src, tgt, e in tree:
+        below.setdefault(src, []).append((tgt, e))
+        parent[tgt] = src
+
+    def alike(kind: int) -> bool:
+        stack = [(kind, 0)]
+        while stack:
+            src, depth = stack.pop()
+            for tgt, e in below.get(src, ()):
+                if e["id_scope"] > depth:
+                    return False  # ids counted across instances of ``kind``
+                stack.append((tgt, depth + 1))
+        return True
+
+    good = {kind for kind in parent if alike(kind)}
+    out: dict[int, int] = {}
+    for kind in good:
+        a = parent[kind]
+        while a in parent and a not in good:
+            a = parent[a]
+        if a not in good:  # topmost
+            out.update(dict.fromkeys(made.get(kind, ()), kind))
+    return out
 
 
 def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:

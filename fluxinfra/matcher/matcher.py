@@ -123,16 +123,18 @@ class Matcher:
         cls = FlexibleTraverser if flexible else Traverser
         self.trav = cls(graph, self.policy, subsystem, prune_types, exact_pools)
         self._kind = "flexible" if flexible else "plain"  # how requests are primed (_need)
-        #: exact: score every candidate like Fluxion; otherwise explore children in policy
-        #: order and stop once each level is satisfied (cost grows with the request)
+        #: exact: Fluxion's full walk step by step (every candidate scored and ranked, every
+        #: vertex of a subtree held whole booked); the default chooses the same, faster
         self.exact = bool(exact)
         self.trav.fast = not self.exact
         self.jobs: dict[int, JobState] = {}
         self.results: dict[int, MatchResult] = {}
         self.now = now
         self._next_jobid = 1
-        self._cancelled: set[int] = set()
+        self._cancelled: tuple[set[int], set[int]] = (set(), set())
         self._up_count: int | None = None
+        #: (vertices, edges) for stat(), counted again after add/remove_subgraph only
+        self._size: tuple[int, int] | None = None
         self._node_cache = None
         #: recent requests: id(dict) or text -> (source, snapshot, parsed Jobspec)
         self._parsed: dict[Any, tuple[Any, Any, Jobspec]] = {}
@@ -347,8 +349,9 @@ class Matcher:
         job.at, job.duration = meta.at, meta.duration
         job.reserved = meta.alloc_type == AT_RESERVE
         self.trav.update(meta, job)
-        if job.reweigh:
-            self.trav.reweigh(job.reweigh, now)
+        if job.reweigh or job.reweigh_inner:
+            self.trav.reweigh(job.reweigh, now, job.reweigh_inner,
+                              meta.at <= now < meta.at + meta.duration)
         self._record_slots(job)
         result = self._result(job, _STATUS[meta.alloc_type])
         if meta.alloc_type != AT_NO_ALLOC:
@@ -365,17 +368,23 @@ class Matcher:
 
     def _record_slots(self, job: JobState) -> None:
         """Remember the slot instances of the selection just committed (resolved lazily)."""
-        job.slot_edges = self.trav.chosen_slots
+        job.slot_edges = self.trav.reached_slots()
         job.slots = None
 
     def _resolve_slots(self, job: JobState) -> list:
         """Per slot instance: its vertices and amounts (the slot's own members at their share,
-        everything held below them whole)."""
+        everything held below them whole), in the order the commit emitted their first
+        member (the order Fluxion ranked them in depends on its sort: not an answer)."""
         if job.slots is not None:
             return job.slots
         g = self.graph
-        held = {v: amount for _, v, amount, excl, _ in job.vertices if excl}
-        job.slots = []
+        held = {}
+        order = {}
+        for i, (_, v, amount, excl, _) in enumerate(job.vertices):
+            order[v] = i
+            if excl:
+                held[v] = amount
+        slots = []
         for edges in expand_slots(job.slot_edges):
             if not all(c in held for c, _ in edges):
                 continue  # a slot of a subtree the selection did not keep
@@ -385,7 +394,9 @@ class Matcher:
                 for v in g.preorder(c, self.trav.sub)[1:]:
                     if v in held:
                         members[v] = held[v]
-            job.slots.append(members)
+            slots.append((min(map(order.__getitem__, members)), members))
+        slots.sort(key=_first)
+        job.slots = [members for _, members in slots]
         return job.slots
 
     def _slots(self, job: JobState) -> list[dict[str, dict[str, int]]]:
@@ -431,7 +442,9 @@ class Matcher:
         self.results.pop(jobid, None)
         # Fluxion's cancel walk: every vertex the job tagged, plus each untagged child it
         # looks at before stopping (reported by resource-query's ``cancel ID stats``)
-        self._cancelled = set(job.xspans)  # counted on demand (last_cancel_counts)
+        # counted on demand (last_cancel_counts): the tags, and the subtrees held whole,
+        # whose every vertex Fluxion's commit tags (ours books them on their root alone)
+        self._cancelled = (set(job.xspans), set(job.whole))
         self.trav.release(job)
 
     @property
@@ -439,10 +452,12 @@ class Matcher:
         """(preorder, postorder) vertex visits of the last cancel, as Fluxion counts them:
         every vertex the job tagged, plus each untagged child it looks at before stopping
         (resource-query's ``cancel ID stats``)."""
-        tagged = self._cancelled
+        tagged, whole = self._cancelled
         kids = self.graph.children[self.trav.sub]
-        post = len(tagged)
-        return post + sum(1 for u in tagged for c in kids[u] if c not in tagged), post
+        below = self.trav.below_count
+        post = len(tagged) + sum(map(below, whole))
+        return post + sum(1 for u in tagged if u not in whole
+                          for c in kids[u] if c not in tagged), post
 
     def partial_cancel(self, jobid: int, what: Any) -> bool:
         """Release part of a job: node names (str/list), or an R (dict: ``scheduling`` JGF,
@@ -934,6 +949,7 @@ class Matcher:
         self.trav.invalidate()
         self._node_cache = None
         self._up_count = None
+        self._size = None
         return added
 
     def remove_subgraph(self, path_or_name: str) -> int:
@@ -961,6 +977,7 @@ class Matcher:
         self.trav.invalidate()
         self._node_cache = None
         self._up_count = None
+        self._size = None
         return len(doomed)
 
     def trav_closure(self, job: JobState, vertices: set[int]) -> set[int]:
@@ -975,17 +992,35 @@ class Matcher:
         for u in self.graph.preorder(v, self.trav.sub):
             self.graph.status[u] = flag
             self.graph.drop_layout(u)
+            self.trav.mark_dirty(u)
         self.trav.invalidate_status()
         self._up_count = None
+
+    def set_property(self, v: int, key: str, value: str) -> None:
+        """Set property ``key`` of vertex ``v`` (resource-query's ``set-property``). What the
+        traversal worked out from properties (``variation``'s perf classes, shapes shared by
+        subtrees built alike) is forgotten."""
+        g = self.graph
+        props = dict(g.properties[v] or {})
+        props[key] = value
+        g.properties[v] = props
+        g.drop_layout(v)
+        self.trav.invalidate()
 
     def stat(self) -> dict:
         g = self.graph
         st = dict(self.stats)
-        st["vertices"] = len(g) - sum(g.removed)
-        st["edges"] = sum(len(k) for kids in g.children.values() for k in kids)
+        if self._size is None:
+            self._size = (len(g) - sum(g.removed),
+                          sum(len(k) for kids in g.children.values() for k in kids))
+        st["vertices"], st["edges"] = self._size
         st["jobs"] = len(self.jobs)
         st["avg_match"] = st["sum_match"] / st["match_succeeded"] if st["match_succeeded"] else 0
         return st
+
+
+def _first(pair: tuple) -> int:
+    return pair[0]
 
 
 def _exclusive_types(resources) -> set[str]:

@@ -14,10 +14,13 @@ need it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
+from itertools import compress, islice
+from operator import itemgetter
 from typing import Any
 
-__all__ = ["introsort"]
+__all__ = ["introsort", "sorted_prefix", "sorted_prefix_bytes", "equal_prefix"]
 
 _THRESHOLD = 16
 
@@ -137,3 +140,248 @@ def _adjust_heap(a, first, hole, length, value, comp) -> None:
         hole = parent
         parent = (hole - 1) // 2
     a[first + hole] = value
+
+
+def sorted_prefix(keys: list, enough: Callable[[list[int]], bool]) -> list[int]:
+    """The positions of ``keys`` in the order ``std::sort(keys, less)`` puts them, from the
+    front, segment by segment until ``enough(order so far)``; only what decides those first
+    elements is sorted (the right parts of partitions are left alone until needed).
+
+    libstdc++ partitions down to runs of at most 16 (each left part before its right part),
+    heap-sorts a run past the depth limit, then insertion-sorts the whole array once; an
+    element never crosses a partition boundary in that last pass, so insertion-sorting each
+    run on its own gives the same order.
+
+    >>> keys = [3, 1, 3, 2] * 10
+    >>> order = sorted_prefix(keys, lambda got: len(got) >= 3)
+    >>> full = list(range(40))
+    >>> introsort(full, lambda a, b: keys[a] < keys[b])
+    >>> order == full[:len(order)]
+    True
+    """
+    n = len(keys)
+    out: list[int] = []
+    if n == 0:
+        return out
+    vals = list(keys)
+    idx = list(range(n))
+    pending = [(0, n, 2 * (n.bit_length() - 1))]
+    while pending:
+        first, last, depth = pending.pop()
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            cut = _partition_pair(vals, idx, first, last)
+            pending.append((cut, last, depth))
+            last = cut
+        if last - first > _THRESHOLD:  # depth limit: libstdc++ heap-sorts this run
+            pairs = [(vals[i], idx[i]) for i in range(first, last)]
+            _heapsort(pairs, 0, len(pairs), _less_first)
+            out += [i for _, i in pairs]
+        else:
+            run = sorted(range(first, last), key=vals.__getitem__)  # stable, as insertion
+            out += [idx[i] for i in run]
+        if enough(out):
+            break
+    return out
+
+
+def equal_prefix(n: int, count: int) -> list[int]:
+    """The positions of ``n`` equal keys in the order ``std::sort`` leaves its first
+    ``count``: the same permutation whatever the keys, worked out without a list of ``n``.
+
+    Equal keys make every median of three the middle element and every partition swap the
+    i-th element after the pivot with the i-th from the end until they meet.
+
+    >>> xs = list(range(100))
+    >>> introsort(xs, lambda a, b: False)
+    >>> equal_prefix(100, 5) == xs[:5]
+    True
+    """
+    ops: list[tuple[int, int, int, int]] = []  # (first, last, mid, swaps), in order
+    runs: list[tuple[int, int]] = []  # the runs covering positions 0.., left to right
+    pending = [(0, n, 2 * (n.bit_length() - 1) if n else 0)]
+    covered = 0
+    while pending and covered < count:
+        first, last, depth = pending.pop()
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            size = last - first
+            swaps = (size - 1) // 2  # ceil((size - 2) / 2)
+            ops.append((first, last, first + size // 2, swaps))
+            cut = first + 1 + swaps
+            pending.append((cut, last, depth))
+            last = cut
+        if last - first > _THRESHOLD:
+            raise ValueError("equal keys never reach the depth limit")  # pragma: no cover
+        runs.append((first, last))
+        covered = last
+    out = []
+    for first, last in runs:
+        for p in range(first, min(last, count)):
+            out.append(_trace_equal(ops, p))
+    return out[:count]
+
+
+def _trace_equal(ops: list[tuple[int, int, int, int]], p: int) -> int:
+    """Where the element now at position ``p`` stood before the partitions ``ops``."""
+    for first, last, mid, swaps in reversed(ops):
+        if not first <= p < last:
+            continue
+        if first + 1 <= p < first + 1 + swaps:
+            p = last - 1 - (p - first - 1)
+        elif last - swaps <= p <= last - 1:
+            p = first + 1 + (last - 1 - p)
+        if p == first:
+            p = mid
+        elif p == mid:
+            p = first
+    return p
+
+
+def _less_first(a: tuple, b: tuple) -> bool:
+    return a[0] < b[0]
+
+
+def _median_of_three(vals, first: int, last: int) -> int:
+    """The position std::__move_median_to_first picks among first+1, the middle, last-1."""
+    mid = first + (last - first) // 2
+    x, y, z = first + 1, mid, last - 1
+    vx, vy, vz = vals[x], vals[y], vals[z]
+    if vx < vy:
+        return y if vy < vz else (z if vx < vz else x)
+    if vx < vz:
+        return x
+    return z if vy < vz else y
+
+
+def _partition_pair(vals: list, idx: list, first: int, last: int) -> int:
+    """``__unguarded_partition_pivot`` on ``vals`` (ints, less), moving ``idx`` alongside."""
+    pick = _median_of_three(vals, first, last)
+    vals[first], vals[pick] = vals[pick], vals[first]
+    idx[first], idx[pick] = idx[pick], idx[first]
+    pivot = vals[first]
+    lo, hi = first + 1, last
+    while True:
+        while vals[lo] < pivot:
+            lo += 1
+        hi -= 1
+        while pivot < vals[hi]:
+            hi -= 1
+        if not lo < hi:
+            return lo
+        vals[lo], vals[hi] = vals[hi], vals[lo]
+        idx[lo], idx[hi] = idx[hi], idx[lo]
+        lo += 1
+
+
+def sorted_prefix_bytes(keys: bytes | bytearray,
+                        enough: Callable[[list[int]], bool]) -> list[int]:
+    """:func:`sorted_prefix` for keys that fit in a byte, at C speed where it counts: each
+    partition finds its stops with ``bytes.translate`` and ``itertools.compress`` and swaps
+    only the pairs it swaps; positions are traced back through the partitions at the end,
+    so no list of a million positions is ever made.
+
+    >>> keys = bytes([3, 1, 3, 2] * 10)
+    >>> order = sorted_prefix_bytes(keys, lambda got: len(got) >= 3)
+    >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
+    True
+    """
+    n = len(keys)
+    out: list[int] = []
+    if n == 0:
+        return out
+    vals = bytearray(keys)
+    # partitions in order: (first, pick, swapped-left positions, swapped-right positions)
+    ops: list[tuple[int, int, list[int], list[int]]] = []
+    pending = [(0, n, 2 * (n.bit_length() - 1), -1)]
+    while pending:
+        first, last, depth, made_by = pending.pop()
+        if made_by >= 0:  # the right side of the partition that made this part
+            _, _, _, right, outgoing = ops[made_by]
+            for b, v in zip(right, outgoing, strict=True):
+                vals[b] = v
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            cut = _partition_bytes(vals, first, last, ops)
+            pending.append((cut, last, depth, len(ops) - 1))
+            last = cut
+        if last - first > _THRESHOLD:  # depth limit: heap-sort this run
+            pairs = [(vals[i], i) for i in range(first, last)]
+            _heapsort(pairs, 0, len(pairs), _less_first)
+            run = [i for _, i in pairs]
+            out += [_trace(ops, p) for p in run]
+        else:
+            run = sorted(range(first, last), key=vals.__getitem__)
+            out += [_trace(ops, p) for p in run]
+        if enough(out):
+            break
+    return out
+
+
+_GE = [bytes(int(v >= p) for v in range(256)) for p in range(256)]
+_LE = [bytes(int(v <= p) for v in range(256)) for p in range(256)]
+
+
+def _partition_bytes(vals: bytearray, first: int, last: int, ops: list) -> int:
+    pick = _median_of_three(vals, first, last)
+    vals[first], vals[pick] = vals[pick], vals[first]
+    p = vals[first]
+    seg = vals[first + 1:last]
+    ge_mask, le_mask = seg.translate(_GE[p]), seg.translate(_LE[p])
+    # lo stops at each key >= p from the left, hi at each key <= p from the right; at most
+    # as many swaps as the rarer kind has, so only that many of the other are listed
+    most = min(ge_mask.count(1), le_mask.count(1)) + 1
+    ge = list(islice(compress(range(first + 1, last), ge_mask), most))
+    le = list(islice(compress(range(last - 1, first, -1), le_mask[::-1]), most))
+    lo, hi = 0, min(len(ge), len(le))
+    while lo < hi:  # swaps: the pairs (ge[i], le[i]) with ge[i] < le[i]
+        m = (lo + hi) // 2
+        if ge[m] < le[m]:
+            lo = m + 1
+        else:
+            hi = m
+    m = lo
+    if m == 0:
+        cut = ge[0]
+    else:
+        cut = le[m - 1]
+        if m < len(ge) and ge[m] < cut:
+            cut = ge[m]
+    left = ge[:m]
+    right = le[:m]
+    # the left part is walked next: its side of each swap now; the right part's side only if
+    # the walk ever gets there (sorted_prefix_bytes applies it then)
+    outgoing = bytes(itemgetter(*left)(vals)) if m > 1 else bytes(vals[a] for a in left)
+    for a, b in zip(left, right, strict=True):
+        vals[a] = vals[b]
+    ops.append((first, pick, left, right, outgoing))
+    return cut
+
+
+def _trace(ops: list, p: int) -> int:
+    """Where the element now at position ``p`` stood before the partitions ``ops``."""
+    for first, pick, left, right, _ in reversed(ops):
+        if left and left[0] <= p <= right[0]:
+            i = bisect_left(left, p)
+            if i < len(left) and left[i] == p:
+                p = right[i]
+            else:  # right is descending
+                j = _index_desc(right, p)
+                if j >= 0:
+                    p = left[j]
+        if p == first:
+            p = pick
+        elif p == pick:
+            p = first
+    return p
+
+
+def _index_desc(desc: list[int], p: int) -> int:
+    lo, hi = 0, len(desc)
+    while lo < hi:
+        m = (lo + hi) // 2
+        if desc[m] > p:
+            lo = m + 1
+        else:
+            hi = m
+    return lo if lo < len(desc) and desc[lo] == p else -1

@@ -23,7 +23,12 @@ from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner
 from fluxinfra.matcher.policies import Policy
-from fluxinfra.matcher.stdsort import introsort
+from fluxinfra.matcher.stdsort import (
+    equal_prefix,
+    introsort,
+    sorted_prefix,
+    sorted_prefix_bytes,
+)
 
 __all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
 
@@ -31,11 +36,20 @@ MATCH_UNMET, MATCH_MET = 0, 1
 X_NJOBS = 0x40000000
 AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
 _NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+#: what a guarded walk left unexplored: one child, a vertex's children from one on, or
+#: the slots a slot vertex would still form (see Traverser._bound)
+_ONE, _KIDS, _SLOTS = range(3)
 _EMPTY: dict[str, int] = {}
 _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
 
 #: recorded subtree selections kept at most (one per subtree shape x request shape)
 MAX_TEMPLATES = 4096
+#: subtrees the full walk remembers at most (then it starts over)
+_MAX_MEMO = 400_000
+_LAYOUT = "layout"  # key of what one untouched subtree of a layout found, for all of them
+_WIDE_KEY = "wide"  # key of the last exploration of a vertex's children
+#: vertices with more children than this keep their last exploration (_explore_kept)
+_WIDE = 16
 #: request lists whose derived facts are kept between matches
 _MAX_REQUESTS = 512
 
@@ -57,9 +71,15 @@ class Meta:
 
 
 class _Evals:
-    """Candidate edge groups of one resource type (Fluxion's evals_t)."""
+    """Candidate edge groups of one resource type (Fluxion's evals_t).
 
-    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it")
+    Flat (``eg``, the groups) or, once a large candidate list of a remembered subtree is
+    merged in (see Traverser._visit), a concatenation of ``parts`` (other _Evals, never
+    changed again, and lists of groups) read in order without copying them: a root that
+    gathers a million slots merges the racks' lists, not the slots."""
+
+    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
+                 "_ranked", "_bounds", "_distinct", "_keys")
 
     def __init__(self) -> None:
         self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
@@ -68,33 +88,141 @@ class _Evals:
         self.best_k = 0
         self.best_i = 0
         self.it = -1
+        self.parts: list | None = None
+        self.n = 0  # groups in all
+        self._scores = None
+        #: a concatenation ranked by _choose_merged: (high, runs) it was ranked by
+        self._ranked: tuple[bool, bool] | None = None
+        self._bounds: tuple[int, int] | None = None  # (lowest, highest score), kept
+        self._distinct: frozenset[int] | None = None  # the scores, kept
+        self._keys: tuple | None = None  # ((base, high), key bytes), kept
 
     def add(self, group: list) -> None:
         self.total += group[1]
         if group[0] > MATCH_UNMET:
             self.qual += group[1]
-        self.eg.append(group)
+        self.n += 1
+        parts = self.parts
+        if parts is None:
+            self.eg.append(group)
+        elif parts and type(parts[-1]) is list:
+            parts[-1].append(group)
+        else:
+            parts.append([group])
 
-    def merge(self, other: _Evals) -> None:
+    def merge(self, other: _Evals, kept: bool = False) -> None:
+        """Append ``other``'s groups; a ``kept`` list (remembered, never changed again) is
+        referred to rather than copied unless it is tiny."""
         self.qual += other.qual
         self.total += other.total
-        self.eg.extend(other.eg)
+        self.n += other.n
+        if self.parts is None and other.parts is None and other.n <= (
+                _TINY if kept else _FLAT):
+            self.eg.extend(other.eg)
+            return
+        if self.parts is None:
+            self.parts = [self.eg] if self.eg else []
+            self.eg = []
+        self.parts.append(other)  # by reference: ``other`` is never changed again
 
-    def choose_best_k(self, k: int, high: bool, runs: bool = False) -> bool:
+    def groups(self) -> list[list]:
+        """Every group, in order (flattening a concatenation)."""
+        if self.parts is None:
+            return self.eg
+        out: list[list] = []
+        for part in self.parts:
+            out += part if type(part) is list else part.groups()
+        return out
+
+    def scores(self) -> list[int]:
+        """Every group's score, in order (kept once built: a merged part never changes)."""
+        got = self._scores
+        if got is None:
+            if self.parts is None:
+                got = list(map(_score, self.eg))
+            else:
+                got = []
+                for part in self.parts:
+                    got += list(map(_score, part)) if type(part) is list else part.scores()
+            self._scores = got
+        return got
+
+    def key_bytes(self, base: int, high: bool) -> bytes:
+        """Each group's key as one byte: its score less ``base`` (``high``: ``base`` less
+        its score); kept for the last base asked (scores of every group must fit)."""
+        got = self._keys
+        if got is None or got[0] != (base, high):
+            if self.parts is None:
+                data = _key_bytes(self.scores(), base, high)
+            else:
+                data = b"".join(_key_bytes(list(map(_score, part)), base, high)
+                                if type(part) is list else part.key_bytes(base, high)
+                                for part in self.parts)
+            got = self._keys = ((base, high), data)
+        return got[1]
+
+    def bounds(self) -> tuple[int, int]:
+        """(lowest, highest) score of a non-empty list (kept once worked out)."""
+        got = self._bounds
+        if got is None:
+            if self.parts is None:
+                scores = self.scores()
+                got = (min(scores), max(scores))
+            else:
+                los, his = [], []
+                for part in self.parts:
+                    if type(part) is list:
+                        scores = list(map(_score, part))
+                        lo, hi = min(scores), max(scores)
+                    else:
+                        lo, hi = part.bounds()
+                    los.append(lo)
+                    his.append(hi)
+                got = (min(los), max(his))
+            self._bounds = got
+        return got
+
+    def distinct(self) -> frozenset[int]:
+        """The distinct scores (kept once worked out)."""
+        got = self._distinct
+        if got is None:
+            if self.parts is None:
+                got = frozenset(self.scores())
+            else:
+                got = frozenset().union(*(set(map(_score, part)) if type(part) is list
+                                          else part.distinct() for part in self.parts))
+            self._distinct = got
+        return got
+
+    def group(self, i: int) -> list:
+        """Group ``i`` (in order)."""
+        if self.parts is None:
+            return self.eg[i]
+        for part in self.parts:
+            n = len(part) if type(part) is list else part.n
+            if i < n:
+                return part[i] if type(part) is list else part.group(i)
+            i -= n
+        raise IndexError(i)
+
+    def choose_best_k(self, k: int, high: bool, runs: bool = False, full: bool = False) -> bool:
+        """Rank the groups (std::sort's order) and give the first ones ``k`` units. ``eg`` is
+        then the ranked groups: all of them when ``full`` (slot members), else at least the
+        chosen ones and the next."""
         if k == 0 or k > self.qual:
             return False
-        if runs:
-            # locality at the top level: rank by the run of consecutive scores each candidate
-            # falls in (higher runs first; candidates of one run tie)
-            run = _score_runs(self.eg)
-            if _EXACT_SORT[0]:
-                introsort(self.eg, lambda a, b: run[a[0]] > run[b[0]])
-            else:
-                self.eg.sort(key=lambda g: run[g[0]], reverse=True)
-        elif _EXACT_SORT[0]:
-            introsort(self.eg, _greater if high else _less)
-        else:
-            self.eg.sort(key=_score, reverse=high)
+        if self.parts is not None and self.n > _FLAT and not full and self._ranked is None:
+            return self._choose_merged(k, high, runs)
+        eg = self.eg = self.groups()
+        self.parts = None
+        if self._ranked is not None:
+            # ranked again (or-slots rank one list per alternative): Fluxion sorts the list
+            # the first ranking left, so that ranking is done in full first
+            eg = _rank(eg, *self._ranked)
+            self._ranked = None
+        # locality at the top level ranks by the run of consecutive scores each candidate
+        # falls in (higher runs first; candidates of one run tie)
+        eg = self.eg = _rank(eg, high, runs)
         left, i = k, 0
         while left > 0:
             group = self.eg[i]
@@ -104,16 +232,83 @@ class _Evals:
         self.best_k, self.best_i = k, i
         return True
 
+    def _choose_merged(self, k: int, high: bool, runs: bool) -> bool:
+        """choose_best_k over a large concatenation: std::sort's first groups worked out from
+        the scores alone (see stdsort.sorted_prefix), then only those groups read."""
+        n = self.n
+        if runs:
+            run = _score_runs_of(self.distinct())
+            one = len(set(run.values())) == 1
+        else:
+            lo, hi = self.bounds()
+            one = lo == hi
+        taken = [0, 0, -1]  # groups counted, their units, how many groups made k units
+
+        def enough(order: list[int]) -> bool:
+            """The ranked groups so far give k units, and one more group follows."""
+            for i in order[taken[0]:]:
+                taken[0] += 1
+                taken[1] += self.group(i)[1]
+                if taken[2] < 0 and taken[1] >= k:
+                    taken[2] = taken[0]
+            return 0 <= taken[2] < taken[0] or taken[0] >= n
+
+        if one:  # one key: std::sort's order of equal elements, by arithmetic
+            take = k + 1
+            while True:
+                order = equal_prefix(n, min(take, n))
+                if enough(order):
+                    break
+                take *= 2
+        elif not runs and hi - lo < 256:
+            # keys in a byte: (score - lowest) or (highest - score), at C speed
+            order = sorted_prefix_bytes(self.key_bytes(hi if high else lo, high), enough)
+        else:
+            scores = self.scores()
+            if runs:
+                ranks = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
+                keys = [ranks[run[s]] for s in scores]
+                order = (sorted_prefix_bytes(bytes(keys), enough) if len(ranks) < 256
+                         else sorted_prefix(keys, enough))
+            else:
+                order = sorted_prefix([-s for s in scores] if high else scores, enough)
+        eg = [self.group(i) for i in order]
+        left, i = k, 0
+        while left > 0:
+            group = eg[i]
+            group[2] = left if left <= group[1] else group[1]
+            left -= group[1]
+            i += 1
+        self.eg, self._ranked = eg, (high, runs)  # parts stay: groups() is still the list
+        self.best_k, self.best_i = k, i
+        return True
+
 
 def _score(group: list) -> int:
     return group[0]
+
+
+def _key_bytes(scores: list[int], base: int, high: bool) -> bytes:
+    return bytes([base - s for s in scores] if high else [s - base for s in scores])
+
+
+def _rank(groups: list[list], high: bool, runs: bool) -> list[list]:
+    """``groups`` in std::sort's order by score (``runs``: by locality's runs)."""
+    if runs:
+        run = _score_runs(groups)
+        return std_sorted(groups, lambda g: run[g[0]], True)
+    return std_sorted(groups, _score, high)
 
 
 def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     """score -> (first, last) of the run of consecutive integers it belongs to, over the
     scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
     the intervals lexicographically)."""
-    scores = sorted({g[0] for g in groups})
+    return _score_runs_of(map(_score, groups))
+
+
+def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:
+    scores = sorted(set(all_scores))
     out: dict[int, tuple[int, int]] = {}
     i = 0
     while i < len(scores):
@@ -127,6 +322,30 @@ def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     return out
 
 
+def std_sorted(items: list, key, high: bool) -> list:
+    """``items`` in the order ``std::sort`` leaves them under "``key`` greater" (``high``) or
+    "less". libstdc++ insertion-sorts up to 16 elements (stable), and distinct keys leave
+    one order, so a stable sort gives its result then; otherwise introsort is replayed."""
+    if len(items) <= _INSERTION:
+        return sorted(items, key=key, reverse=high)
+    keys = list(map(key, items))
+    if len(set(keys)) == len(keys):
+        return sorted(items, key=key, reverse=high)
+    out = list(items)
+    if key is _score:
+        introsort(out, _greater if high else _less)
+    elif high:
+        introsort(out, lambda a, b: key(a) > key(b))
+    else:
+        introsort(out, lambda a, b: key(a) < key(b))
+    return out
+
+
+def _worse(a: int, b: int, high: bool) -> bool:
+    """Score ``a`` ranks strictly after score ``b``."""
+    return a < b if high else a > b
+
+
 def _greater(a: list, b: list) -> bool:
     return a[0] > b[0]
 
@@ -135,20 +354,34 @@ def _less(a: list, b: list) -> bool:
     return a[0] < b[0]
 
 
-#: exact matching breaks score ties the way libstdc++'s std::sort does (set per selection)
-_EXACT_SORT = [False]
+#: policies whose rankings the guard could seldom vouch for: locality ranks the top level
+#: by runs of every candidate's score, variation ties every vertex of a performance class
+_UNGUARDED = ("locality", "variation")
+#: std::sort leaves runs this short in insertion-sorted (stable) order
+_INSERTION = 16
+#: candidate lists longer than this are merged by reference (see _Evals); remembered ones
+#: longer than _TINY
+_FLAT = 64
+_TINY = 8
+
+
+class _GuardFailed(Exception):
+    """A selection made from the first candidates found might differ from Fluxion's ranking
+    of every candidate: rank them all (see Traverser.select)."""
 
 
 class _Dfu:
     """Scores gathered below one vertex (Fluxion's scoring_api_t, one subsystem)."""
 
-    __slots__ = ("ev", "avail", "overall", "hier")
+    __slots__ = ("ev", "avail", "overall", "hier", "used")
 
     def __init__(self) -> None:
         self.ev: dict[str, _Evals] = {}
         self.avail = 0
         self.overall = -1
         self.hier = False
+        #: slot members: type -> how many ranked member groups the formed slots took
+        self.used: dict[str, int] | None = None
 
     def evals(self, rtype: str) -> _Evals:
         ev = self.ev.get(rtype)
@@ -219,6 +452,7 @@ class Traverser:
         #: bulk emission target of the commit in progress (job.vertices), or None
         self._bulk: list | None = None
         self._post_cache: dict[int, list[tuple[int, int]]] = {}
+        self._inner_cache: dict[int, list[tuple[int, int]]] = {}
         self._kid_pos: dict[int, dict[int, int]] = {}
         #: parent -> its children held whole by an allocation (fast mode skips them in a
         #: set lookup instead of a planner query: busy clusters have thousands)
@@ -231,12 +465,43 @@ class Traverser:
         self._marked_kids: dict[int, list[int]] | None = None
         #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
         self._whole: dict[int, int] = {}
+        #: the same, counting only allocations (not reservations)
+        self._whole_alloc: dict[int, int] = {}
         #: whole-node requests under first-fit policies skip the generic walk (express.py);
         #: None turns it off
         self.express: Express | None = Express(self)
+        #: guarded selection (see select): per open ranking, what was left unexplored
+        self._guard: list[list[tuple]] | None = None
+        #: the full walk remembered per subtree (see _visit): key -> what it found
+        self._memo: dict[tuple, tuple] = {}
+        self._memo_on = False  # for the selection in progress
+        self._memo_types: tuple = (frozenset(), None)
+        self._ver: dict[int, int] = {}  # vertex -> stamp of its subtree's state
+        self._clock = 0
+        self._dirty: list[int] = []
+        #: remembered subtrees met in this selection whose rankings left marks inside
+        self._replayed: dict[int, tuple] = {}
+        self._fresh: set[int] = set()  # vertices walked (not remembered) in this selection
+        self._inside = 0  # rankings and replays made so far (tells a subtree had some)
+        self._meta: Meta | None = None
+        #: the full walk: every child, in graph order (Fluxion's static exploration)
+        self._static = False
+        #: (type, high) -> vertex -> best relative score of a vertex of that type below it
+        self._rel: dict[tuple[str, bool], dict[int, int | None]] = {}
+        self._rel_layout: dict[tuple[str, bool], dict[int, int | None]] = {}
+        #: (vertex, type, high) -> best relative score over each suffix of its policy order
+        self._suffix: dict[tuple[int, tuple, bool], list] = {}
+        self._unit_types: dict[str, bool] = {}
 
     def invalidate(self) -> None:
         """Forget cached graph facts (after vertices or edges were added or removed)."""
+        self._memo.clear()
+        self._ver.clear()
+        self._dirty.clear()
+        self._rel.clear()
+        self._rel_layout.clear()
+        self._suffix.clear()
+        self._unit_types.clear()
         self._order_cache.clear()
         self._free.clear()
         self._policy_pos.clear()
@@ -244,6 +509,7 @@ class Traverser:
         self._kid_types.clear()
         self.invalidate_status()
         self._post_cache.clear()
+        self._inner_cache.clear()
         self._kid_pos.clear()
         self._held_kids = {
             p: hk for p, hk in self._held_kids.items()
@@ -277,12 +543,55 @@ class Traverser:
 
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
-        _EXACT_SORT[0] = not self.fast
+        """Choose what Fluxion's traversal chooses for ``resources`` (marks for the commit).
+
+        ``first``-fit policies explore each vertex's children in Fluxion's dynamic order and
+        stop once a level has what it needs, as Fluxion does. The other policies rank every
+        candidate in Fluxion; here their children are explored in the policy's order first
+        and the walk stops as ``first``'s does, under a guard: at every ranking, each
+        candidate left unexplored must score strictly worse than the last one chosen (by a
+        bound from the ids below it) and the chosen must not tie with the next. Only then is
+        the choice Fluxion's; otherwise every candidate is ranked (the full walk)."""
         express = self.express if meta.constraint is None else None
         if express is not None:
             hit = express.select(resources, meta, excl)
             if hit is not None:
                 return hit
+        if self.fast and not self.policy.stop_on_k and self.visited_free() and \
+                self.policy.kind not in _UNGUARDED:
+            self._guard = [[]]
+            try:
+                return self._select(resources, meta, excl)
+            except _GuardFailed:
+                pass
+            finally:
+                self._guard = None
+        if self.policy.stop_on_k:
+            return self._select(resources, meta, excl)
+        self._static = True
+        try:
+            return self._select(resources, meta, excl)
+        finally:
+            self._static = False
+
+    def visited_free(self) -> bool:
+        """The guarded walk applies: no vertex has two parents (the full walk's graph order
+        decides which parent claims it) and sibling slots are not alternatives (flexible)."""
+        return not self.g.multi_parent and type(self) is Traverser
+
+    def _select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
+        express = self.express
+        if self._dirty:
+            self._restamp()
+        self._meta = meta
+        self._replayed = {}
+        self._fresh = set()
+        self._memo_on = self._static and self.fast and not self.policy.factors \
+            and self.visited_free()
+        # what the full walk finds also depends on the request's exclusive types and RFC 31
+        # constraint (tested at nodes by name, rank and properties: no layout sharing then)
+        self._memo_types = (frozenset(self.excl_types),
+                            None if meta.constraint is None else repr(meta.constraint))
         self.marks = {}
         self.visited: set[int] | None = set() if self.g.multi_parent else None
         self.chosen_slots = []
@@ -395,7 +704,7 @@ class Traverser:
             if self.exact_pools and self.g.size[u] > 1:
                 return False  # a split pool is shared by amount; its planner decides
             if (meta.at == meta.now and meta.alloc_type in (AT_ALLOC, AT_NO_ALLOC)
-                    and self.allocs.get(u)):
+                    and (self.allocs.get(u) or self._whole_alloc and self._allocated_above(u))):
                 return True
             p = self.xcheck.get(u)
             if p is not None and p.avail_during(meta.at, meta.duration) < X_NJOBS:
@@ -446,14 +755,20 @@ class Traverser:
                 return self._replay(u, resources, key, to_parent), x_in
             first_slot, pre0, post0 = len(self.chosen_slots), self.preorder, self.postorder
         dfu = _Dfu()
-        if kind == _SLOT:
-            self._dom_slot(meta, u, nxt, nslots, check_pres, dfu)
+        guard = self._guard
+        if guard is not None and kind == _RESOURCE and nxt:
+            guard.append([])  # u ranks its children's candidates: a scope of its own
+            try:
+                avail = self._visit_below(meta, u, resources, nxt, nslots, kind, check_pres,
+                                          x_in, dfu)
+            finally:
+                guard.pop()
         else:
-            self._explore(meta, u, nxt, check_pres, x_in, dfu, 1)
-        avail = self.avail(u, meta.at, meta.duration)
+            avail = self._visit_below(meta, u, resources, nxt, nslots, kind, check_pres,
+                                      x_in, dfu)
         if avail == 0:
             return False, x_in
-        if not self._finish_vtx(u, resources, dfu):
+        if avail < 0:
             if key is not None and len(self._templates) < MAX_TEMPLATES:
                 self._templates[key] = None
             return False, x_in
@@ -465,6 +780,21 @@ class Traverser:
         self.postorder += 1
         return True, x_in
 
+    def _visit_below(self, meta: Meta, u: int, resources: list[Resource],
+                     nxt: list[Resource], nslots: int, kind: int, pristine: bool, x_in: bool,
+                     dfu: _Dfu) -> int:
+        """Explore below ``u`` (its slot, or its children) and finish it: u's availability,
+        0 when it has none (Fluxion then skips the finish, score factor included), -1 when
+        the finish fails."""
+        if kind == _SLOT:
+            self._dom_slot(meta, u, nxt, nslots, pristine, dfu)
+        else:
+            self._explore(meta, u, nxt, pristine, x_in, dfu, 1)
+        avail = self.avail(u, meta.at, meta.duration)
+        if avail == 0:
+            return 0
+        return avail if self._finish_vtx(u, resources, dfu) else -1
+
     # -- whole free subtrees (fast mode) -----------------------------------------------------
     # A vertex the commit will hold whole (its type is exclusive; fast mode) whose subtree
     # carries no span at all (no job ever holds anything below it now or later) is explored
@@ -474,8 +804,26 @@ class Traverser:
     # the selection is recorded once per shape and replayed by position: only the slot
     # instances are kept, mapped onto the vertex's own subtree.
 
+    def _allocated_above(self, u: int) -> bool:
+        """An ancestor of ``u`` is held whole by an allocation: Fluxion's commit would have
+        booked that allocation on ``u`` too (its exclusivity check refuses a vertex with any
+        allocation, ended or not, until the job is cancelled)."""
+        parent = self.g.parent[self.sub]
+        whole = self._whole_alloc
+        a = parent[u]
+        while a != -1:
+            if a in whole:
+                return True
+            a = parent[a]
+        return False
+
     def _untouched(self, u: int) -> bool:
         """No span on ``u`` nor anywhere below it (every span below shows in u's aggregates)."""
+        if self._whole_alloc and self._allocated_above(u):
+            return False
+        return self._untouched_here(u)
+
+    def _untouched_here(self, u: int) -> bool:
         p = self.sched.get(u)
         if p is not None and p.spans:
             return False
@@ -547,13 +895,35 @@ class Traverser:
 
     def _record(self, u: int, key: tuple, first_slot: int, pre: int, post: int) -> None:
         where = {v: i for i, v in enumerate(self._post_below(u)[1])}
-        chosen = expand_slots(self.chosen_slots[first_slot:])
+        chosen = expand_slots([item for item in self.chosen_slots[first_slot:]
+                               if self.reached(item, u)])
         if any(c not in where for edges in chosen for c, _ in edges):
             return  # a slot of u itself: not replayable by position below u
         slots = tuple(tuple((where[c], amount) for c, amount in edges) for edges in chosen)
         if len(self._templates) >= MAX_TEMPLATES:
             self._templates.clear()  # many request shapes: start over rather than grow
         self._templates[key] = (slots, pre, post)
+
+    def reached(self, item, stop: int) -> bool:
+        """Slot ``item`` of :attr:`chosen_slots` was chosen on the path the commit walks
+        down from ``stop`` (the root, or a vertex being recorded): a ranking chooses slots
+        at every vertex it visits, even below candidates left out higher up. Its ranking
+        vertex (a replayed subtree's root) must hang from ``stop`` by marks."""
+        v = item[1] if type(item) is _Replayed else item.top
+        if v == -1:
+            return stop == self.g.roots[self.sub]  # chosen by the root's ranking
+        marks = self.marks
+        while v != stop:
+            mark = marks.get(v)
+            if mark is None or mark[2] == -1:
+                return False
+            v = mark[2]
+        return True
+
+    def reached_slots(self) -> list:
+        """The slots of the last selection that the commit reaches (see :meth:`reached`)."""
+        root = self.g.roots[self.sub]
+        return [item for item in self.chosen_slots if self.reached(item, root)]
 
     def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: _Dfu) -> bool:
         g = self.g
@@ -564,6 +934,7 @@ class Traverser:
         if tpl is None:
             return False
         slots, pre, post = tpl
+        self._inside += 1
         if slots:
             self.chosen_slots.append(_Replayed((self._post_below, u, slots)))  # expanded later
         self.preorder += pre
@@ -588,8 +959,11 @@ class Traverser:
                 if count == 0:
                     met = False
                     break
-                if dfu.evals(c.type).choose_best_k(count, high):
+                ev = dfu.evals(c.type)
+                if ev.choose_best_k(count, high):
                     dfu.hier = True
+                    if self._guard is not None:
+                        self._check(ev, c, high)
         factors = self.policy.factors
         if factors and utype in factors:
             self._ml -= self._last_factor.get(utype, 0)
@@ -616,9 +990,11 @@ class Traverser:
         if self.policy.stop_on_k:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._ordered_children(u))
-        if self.fast:
+        if self._guard is not None:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._policy_children(u))
+        if self._memo_on:
+            return self._explore_kept(meta, u, resources, pristine, excl, dfu)
         found = False
         gtype = self.g.type
         visited = self.visited
@@ -640,6 +1016,187 @@ class Traverser:
             dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
             found = True
         return found
+
+    # -- the full walk, remembered per subtree ---------------------------------------------
+    # What the full walk finds below a vertex (whether it qualifies, its score, the
+    # candidates it passes up) depends only on the request, the window and what its subtree
+    # holds: it is kept per (vertex, request, window) until something in that subtree changes
+    # (every change marks its vertex, and the next selection re-stamps it and its ancestors),
+    # so a selection re-walks only the paths that changed since the last one. A subtree
+    # nothing is held in answers for any window. The rankings a remembered subtree made
+    # inside it (its marks, the slots it chose) are made again if a ranking above chooses
+    # it (_rederive).
+
+    def _explore_kept(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
+                      excl: bool, dfu: _Dfu) -> bool:
+        """The full walk's exploration of ``u``'s children, each remembered (_visit); for a
+        wide vertex, the last exploration is kept too, so a child whose subtree did not change
+        since is taken from it without even a look-up."""
+        context = (per_request(self._request_keys, resources, _request_key), pristine, excl,
+                   meta.alloc_type, self._memo_types)
+        window = (meta.at, meta.duration, meta.at == meta.now)
+        children = self._children(u)
+        ver = self._ver
+        stamps = [ver.get(c, 0) for c in children]
+        wide = None
+        if len(children) > _WIDE:
+            stale = bool(self._whole_alloc) and (u in self._whole_alloc
+                                                 or self._allocated_above(u))
+            wide = (_WIDE_KEY, u, context, window, stale)
+            kept = self._memo.get(wide)
+            old_stamps, old = kept if kept is not None else (None, None)
+        else:
+            old_stamps = old = None
+        leaves = self._leaf_plan(resources)
+        kids = self.g.children[self.sub]
+        gtype = self.g.type
+        replayed = self._replayed
+        outcomes = []
+        found = False
+        fresh = self._fresh
+        for i, c in enumerate(children):
+            if old is not None and old_stamps[i] == stamps[i]:
+                out = old[i]
+            elif leaves is not None and not kids[c] and gtype[c] in leaves:
+                hit = self._leaf(meta, c, leaves[gtype[c]], excl)
+                out = None if hit is None else (
+                    [hit[0], hit[1], 0, hit[2], False, [[hit[1], hit[1], hit[2], c, u]]],
+                    (), None, 1, 1)
+            else:
+                out = self._visit(context, window, meta, c, resources, pristine, excl, u)
+            outcomes.append(out)
+            if out is None:
+                continue
+            group, merged, ctx, pre, post = out
+            self.preorder += pre
+            self.postorder += post
+            for rtype, got in merged:
+                dfu.evals(rtype).merge(got, True)
+            if ctx is not None and c not in fresh:  # walked just now: its marks are made
+                replayed[c] = ctx
+            dfu.evals(gtype[c]).add(group)
+            found = True
+        if wide is not None:
+            self._memo[wide] = (stamps, outcomes)
+        return found
+
+    def _visit(self, context: tuple, window: tuple, meta: Meta, c: int,
+               resources: list[Resource], pristine: bool, excl: bool, u: int) -> tuple | None:
+        """``_dom_dfv(c)`` below ``u``, remembered (see above): None when ``c`` does not
+        qualify, else what it gives its parent: (its group, the candidates it passes up,
+        (resources, pristine, excl) when rankings inside it made marks, visit counts).
+        ``context`` is the request, ``pristine``, ``excl``, the allocation type and the
+        exclusive types; ``window`` (at, duration, at is now) counts unless nothing is held
+        below ``c``."""
+        layout = None
+        if self._whole_alloc and self._allocated_above(c):
+            key = (c, context, window, True)  # an ended allocation above still counts
+        elif self._untouched_here(c):
+            key = (c, context)
+            # locality and variation rank by runs of scores and perf classes that a
+            # subtree's outcome replayed by position does not carry (Fluxion's own cases
+            # t3009/min_max and t3036/dyn_explore differ then): a memo per subtree only
+            layout = self.g.layouts.get(c) if self.g.layouts and context[-1][1] is None \
+                and self.policy.kind not in _UNGUARDED else None
+            if layout is not None:
+                shared = self._memo.get((_LAYOUT, layout, context))
+                if shared is not None:
+                    return self._replay_layout(c, u, shared, resources, pristine, excl)
+        else:
+            key = (c, context, window)
+        stamp = self._ver.get(c, 0)
+        memo = self._memo
+        hit = memo.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        capture = _Dfu()
+        pre, post, inner = self.preorder, self.postorder, self._inside
+        ok, x = self._dom_dfv(meta, c, resources, pristine, excl, capture)
+        self._fresh.add(c)
+        pre, post = self.preorder - pre, self.postorder - post
+        self.preorder -= pre  # counted again by the caller
+        self.postorder -= post
+        if ok:
+            cnt = capture.avail
+            out = ([capture.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]],
+                   tuple(capture.ev.items()),
+                   (resources, pristine, excl) if self._inside != inner else None, pre, post)
+        else:
+            out = None
+        if len(memo) >= _MAX_MEMO:
+            memo.clear()
+        memo[key] = (stamp, out)
+        if layout is not None:
+            # untouched and built like others: what it found holds for all of them, by
+            # position in its subtree (scores below depend on ids, which they share)
+            memo[(_LAYOUT, layout, context)] = self._positional(c, out)
+        return out
+
+    def _positional(self, c: int, out: tuple | None) -> tuple | None:
+        """``c``'s outcome with every vertex named by its position below ``c`` (-1: c)."""
+        if out is None:
+            return None
+        group, merged, ctx, pre, post = out
+        pos = {v: i for i, v in enumerate(self._post_below(c)[1])}
+        pos[c] = -1
+        where = pos.__getitem__
+        kinds = []
+        for rtype, got in merged:
+            groups = tuple((g[0], g[1], g[3], g[4],
+                            tuple((e[0], e[1], e[2], where(e[3]), where(e[4])) for e in g[5]))
+                           for g in got.groups())
+            scores = got.scores()
+            kinds.append((rtype, (groups, got.qual, got.total, scores,
+                                  (min(scores), max(scores)), frozenset(scores), {})))
+        return (group[0] - self._own_score(c), group[1], group[3], tuple(kinds),
+                ctx is not None, pre, post)
+
+    def _own_score(self, c: int) -> int:
+        """What ``c``'s own id adds to its score (its layout's others have their own)."""
+        if self.policy.kind == "variation":
+            return 0
+        return self.g.id[c]
+
+    def _replay_layout(self, c: int, u: int, shared: tuple | None, resources: list[Resource],
+                       pristine: bool, excl: bool) -> tuple | None:
+        if shared is None:
+            return None
+        score, cnt, x, kinds, inner, pre, post = shared
+        merged = tuple((rtype, _Rebound(kind, self._post_below, c)) for rtype, kind in kinds)
+        return ([score + self._own_score(c), cnt, 0, x, False, [[cnt, cnt, x, c, u]]], merged,
+                (resources, pristine, excl) if inner else None, pre, post)
+
+    def _unfold(self, x: int) -> None:
+        """``x`` was chosen: if it lies in (or is) a remembered subtree, walk the remembered
+        subtrees around it again, from the outermost down, until the rankings inside ``x``
+        have left their marks and slots for the commit."""
+        replayed = self._replayed
+        parent = self.g.parent[self.sub]
+        while True:
+            a = x
+            while a != -1 and a not in replayed:
+                a = parent[a]
+            if a == -1:
+                return
+            resources, pristine, excl = replayed.pop(a)
+            self._dom_dfv(self._meta, a, resources, pristine, excl, _Dfu())
+            if a == x:
+                return
+
+    def mark_dirty(self, v: int) -> None:
+        """Something in ``v`` changed (a span, its status): forget what the full walk
+        remembered of ``v`` and of every vertex above it (at the next selection)."""
+        self._dirty.append(v)
+
+    def _restamp(self) -> None:
+        clock = self._clock = self._clock + 1
+        ver = self._ver
+        parent = self.g.parent[self.sub]
+        for v in self._dirty:
+            while v != -1 and ver.get(v) != clock:
+                ver[v] = clock
+                v = parent[v]
+        self._dirty.clear()
 
     def _leaf_plan(self, resources: list[Resource]) -> dict[str, Resource] | None:
         """type -> request, when every request at this level is a plain leaf request (no
@@ -782,18 +1339,26 @@ class Traverser:
         sat: set[str] = set()
         found = False
         visited = self.visited
-        fast = self.fast
+        # (a vertex with two parents is claimed by the first walk that visits it: skipping
+        # children that cannot supply anything would change who claims what)
+        fast = self.fast and visited is None
         sched = self.sched
         leaves = self._leaf_plan(resources)
         kids = self.g.children[self.sub]
         held = None
         if fast:
             children, held = self.unheld_children(u, children, meta.at)
+        guard = self._guard
+        children = iter(children)
         for c in children:
             if held is not None and c in held.kids:
                 continue  # held whole by an allocation over meta.at: nothing free now
             ctype = gtype[c]
-            if ctype in sat or (visited is not None and c in visited):
+            if ctype in sat:
+                if guard is not None:  # Fluxion's full walk would visit it: bound it
+                    guard[-1].append((_ONE, c, self._ml))
+                continue
+            if visited is not None and c in visited:
                 continue
             if leaves is not None and not kids[c] and ctype in leaves:
                 hit = self._leaf(meta, c, leaves[ctype], excl)  # checks its own availability
@@ -829,17 +1394,38 @@ class Traverser:
                 else:
                     enough = False
             if enough:
+                if guard is not None:
+                    rest = next(children, None)
+                    if rest is not None:  # the children from here on were not visited
+                        guard[-1].append((_KIDS, u, rest, self._ml))
                 break
         return found
 
     def _dom_slot(self, meta: Meta, u: int, shape: list[Resource], nslots: int,
                   pristine: bool, dfu: _Dfu) -> bool:
         slot_dfu = _Dfu()
-        self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
+        guard = self._guard
+        if guard is not None:
+            guard.append([])  # the members' own ranking
+            try:
+                self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
+            finally:
+                unexplored = guard.pop()
+        else:
+            self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
         high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
-                ev.choose_best_k(ev.qual, high)
+                ev.choose_best_k(ev.qual, high, full=True)
+        if guard is not None:
+            made = self._form_slots(u, shape, nslots, slot_dfu, dfu)
+            self._check_members(shape, slot_dfu, unexplored, high)
+            return made
+        return self._form_slots(u, shape, nslots, slot_dfu, dfu)
+
+    def _form_slots(self, u: int, shape: list[Resource], nslots: int, slot_dfu: _Dfu,
+                    dfu: _Dfu) -> bool:
+        """Form slot instances from the ranked members (Fluxion's dom_slot) into ``dfu``."""
         # how many whole slots the candidates can form (greedy whole-group packing, or
         # amount packing when pools are split exactly)
         exact = self.exact_pools
@@ -865,6 +1451,7 @@ class Traverser:
         if not qual_slots:
             return False
         cursor = {elem.type: [0, -1] for elem in shape}  # egroup index, amount left in it
+        slot_dfu.used = used = {}
         made = []
         for _ in range(qual_slots):
             edges = []
@@ -888,11 +1475,189 @@ class Traverser:
                         cur[1] = left - take
                     else:
                         cur[0], cur[1] = k + 1, -1
+                    used[elem.type] = cur[0] + (cur[1] >= 0)
             made.append([score, 1, 0, True, False, edges])
         ev = dfu.evals("slot")
         for group in made:
             ev.add(group)
         return True
+
+    # -- the guard of a first-found selection (see select) ---------------------------------
+    def _check(self, ev: _Evals, req: Resource, high: bool, runs: bool = False) -> None:
+        """After ``ev`` ranked its candidates for ``req``: the chosen are Fluxion's only if
+        the first one left out does not tie with the last one in, a partly taken last group
+        ties with no other chosen group (which one is partial would depend on Fluxion's
+        order), and everything left unexplored in this ranking scores strictly worse."""
+        eg, i = ev.eg, ev.best_i
+        last = eg[i - 1][0]
+        if runs:
+            if self._guard[-1]:
+                raise _GuardFailed  # the runs depend on every candidate's score
+            run = _score_runs(eg)
+            if i < len(eg) and run[eg[i][0]] == run[last]:
+                raise _GuardFailed
+            if eg[i - 1][2] < eg[i - 1][1] and any(run[g[0]] == run[last] for g in eg[:i - 1]):
+                raise _GuardFailed
+            return
+        if i < len(eg) and eg[i][0] == last:
+            raise _GuardFailed
+        if eg[i - 1][2] < eg[i - 1][1] and any(g[0] == last for g in eg[:i - 1]):
+            raise _GuardFailed
+        bound = self._bound_all(self._guard[-1], req, high)
+        if bound is not None and not _worse(bound, last, high):
+            raise _GuardFailed
+
+    def _check_members(self, shape: list[Resource], slot_dfu: _Dfu, unexplored: list,
+                       high: bool) -> None:
+        """A slot vertex formed its slots from the members it found first: they are the
+        ones Fluxion forms them from if no two members tie and every member left
+        unexplored ranks strictly after the last one taken. The slots Fluxion would form
+        here from the rest go to the enclosing ranking as a bound on their score."""
+        used = slot_dfu.used or {}
+        outer = self.policy.high  # how the enclosing ranking orders slots
+        best = max if outer else min
+        bound_slots = MATCH_MET
+        more = bool(unexplored)
+        for elem in shape:
+            ev = slot_dfu.ev.get(elem.type)
+            scores = [g[0] for g in ev.eg] if ev else []
+            if len(set(scores)) != len(scores):
+                raise _GuardFailed  # tied members: Fluxion's order decides who goes together
+            taken = used.get(elem.type, 0)
+            if taken and unexplored:
+                bound = self._bound_all(unexplored, elem, high)
+                if bound is not None and not _worse(bound, scores[taken - 1], high):
+                    raise _GuardFailed
+            if not more:
+                continue
+            rest = scores[taken:]
+            bound = self._bound_all(unexplored, elem, outer)
+            if bound is not None:
+                rest.append(bound)
+            if not rest:
+                more = False  # no member of this type left: no further slot here
+                continue
+            bound_slots += self._per_slot(elem, outer) * best(rest)
+        if more:
+            self._guard[-1].append((_SLOTS, bound_slots))
+
+    def _per_slot(self, member: Resource, high: bool) -> int:
+        """How many ranked groups of ``member``'s type a slot adds up, bounded the way the
+        ranking needs: at most its count (high: an upper bound, scores are positive), at
+        least its minimum count when every vertex of the type is one unit (low), else 1."""
+        if high:
+            return member.effective_max
+        return member.count_min if self._unit(member.type) else 1
+
+    def _unit(self, rtype: str) -> bool:
+        """Every vertex of ``rtype`` has size 1 (one vertex, one ranked group of one unit)."""
+        unit = self._unit_types.get(rtype)
+        if unit is None:
+            g = self.g
+            unit = self._unit_types[rtype] = all(
+                sz == 1 for t, sz in zip(g.type, g.size, strict=True) if t == rtype)
+        return unit
+
+    def _bound_all(self, records: list, req: Resource, high: bool) -> int | None:
+        """The best score any unexplored candidate for ``req`` could have (None: none)."""
+        out = None
+        for rec in records:
+            b = self._bound(rec, req, high)
+            if b is not None and (out is None or _worse(out, b, high)):
+                out = b
+        return out
+
+    def _bound(self, rec: tuple, req: Resource, high: bool) -> int | None:
+        kind = rec[0]
+        if kind == _SLOTS:
+            return rec[1] if req.type == "slot" else None
+        sig = self._signature(req, high)
+        if kind == _ONE:
+            rel = self._rel_sig(sig, high, rec[1])
+        else:
+            rel = self._suffix_rel(rec[1], rec[2], sig, high)
+        if rel is None:
+            return None
+        base = MATCH_MET if self.policy.kind == "variation" else MATCH_MET + rec[-1] + 1
+        if sig[0] is not None:
+            return base + rel
+        return MATCH_MET + sum(q for _, q in sig[1]) * base + rel  # a slot adds its members
+
+    def _signature(self, req: Resource, high: bool) -> tuple:
+        """(type, ()) for a vertex candidate; (None, ((member type, per slot), ...)) for a
+        slot candidate."""
+        if req.type != "slot":
+            return (req.type, ())
+        return (None, tuple((m.type, self._per_slot(m, high)) for m in req.with_))
+
+    def _rel_sig(self, sig: tuple, high: bool, v: int) -> int | None:
+        if sig[0] is not None:
+            return self._rel_of(sig[0], high, v)
+        total = 0
+        for rtype, q in sig[1]:
+            rel = self._rel_of(rtype, high, v)
+            if rel is None:
+                return None
+            total += q * rel
+        return total
+
+    def _suffix_rel(self, u: int, first: int, sig: tuple, high: bool) -> int | None:
+        """Best relative score over ``u``'s children from ``first`` on, in policy order."""
+        key = (u, sig, high)
+        suffix = self._suffix.get(key)
+        order = self._policy_children(u)
+        if suffix is None:
+            suffix = [None] * (len(order) + 1)
+            acc = None
+            for i in range(len(order) - 1, -1, -1):
+                rel = self._rel_sig(sig, high, order[i])
+                if rel is not None and (acc is None or _worse(acc, rel, high)):
+                    acc = rel
+                suffix[i] = acc
+            self._suffix[key] = suffix
+        pos = self._policy_pos.get(u)
+        if pos is None:
+            pos = self._policy_pos[u] = {c: i for i, c in enumerate(order)}
+        return suffix[pos[first]]
+
+    def _rel_of(self, rtype: str, high: bool, v: int) -> int | None:
+        """The best score (less the parts every candidate at the ranking shares) of a
+        ``rtype`` vertex at or below ``v``: its id (variation: its perf class) plus the score
+        factors of the vertices from v down to it; None when there is none. A fact of the
+        graph, kept per vertex (and per layout for what lies below a vertex)."""
+        memo = self._rel.setdefault((rtype, high), {})
+        hit = memo.get(v, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        g = self.g
+        variation = self.policy.kind == "variation"
+        own = None
+        if g.type[v] == rtype:
+            own = _perf_class(g.properties[v]) if variation else g.id[v]
+        layout = g.layouts.get(v) if g.layouts else None
+        lmemo = self._rel_layout.setdefault((rtype, high), {}) if layout is not None else None
+        below = lmemo.get(layout, _MISSING) if lmemo is not None else _MISSING
+        if below is _MISSING:
+            below = None
+            for c in self._children(v):
+                rel = self._rel_of(rtype, high, c)
+                if rel is not None and (below is None or _worse(below, rel, high)):
+                    below = rel
+            if lmemo is not None:
+                lmemo[layout] = below
+        if below is not None and not variation:
+            factor = self.policy.factors.get(g.type[v])
+            if factor is not None:
+                add_by, mul_by = factor
+                below += (g.id[v] + 1 + add_by) * mul_by + abs(_cmod(g.uniq_id[v], mul_by) - 1)
+        if own is None:
+            out = below
+        elif below is None or _worse(below, own, high):
+            out = own
+        else:
+            out = below
+        memo[v] = out
+        return out
 
     def _resolve_graph(self, root: int, resources: list[Resource], dfu: _Dfu) -> int | None:
         high = self.policy.high
@@ -901,7 +1666,10 @@ class Traverser:
             count = r.calc_count(dfu.qual(r.type))
             if count == 0:
                 return None
-            dfu.evals(r.type).choose_best_k(count, high, runs)
+            ev = dfu.evals(r.type)
+            ev.choose_best_k(count, high, runs)
+            if self._guard is not None:
+                self._check(ev, r, high, runs)
         self._ml = 0
         needs = 1
         rtype = self.g.type[root]
@@ -917,6 +1685,8 @@ class Traverser:
         return needs
 
     def _enforce(self, dfu: _Dfu, unconstrained: bool, top: int = -1) -> None:
+        self._inside += 1
+        replayed = self._replayed
         marks = self.marks
         parent = self.g.parent[self.sub]
         gtype, size = self.g.type, self.g.size
@@ -929,9 +1699,12 @@ class Traverser:
                 if group[4]:
                     continue
                 if rtype == "slot":
-                    self.chosen_slots.append([(edge[3], edge[1]) for edge in group[5]])
+                    self.chosen_slots.append(_Chosen(top, [(edge[3], edge[1])
+                                                           for edge in group[5]]))
                 for edge in group[5]:
                     child = edge[3]
+                    if replayed:
+                        self._unfold(child)
                     if split and child in split:
                         # one pool shared by several slot instances of this job
                         split[child] += edge[1]
@@ -1004,7 +1777,7 @@ class Traverser:
         mod = emit_shadow or g.type[u] in self.excl_types
         excl = excl or mod
         if (mod and not emit_shadow and self.fast and meta.alloc_type != AT_NO_ALLOC
-                and self.totals(u)):
+                and needs >= g.size[u] and self._upd_seen is None and self.totals(u)):
             return self._hold_whole(u, needs, meta, job, emit, to_parent, excl_parent)
         self._level += 1
         n_plans = 0
@@ -1082,17 +1855,33 @@ class Traverser:
             for d, v in zip(depths, below_u, strict=True):
                 emit(base + 1 + d, v, g.size[v], True, True)
         self._add_sched(u, needs, meta, job)
-        if meta.alloc_type == AT_ALLOC and needs >= g.size[u]:
+        if self.policy.stop_on_k:
+            job.reweigh_inner += self.inner_edges(u)
+        if meta.alloc_type == AT_ALLOC:
             p = g.parent[self.sub][u]
             if p != -1:
                 self.hold_kid(p, u, meta.at, meta.at + meta.duration, job.jobid)
         totals = self.totals(u)
-        # ancestors get the whole subtree's amounts either way
-        self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=needs >= g.size[u])
+        # ancestors get the whole subtree's amounts
+        self._add_meta(u, needs, True, meta, job, totals, to_parent, whole=True)
         used = job.used[u] = dict(totals)
         used[g.type[u]] = used.get(g.type[u], 0) + needs
         emit(base, u, needs, True, excl_parent)
         return 1 + bool(totals)  # u and (at least) what is below it
+
+    def inner_edges(self, u: int) -> list[tuple[int, int]]:
+        """The edges (vertex, child) below ``u`` whose child has children of its own, in the
+        order Fluxion's commit walks them (its ``first`` re-ranks those children)."""
+        hit = self._inner_cache.get(u)
+        if hit is None:
+            kids = self.g.children[self.sub]
+            hit = self._inner_cache[u] = [(v, c) for v in self._post_below(u)[2]
+                                          for c in kids[v] if kids[c]]
+        return hit
+
+    def below_count(self, u: int) -> int:
+        """How many vertices lie below ``u`` (in the traversal's subsystem)."""
+        return len(self._post_below(u)[1])
 
     def _post_below(self, u: int) -> tuple[bytes | list[int], list[int], list[int]]:
         """The vertices below ``u`` in post-order (children in graph order), their depths
@@ -1124,6 +1913,7 @@ class Traverser:
         return hit
 
     def _add_sched(self, u: int, needs: int, meta: Meta, job: JobState) -> None:
+        self._dirty.append(u)
         p = self.sched.get(u)
         if p is None:
             p = self.sched[u] = Planner(self.g.size[u])
@@ -1142,6 +1932,7 @@ class Traverser:
         """Tag ``u`` for ``job`` and add what it holds below to its aggregates and to
         ``to_parent``. ``whole`` (fast mode, the subtree held whole through u's own planner):
         no aggregate spans on u itself, sub_avail reads 0 below u while it is held."""
+        self._dirty.append(u)
         if excl and needs >= self.g.size[u]:
             # held whole: its own planner already reads 0 free for this window, so an
             # exclusivity-checker span would prune nothing more (tag only, no span)
@@ -1154,6 +1945,8 @@ class Traverser:
         if whole:
             self._whole[u] = self._whole.get(u, 0) + 1
             job.whole.add(u)
+            if meta.alloc_type == AT_ALLOC:
+                self._whole_alloc[u] = self._whole_alloc.get(u, 0) + 1
         elif below and self.totals(u):
             amounts = {t: n for t, n in below.items() if n > 0}
             if amounts:
@@ -1181,17 +1974,16 @@ class Traverser:
             vertices = set(job.sched) | set(job.xspans)
         released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
         parent = self.g.parent[self.sub]
+        self._dirty += vertices
         for u in vertices:
             span = job.sched.pop(u, None)
             if span is not None:
                 self.sched[u].remove_span(span)
                 if u in job.whole:
                     job.whole.discard(u)
-                    left = self._whole[u] - 1
-                    if left:
-                        self._whole[u] = left
-                    else:
-                        del self._whole[u]
+                    _count_down(self._whole, u)
+                    if job.jobid in self.allocs.get(u, ()):
+                        _count_down(self._whole_alloc, u)
                 self.unhold_kid(parent[u], u, job.jobid)
                 for table in (self.allocs, self.resvs):
                     spans = table.get(u)
@@ -1201,6 +1993,7 @@ class Traverser:
             if span is not None:
                 self.xcheck[u].remove_span(span)
             if u in job.agg_owners:
+                job.agg_owners.discard(u)
                 entry = job.agg.pop(u, None)
                 if entry is not None:
                     self.agg[u].remove_span(entry[0])
@@ -1222,11 +2015,7 @@ class Traverser:
                 continue
             span, amounts = entry
             left = {t: n - per.get(t, 0) for t, n in amounts.items() if n > per.get(t, 0)}
-            new = self.agg[a].resize_span(span, left)
-            if new is None:
-                del job.agg[a]
-            else:
-                job.agg[a] = (new, left)
+            self._resize_agg(job, a, span, left)
         # (Fluxion does not re-rank children on cancel)
         # the job is gone once no vertex it holds exclusively remains
         remaining = any(job.used.get(u) for u in job.xspans) or any(job.sched)
@@ -1248,6 +2037,7 @@ class Traverser:
         amount = min(amount, have)
         if amount <= 0:
             return
+        self._dirty.append(u)
         span = job.sched.get(u)
         if span is not None:
             new = _resize(self.sched[u], span, have - amount)
@@ -1264,18 +2054,28 @@ class Traverser:
             if entry is not None and rtype in entry[1]:
                 span, amounts = entry
                 left = {t: n - amount if t == rtype else n for t, n in amounts.items()}
-                left = {t: n for t, n in left.items() if n > 0}
-                new = self.agg[a].resize_span(span, left)
-                if new is None:
-                    del job.agg[a]
-                else:
-                    job.agg[a] = (new, left)
+                self._resize_agg(job, a, span, {t: n for t, n in left.items() if n > 0})
             a = parent[a]
 
-    def reweigh(self, pairs: list[tuple[int, int]], now: int) -> None:
+    def _resize_agg(self, job: JobState, a: int, span: int, left: dict[str, int]) -> None:
+        """Shrink ``job``'s aggregate span on ``a`` to ``left``; once nothing is left the
+        span and the job's ``jobid-span`` mark on ``a`` go (Fluxion's reduce-to-empty)."""
+        new = self.agg[a].resize_span(span, left)
+        if new is None:
+            del job.agg[a]
+            job.agg_owners.discard(a)
+        else:
+            job.agg[a] = (new, left)
+
+    def reweigh(self, pairs: list[tuple[int, int]], now: int,
+                inner: list[tuple[int, int]] = (), held_now: bool = False) -> None:
         """Re-rank children for ``first``: Fluxion orders a vertex's children by the free amount
         (at ``now``) of the last pruning type below each child, most free first; children no
-        job touched yet come before all others."""
+        job touched yet come before all others. ``inner``: the edges inside subtrees the job
+        holds whole (booked on their roots alone), which Fluxion's commit re-ranks too: with
+        nothing free below them while the job holds them at ``now``."""
+        if inner:
+            self._reweigh_inner(inner, now, held_now)
         g = self.g
         gtype = g.type
         weigh_type = self._weigh_type
@@ -1288,11 +2088,9 @@ class Traverser:
             totals = self.totals(c)
             if not totals and not kids[c]:
                 continue  # leaves keep their initial rank
-            ctype = gtype[c]
-            rtype = weigh_type.get(ctype, 0)
+            rtype = weigh_type.get(gtype[c], 0)
             if rtype == 0:
-                types = [t for t in self.prune_types if t != ctype]
-                rtype = weigh_type[ctype] = types[-1] if types else None
+                rtype = self._weigh_type_of(c)
             if rtype is None:
                 continue
             if not totals:
@@ -1310,17 +2108,45 @@ class Traverser:
                 held = self.agg.get(c)
                 if avail == 0 and c not in whole and (held is None or not held.spans):
                     continue
-            w = self.weights.get(u)
-            if w is None:
-                w = self.weights[u] = {}
-                a = u  # u and everything above it now has a weighted vertex at or below it
-                parent = g.parent[self.sub]
-                while a != -1 and a not in self._weighted:
-                    self._weighted.add(a)
-                    a = parent[a]
-            old = w.get(c, _UNTOUCHED)
-            if old != avail:
-                self._move_child(u, w, c, old, avail)
+            self._weigh(u, c, avail)
+
+    def _reweigh_inner(self, inner: list[tuple[int, int]], now: int, held_now: bool) -> None:
+        kids = self.g.children[self.sub]
+        for u, c in inner:
+            if len(kids[u]) < 2:
+                continue
+            rtype = self._weigh_type_of(c)
+            if rtype is None:
+                continue
+            if held_now:
+                avail = 0
+            else:
+                totals = self.totals(c)
+                avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
+            self._weigh(u, c, avail)
+
+    def _weigh_type_of(self, c: int) -> str | None:
+        """The pruning type ``first`` weighs child ``c`` by (None: not weighed)."""
+        ctype = self.g.type[c]
+        rtype = self._weigh_type.get(ctype, 0)
+        if rtype == 0:
+            types = [t for t in self.prune_types if t != ctype]
+            rtype = self._weigh_type[ctype] = types[-1] if types else None
+        return rtype
+
+    def _weigh(self, u: int, c: int, avail: int) -> None:
+        """Give child ``c`` of ``u`` the weight ``avail`` (moving it in u's order)."""
+        w = self.weights.get(u)
+        if w is None:
+            w = self.weights[u] = {}
+            a = u  # u and everything above it now has a weighted vertex at or below it
+            parent = self.g.parent[self.sub]
+            while a != -1 and a not in self._weighted:
+                self._weighted.add(a)
+                a = parent[a]
+        old = w.get(c, _UNTOUCHED)
+        if old != avail:
+            self._move_child(u, w, c, old, avail)
 
     def _move_child(self, u: int, w: dict[int, int], c: int, old: int, avail: int) -> None:
         """Set c's weight, moving it within u's cached order (most free first, then higher
@@ -1351,8 +2177,8 @@ class JobState:
     """What a committed match holds, so cancel can undo it exactly."""
 
     __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
-                 "resv_vertices", "reweigh", "now", "raw_vertices", "at", "duration",
-                 "reserved", "slots", "slot_edges", "whole", "node_hint")
+                 "resv_vertices", "reweigh", "reweigh_inner", "now", "raw_vertices", "at",
+                 "duration", "reserved", "slots", "slot_edges", "whole", "node_hint")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -1370,6 +2196,8 @@ class JobState:
         self.alloc_vertices: list[int] = []
         self.resv_vertices: list[int] = []
         self.reweigh: list[tuple[int, int]] = []
+        #: the edges inside the subtrees held whole (see Traverser.reweigh)
+        self.reweigh_inner: list[tuple[int, int]] = []
         #: per slot instance: {vertex: amount} (None once released); resolved lazily from
         #: slot_edges, the (vertex, amount) members the selection chose
         self.slots: list[dict[int, int] | None] | None = []
@@ -1561,6 +2389,60 @@ class _Held(tuple):
         return self[1](self[3])[1]
 
 
+class _Rebound:
+    """The candidates a subtree of one layout found, for another subtree of that layout:
+    groups kept by position below the subtree's root, read back as this subtree's vertices
+    (only the ones asked for). Reads like a remembered _Evals."""
+
+    __slots__ = ("kind", "post_below", "root", "n", "qual", "total", "parts")
+
+    def __init__(self, kind: tuple, post_below, root: int) -> None:
+        self.kind = kind
+        self.post_below = post_below
+        self.root = root
+        groups, self.qual, self.total = kind[:3]
+        self.n = len(groups)
+        self.parts = ()  # never flat: merged by reference
+
+    def scores(self) -> list[int]:
+        return self.kind[3]
+
+    def key_bytes(self, base: int, high: bool) -> bytes:
+        cache = self.kind[6]  # shared by every subtree of the layout
+        got = cache.get((base, high))
+        if got is None:
+            got = cache[(base, high)] = _key_bytes(self.kind[3], base, high)
+        return got
+
+    def bounds(self) -> tuple[int, int]:
+        return self.kind[4]
+
+    def distinct(self) -> frozenset[int]:
+        return self.kind[5]
+
+    def group(self, i: int) -> list:
+        post = self.post_below(self.root)[1]
+        root = self.root
+        score, count, x, is_root, edges = self.kind[0][i]
+        return [score, count, 0, x, is_root,
+                [[e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root]
+                 for e0, e1, e2, v, p in edges]]
+
+    def groups(self) -> list[list]:
+        return [self.group(i) for i in range(self.n)]
+
+
+class _Chosen(list):
+    """A slot instance ranked at vertex ``top`` (-1: the root's ranking): its (member,
+    amount) pairs."""
+
+    __slots__ = ("top",)
+
+    def __init__(self, top: int, members: list) -> None:
+        super().__init__(members)
+        self.top = top
+
+
 class _Replayed(tuple):
     """Slot instances of a replayed subtree: (the traverser's ``_post_below``, the subtree
     root, slots by position in its post-order)."""
@@ -1608,6 +2490,14 @@ def _request_key(resources: list[Resource]) -> tuple:
     return tuple((r.type, r.count_min, r.count_max, r.oper, r.operand, r.exclusive,
                   tuple(sorted(r.user_data.items())), _request_key(r.with_))
                  for r in resources)
+
+
+def _count_down(counts: dict[int, int], key: int) -> None:
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 def _resize(planner: Planner, span: int, amount: int) -> int:
@@ -1719,7 +2609,7 @@ class FlexibleTraverser(Traverser):
         high = self.policy.slot_high
         for ev in slot_dfu.ev.values():
             if ev.qual:
-                ev.choose_best_k(ev.qual, high)
+                ev.choose_best_k(ev.qual, high, full=True)
         counts = {t: slot_dfu.qual(t) for t in union}
         memo: dict = {}
         config = _or_config(slots, counts, nslots, memo)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import os
 import re
@@ -23,9 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = (REPO / ".." / "shared" / "fluxion-testdata").resolve()
 KNOWN = Path(__file__).with_name("known_differences.tsv")
+EXTRA = Path(__file__).with_name("cases")
 #: case id -> identical | normalised | differs (filled by the pytest replay, summed at the end)
 RESULTS: dict[str, str] = {}
-FORCE_FAST = bool(os.environ.get("FLUXINFRA_FORCE_FAST"))
+#: replay through Fluxion's full walk (``Matcher(exact=True)``) instead of the default one
+FULL_WALK = bool(os.environ.get("FLUXINFRA_FULL_WALK"))
 _STATS = re.compile(r"^INFO: (ELAPSE|PREORDER VISIT COUNT|POSTORDER VISIT COUNT|"
                     r"(PARTIAL )?CANCEL (PRE|POST)ORDER COUNT)=")
 
@@ -56,6 +59,15 @@ def load_cases() -> list[Case]:
     return [Case(i, *row[:10]) for i, row in enumerate(rows[1:], 1)]
 
 
+def load_extra_cases() -> list[Case]:
+    """Cases of our own (``cases/cases.tsv``) on Fluxion's graphs, for the live differential
+    only (no stored expected output): command files are read from ``cases/``."""
+    rows = [line.split("\t") for line in EXTRA.joinpath("cases.tsv").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    return [dataclasses.replace(Case(1000 + i, *row[:10]), cmds=str(EXTRA / row[8]))
+            for i, row in enumerate(rows[1:], 1)]
+
+
 def load_known() -> dict[str, tuple[str, str]]:
     """case name -> (level reached: normalised | differs, reason)."""
     known: dict[str, tuple[str, str]] = {}
@@ -74,8 +86,9 @@ def query_argv(case: Case) -> list[str]:
 
 
 def case_commands(case: Case) -> str:
-    return (TESTDATA / case.cmds).read_text(encoding="utf-8").replace("@TEST_SRCDIR@",
-                                                                        str(TESTDATA))
+    """The case's command file with its placeholders filled in."""
+    text = (TESTDATA / case.cmds).read_text(encoding="utf-8")
+    return text.replace("@TEST_SRCDIR@", str(TESTDATA)).replace("@CASES@", str(EXTRA))
 
 
 @dataclass
@@ -96,8 +109,9 @@ def run_query(case: Case) -> Run:
 
     def open_session(*args, **kwargs):
         session = opened(*args, **kwargs)
-        if FORCE_FAST:
-            session.m.trav.fast = True
+        if FULL_WALK:
+            session.m.exact = True
+            session.m.trav.fast = False
         return session
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ from live import (
     our_start_status,
     real_start_status,
 )
-from replay import TESTDATA, load_cases
+from replay import TESTDATA, load_cases, load_extra_cases
 
 BINARY = find_resource_query()
 if BINARY is None:
@@ -30,7 +30,7 @@ if BINARY is None:
 if not (TESTDATA / "manifest.tsv").exists():
     pytest.skip(f"Fluxion test data not found at {TESTDATA}", allow_module_level=True)
 
-CASES = load_cases()
+CASES = load_cases() + load_extra_cases()
 KNOWN = load_known_live()
 _RANK = {"identical": 2, "normalised": 1, "differs": 0}
 

@@ -102,10 +102,19 @@ def test_every_benchmark_prints_through_the_shared_table(name):
 
 def test_the_matcher_tables_fit_and_explain():
     matcher = load("matcher")
-    ours = {"size": 8, "vertices": 10, "build_s": 1.0, "build_rss_mib": 1.0, "rss_mib": 2.0,
-            "policies": {"low": {"init_s": 0.1, "1core": {
+    ours = {"size": 8, "vertices": 10, "load_s": 1.0, "load_rss_mib": 1.0, "rss_mib": 2.0,
+            "policies": {"low": {"1core": {
                 "fill": [1000, 2000], "steady": [1500], "cancel": [100], "full": False}}}}
-    for text in (matcher.build_table([ours], {}), matcher.match_table([ours], {})):
-        assert "nan" not in text and "fluxion" not in text.split("\n\n")[0]
+
+    def run(marks, digest="d1"):
+        return {"marks": marks, "wall": 2.0, "rss_mib": 10.0, "rc": 0, "digest": digest}
+
+    row = {"policy": "low", "stream": "1core", "fill": 10, "steady": 5,
+           "runs": {"ours": [run([1.0, 1.1, 1.15])], "fluxion": [run([2.0, 3.0, 4.0])]}}
+    inprocess = matcher.inprocess_table([ours])
+    processes, _ = matcher.process_tables([{"size": 8, "rows": [row]}])
+    for text in (inprocess, processes):
+        assert "nan" not in text
         assert max(len(line) for line in text.splitlines()) <= 100
-    assert "median match latency" in matcher.match_table([ours], {})
+    assert "median match latency" in inprocess
+    assert "same <SHA-256 prefix>" in processes

@@ -1,12 +1,14 @@
-"""The matcher benchmark's pooling of alternating rounds (``benchmarks/matcher.py --rounds``):
-each side's samples are concatenated over the rounds, and the speedup compares our pooled
-"same first n" prefixes (n = what Fluxion took in the paired round) with Fluxion's pooled
-samples."""
+"""The matcher benchmark's whole-process comparison (``benchmarks/matcher.py``): the command
+file both programs run, the phases each process times between its ``stat`` marks, medians over
+the rounds, and the verdict on the two programs' ``-t`` outputs."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "matcher.py"
 
@@ -18,38 +20,70 @@ def load_bench():
     return module
 
 
-def ours(fill: list[int], steady: list[int], full: bool = False) -> dict:
-    return {"size": 8, "vertices": 10, "build_s": 1.0, "build_rss_mib": 1.0, "rss_mib": 2.0,
-            "policies": {"low": {"init_s": 0.1, "1core": {
-                "fill": fill, "steady": steady, "cancel": [1], "full": full}}}}
+def run(marks: list[float], digest: str = "abc", rc: int = 0) -> dict:
+    return {"marks": marks, "wall": marks[-1] + 0.1 if marks else 1.0, "rss_mib": 10.0,
+            "rc": rc, "digest": digest}
 
 
-def fluxion(fill: list[int], steady: list[int]) -> dict:
-    return {"size": 8, "load_s": 1.0, "load_rss_mib": 5.0,
-            "policies": {"low": {"wall_s": 1.0, "failed": 0,
-                                 "1core": {"fill": fill, "steady": steady}}}}
-
-
-def test_rounds_pool_each_side_and_pair_the_prefixes() -> None:
+def test_the_command_file_brackets_each_phase_with_stat() -> None:
     bench = load_bench()
-    a, b = ours([1, 2, 3, 4], [5]), ours([10, 20, 30, 40], [50], full=True)
-    fa, fb = fluxion([100, 200], [300]), fluxion([1000], [3000])
-    pooled = bench.pool_rounds([a, b], [fa, fb])
-    data = pooled["policies"]["low"]["1core"]
-    assert data["fill"] == [1, 2, 3, 4, 10, 20, 30, 40]
-    assert data["steady"] == [5, 50] and data["cancel"] == [1, 1] and data["full"]
-    assert data["fill_same"] == [1, 2, 10]  # first 2 of round 1, first 1 of round 2
-    assert pooled["rounds"] == 2 and a["policies"]["low"]["1core"]["fill"] == [1, 2, 3, 4]
-    rq = bench.pool_rq_rounds([fa, fb])
-    assert rq["policies"]["low"]["1core"]["fill"] == [100, 200, 1000]
-    table = bench.match_table([pooled], {8: rq})
+    text = bench.command_text([("/j.json", 3, 2), ("/k.json", 1, 1)]).splitlines()
+    assert text == ["stat"] + ["match allocate /j.json"] * 3 + [
+        "stat", "cancel 1", "match allocate /j.json", "cancel 2", "match allocate /j.json",
+        "stat", "cancel 3", "cancel 4", "cancel 5", "stat",
+        "match allocate /k.json", "stat", "cancel 6", "match allocate /k.json", "stat",
+        "cancel 7", "stat", "quit"]
+
+
+def test_phases_are_medians_of_the_rounds_between_the_marks() -> None:
+    bench = load_bench()
+    got = bench.phases([run([1.0, 1.5, 1.7]), run([3.0, 3.1, 3.2]), run([2.0, 2.3, 2.5]),
+                        run([9.0], rc=1)])  # a failed run counts for nothing
+    assert got["load_s"] == 2.0
+    assert got["fill_ms"] == pytest.approx(300.0) and got["steady_ms"] == pytest.approx(200.0)
+    # the second stream of a process: its marks follow the first's cancel-the-rest mark
+    second = bench.phases([run([1.0, 1.5, 1.7, 1.8, 2.8, 3.0, 3.1])], 1)
+    assert second["load_s"] == 1.0
+    assert second["fill_ms"] == pytest.approx(1000.0)
+    assert second["steady_ms"] == pytest.approx(200.0)
+
+
+def test_a_row_is_the_same_only_when_every_run_of_both_wrote_one_output() -> None:
+    bench = load_bench()
+    row = {"policy": "low", "stream": "1core", "fill": 10, "steady": 5,
+           "runs": {"ours": [run([1.0, 1.1, 1.15], "d1"), run([1.0, 1.1, 1.15], "d1")],
+                    "fluxion": [run([2.0, 3.0, 4.0], "d1")]}}
+    assert bench.same_output(row) == "same d1"
+    table, identical = bench.process_tables([{"size": 8, "rows": [row]}])
     # the table comes in parts ~100 columns wide, the key columns repeated in each
-    row = " ".join(line for line in table.splitlines() if " low " in line)
-    # fluxion median 200 ns vs ours over [1, 2, 10]: 2 ns -> 100x; steady 1650 / 27.5 -> 60x
-    assert "100.0x" in row and "60.0x" in row
+    line = " ".join(x for x in table.splitlines() if " low " in x)
+    # ours 100 ms / 10 = 10 ms per match, fluxion 1000 / 10 = 100: 10x; pairs 10 vs 200: 20x
+    assert identical and "10.0x" in line and "20.0x" in line
+    row["runs"]["fluxion"][0]["digest"] = "d2"
+    assert bench.same_output(row).startswith("DIFFERENT")
+    assert not bench.process_tables([{"size": 8, "rows": [row]}])[1]
 
 
-def test_one_round_without_fluxion_is_left_as_it_ran() -> None:
+def test_scoring_policies_run_shorter_streams_than_first_fit() -> None:
     bench = load_bench()
-    a = ours([1, 2], [3])
-    assert bench.pool_rounds([a], []) is a
+    assert bench.plan_for("first", "1core", 4096, 2000, 200, 10, 5) == (2000, 200)
+    assert bench.plan_for("low", "1core", 4096, 2000, 200, 10, 5) == (10, 5)
+    assert bench.plan_for("firstnodex", "64node", 256, 2000, 200, 10, 5) == (4, 4)
+
+
+def test_a_real_program_is_timed_between_its_stat_marks(tmp_path) -> None:
+    # a stand-in program that prints stat blocks like both programs do
+    bench = load_bench()
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, time\n"
+                    "for line in sys.stdin:\n"
+                    "    if line.strip() == 'stat':\n"
+                    "        print('INFO: Num. of Jobs Matched: 0')\n"
+                    "    elif line.startswith('match'):\n"
+                    "        time.sleep(0.01)\n")
+    commands = tmp_path / "c.in"
+    commands.write_text(bench.command_text([("/j", 5, 2)]))
+    got = bench.run_process([sys.executable, str(prog)], commands, 30)
+    marks = got["marks"]
+    assert got["rc"] == 0 and len(marks) == 4 and marks == sorted(marks)
+    assert marks[1] >= 0.05  # five 10 ms matches before the second stat

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from matcher_testlib import check_invariants
 
-from fluxinfra.matcher import Busy, Matcher
-from fluxinfra.matcher.recipe import graph_from_recipe
+from fluxinfra.matcher import Busy, Matcher, load_graph
+from fluxinfra.matcher.recipe import graph_from_recipe, recipe_to_grug
 
 POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
             "variation"]
@@ -165,6 +165,16 @@ def test_a_full_template_table_starts_over(monkeypatch) -> None:
     assert len(fast.trav._templates) <= 1
 
 
+def assert_hinted_shapes_are_walked(g, nodes: list[int], policy: str) -> None:
+    """Each node's shape worked out through its layout hint is the full walk's, and alike."""
+    hinted = Matcher(g, policy=policy).trav
+    walked = Matcher(g, policy=policy).trav
+    saved, g.layouts = g.layouts, {}
+    full = [walked._shape(v) for v in nodes]
+    g.layouts = saved
+    assert [hinted._shape(v) for v in nodes] == [full[0]] * len(nodes) == full
+
+
 @pytest.mark.parametrize("policy", ["first", "low", "variation"])
 def test_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> None:
     """graph_from_recipe marks its nodes as built alike; a traverser then works a node's shape
@@ -173,12 +183,7 @@ def test_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> None:
     g = graph_from_recipe(RECIPE)
     nodes = [v for v in range(len(g)) if g.type[v] == "node"]
     assert set(g.layouts) == set(nodes)
-    hinted = Matcher(g, policy=policy).trav
-    walked = Matcher(g, policy=policy).trav
-    saved, g.layouts = g.layouts, {}
-    full = [walked._shape(v) for v in nodes]
-    g.layouts = saved
-    assert [hinted._shape(v) for v in nodes] == [full[0]] * len(nodes) == full
+    assert_hinted_shapes_are_walked(g, nodes, policy)
     m = Matcher(g, policy=policy)
     core = next(v for v in range(len(g)) if g.type[v] == "core")
     m.set_status(g.path(core), "down")
@@ -186,3 +191,41 @@ def test_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> None:
     assert m.trav._shape(nodes[0]) != m.trav._shape(nodes[1])
     m.remove_subgraph(g.path(nodes[-1]))
     assert g.layouts == {}
+
+
+@pytest.mark.parametrize("policy", ["first", "low", "variation"])
+def test_grug_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> None:
+    """The GRUG reader marks the vertices of a recipe kind as built alike when every id below
+    them restarts within each (the benchmark's machines: their nodes; not the sockets, whose
+    cores are numbered per node). Every hinted shape is the one the full walk computes."""
+    g = load_graph(recipe_to_grug(RECIPE), fmt="grug")
+    nodes = [v for v in range(len(g)) if g.type[v] == "node"]
+    assert set(g.layouts) == set(nodes)
+    assert_hinted_shapes_are_walked(g, nodes, policy)
+
+
+def test_grug_ids_counted_across_instances_give_no_layout() -> None:
+    # cores numbered per rack (id_scope 2 below the socket): nodes differ, none is marked
+    text = recipe_to_grug(RECIPE).replace(
+        '<edge id="socket2core" source="socket" target="core"><data key="multi_scale">4</data>'
+        '<data key="id_scope">1</data>',
+        '<edge id="socket2core" source="socket" target="core"><data key="multi_scale">4</data>'
+        '<data key="id_scope">3</data>')
+    assert 'id_scope">3<' in text
+    g = load_graph(text, fmt="grug")
+    assert not any(g.type[v] == "node" for v in g.layouts)
+
+
+@pytest.mark.parametrize("policy", ["variation", "low"])
+def test_a_property_set_drops_the_layout_and_what_was_remembered(policy: str) -> None:
+    # resource-query's set-property between matches (variation ranks by perf_class)
+    ours = Matcher(load_graph(recipe_to_grug(RECIPE), fmt="grug"), policy=policy)
+    ref = Matcher(load_graph(recipe_to_grug(RECIPE), fmt="grug"), policy=policy, exact=True)
+    nodes = [v for v in range(len(ours.graph)) if ours.graph.type[v] == "node"]
+    steps = [lambda m: m.match(core_job(1)), lambda m: m.match(nodes_job(1, 2))]
+    steps += [lambda m, v=v, i=i: m.set_property(v, "perf_class", str(3 - i % 3))
+              for i, v in enumerate(nodes)]
+    steps += [lambda m: m.match(nodes_job(2, 1)), lambda m: m.match(core_job(1))] * 3
+    for step in steps:
+        assert outcome(ours, step) == outcome(ref, step)
+    assert not any(v in ours.graph.layouts for v in nodes)

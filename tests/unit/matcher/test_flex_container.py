@@ -130,7 +130,16 @@ def test_one_job_over_two_containers_sharing_nodes_does_not_double_count():
 
 def test_one_job_over_two_containers_sharing_nodes_takes_disjoint_nodes():
     g = flex_graph(nodes=2, cores=4, containers=[[0, 1], [0, 1]])
-    m = Matcher(g, policy="low", subsystem=FLEX)
+    m = Matcher(g, policy="first", subsystem=FLEX)
     both = m.match(container_job(2, 1, 3))  # 3 cores on one node per container: both nodes
     assert sorted(both.nodes) == ["node0", "node1"]
     assert sorted(n for slot in both.slots for n in slot) == ["node0", "node1"]
+
+
+def test_a_full_walk_claims_every_shared_node_for_the_first_container():
+    # Fluxion visits a vertex once per traversal: ranking policies walk every child, so the
+    # first container's walk claims both shared nodes and the second finds none (first-fit
+    # policies stop at one node per container, above)
+    g = flex_graph(nodes=2, cores=4, containers=[[0, 1], [0, 1]])
+    with pytest.raises(Busy):
+        Matcher(g, policy="low", subsystem=FLEX).match(container_job(2, 1, 3))

@@ -190,12 +190,37 @@ def test_locality_prefers_the_highest_run_of_free_ids():
                                        ["node4", "node5", "node6"]]
     assert picks("high", True) == [["node7"], ["node5", "node6"], ["node4"],
                                    ["node3", "node5", "node6"]]
-    # fast mode explores high ids first: runs in the same order (after job 2 is cancelled the
-    # free runs are 0-3 and 5-6: all of 5-6 first), ties within a run broken towards high ids
-    assert picks("locality", False) == [["node7"], ["node5", "node6"], ["node4"],
-                                        ["node3", "node5", "node6"]]
+    # without exact=True the walk starts from the policy's first candidates, under a guard
+    # that ranks every candidate when the first found might not be Fluxion's: the same picks
+    assert picks("locality", False) == picks("locality", True)
+    assert picks("high", False) == picks("high", True)
 
 
 def test_locality_is_a_named_policy_only():
     with pytest.raises(MatcherError, match="accepts only low or high"):
         parse_policy("policy=locality node_exclusive=true")
+
+
+@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode", "locality",
+                                    "variation", "lonodex", "hinodex", "firstnodex"])
+def test_a_shared_node_with_its_slot_a_level_down_is_allocated(policy):
+    # node[1] -> slot[1] -> core[1] on Fluxion's tiny machine: the slot forms at a socket,
+    # one level below the node. Fluxion v0.54 answers "No matching resources found" under
+    # every policy that does not hold whole nodes (a defect: its commit walk cannot reach a
+    # slot below an unmarked socket; tests/conformance/known_live_differences.tsv has the
+    # evidence); we allocate one core, on a node shared with other jobs
+    from fluxinfra.matcher.recipe import graph_from_recipe
+
+    g = graph_from_recipe({"cluster": "tiny", "nodes_per_rack": 2, "sockets": 2,
+                           "cores_per_socket": 18, "gpus_per_socket": 1,
+                           "memory_per_socket": [4, 2]})
+    m = Matcher(g, policy=policy)
+    job = {"version": 1, "resources": [{"type": "node", "count": 1, "with": [
+        {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 1}]}]}],
+        "attributes": {"system": {"duration": 3600}},
+        "tasks": [{"command": ["a"], "slot": "t", "count": {"per_slot": 1}}]}
+    r = m.match(job)
+    cores = [v for _, v, _, _, _ in r.emitted if g.type[v] == "core"]
+    whole = policy.endswith("nodex")  # node-exclusive policies hold the node: every core
+    assert len(r.nodes) == 1 and len(cores) == (36 if whole else 1)
+    assert len(r.slots) == 1

@@ -1,0 +1,128 @@
+"""Ranking candidates as Fluxion does, without sorting them all.
+
+``stdsort.sorted_prefix`` and ``stdsort.equal_prefix`` give the first elements of libstdc++'s
+``std::sort`` without sorting the rest; a candidate list merged by reference from remembered
+subtrees (``_Evals`` parts) is ranked from its scores alone. Each must give exactly what
+``introsort`` (the replay of std::sort) of the whole flat list gives.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix, sorted_prefix_bytes
+from fluxinfra.matcher.traverser import _FLAT, _Evals
+
+
+def std_order(keys: list[int]) -> list[int]:
+    order = list(range(len(keys)))
+    introsort(order, lambda a, b: keys[a] < keys[b])
+    return order
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sorted_prefix_is_std_sorts_front(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.choice([0, 1, 17, 100, 1000, 5000])
+    spread = rng.choice([1, 2, 3, 64, 10_000])
+    # runs of ascending scores, as slot lists of sockets merged one after the other
+    keys: list[int] = []
+    while len(keys) < n:
+        run = sorted(rng.randrange(spread) for _ in range(rng.randint(1, 40)))
+        keys += run
+    keys = keys[:n]
+    want = std_order(keys)
+    k = rng.randint(1, max(1, n))
+    got = sorted_prefix(keys, lambda order: len(order) >= k)
+    assert got == want[:len(got)] and len(got) >= min(k, n)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sorted_prefix_bytes_is_std_sorts_front(seed: int) -> None:
+    rng = random.Random(f"bytes/{seed}")
+    n = rng.choice([0, 1, 16, 17, 200, 3000])
+    keys: list[int] = []
+    if rng.random() < 0.5:  # sorted runs, rotated (high's sockets come in that order)
+        shift = rng.randrange(64)
+        while len(keys) < n:
+            run = sorted(rng.sample(range(64), rng.randint(40, 64)))
+            keys += run[shift % len(run):] + run[:shift % len(run)]
+    else:
+        keys = [rng.randrange(rng.choice([1, 2, 3, 255])) for _ in range(n)]
+    keys = keys[:n]
+    want = std_order(keys)
+    for k in (1, 2, rng.randint(1, max(1, n))):
+        got = sorted_prefix_bytes(bytes(keys), lambda order, k=k: len(order) >= k)
+        assert got == want[:len(got)] and len(got) >= min(k, n)
+
+
+@pytest.mark.parametrize("n", [0, 1, 16, 17, 33, 100, 4097, 65_536])
+def test_equal_prefix_is_std_sorts_order_of_equal_keys(n: int) -> None:
+    want = std_order([7] * n) if n <= 5000 else None
+    for count in (1, 2, 17, 64):
+        got = equal_prefix(n, count)
+        assert len(got) == min(n, count)
+        if want is not None:
+            assert got == want[:count]
+    if n == 65_536:  # too long to sort here: the permutation is at least a permutation
+        assert len(set(equal_prefix(n, 5000))) == 5000
+
+
+def groups_of(scores: list[int], counts: list[int], tag: int) -> list[list]:
+    return [[s, c, 0, 1, False, [[c, c, 1, tag * 100_000 + i, -1]]]
+            for i, (s, c) in enumerate(zip(scores, counts, strict=True))]
+
+
+def merged(pieces: list[list[list]]) -> _Evals:
+    """A candidate list built as the full walk builds it from remembered subtrees."""
+    top = _Evals()
+    for piece in pieces:
+        part = _Evals()
+        for g in piece:
+            part.add(g)
+        top.merge(part, kept=True)
+    return top
+
+
+def flat(pieces: list[list[list]]) -> _Evals:
+    ev = _Evals()
+    for piece in pieces:
+        for g in piece:
+            ev.add([g[0], g[1], 0, g[3], g[4], g[5]])
+    return ev
+
+
+def chosen(ev: _Evals) -> list[tuple[int, int]]:
+    return [(g[5][0][3], g[2]) for g in ev.eg[:ev.best_i]]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_merged_list_ranks_as_the_flat_list(seed: int) -> None:
+    rng = random.Random(f"merged/{seed}")
+    spread = rng.choice([1, 1, 2, 5, 40])
+    pieces = []
+    for tag in range(rng.randint(2, 30)):
+        size = rng.randint(1, 24)
+        scores = sorted(rng.randrange(spread) + 1 for _ in range(size))
+        counts = [rng.choice([1, 1, 1, 4]) for _ in range(size)]
+        pieces.append(groups_of(scores, counts, tag))
+    top, ref = merged(pieces), flat(pieces)
+    assert top.n == ref.n and top.qual == ref.qual
+    high, runs = rng.random() < 0.5, rng.random() < 0.3
+    k = rng.randint(1, top.qual)
+    assert top.choose_best_k(k, high, runs) == ref.choose_best_k(k, high, runs)
+    assert top.best_i == ref.best_i and chosen(top) == chosen(ref)
+    if top.best_i < len(ref.eg):  # the next one (the guard reads it) is there too
+        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+    # ranked again (or-slots): Fluxion sorts what the first ranking left
+    k2 = rng.randint(1, top.qual)
+    assert top.choose_best_k(k2, not high) == ref.choose_best_k(k2, not high)
+    assert chosen(top) == chosen(ref)
+
+
+def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
+    pieces = [groups_of([1] * (_FLAT + 1), [1] * (_FLAT + 1), 0)]
+    top = merged(pieces)
+    assert top.parts is not None and top.n == _FLAT + 1
