@@ -69,6 +69,7 @@ class MatchResult:
     duration: int = 0
     _graph: ResourceGraph | None = field(default=None, repr=False)
     _r: dict | None = field(default=None, repr=False)
+    _job: Any = field(default=None, repr=False)  # the JobState committed (raw_emitted)
 
     @property
     def slots(self) -> list[dict[str, dict[str, int]]]:
@@ -84,6 +85,15 @@ class MatchResult:
         if callable(self._emitted):
             self._emitted = self._emitted()
         return self._emitted
+
+    @property
+    def raw_emitted(self) -> list:
+        """:attr:`emitted` as the commit left it: a subtree held whole may still be one lazy
+        entry (``Traverser``'s ``_Held``, with ``simple_text``) standing for every vertex
+        below it; :func:`~fluxinfra.matcher.writers.write_simple` takes either form."""
+        if callable(self._emitted) and self._job is not None:
+            return self._job.raw_vertices
+        return self.emitted
 
     @property
     def R(self) -> dict:  # noqa: N802 - RFC 20 calls it R
@@ -364,7 +374,7 @@ class Matcher:
         nodes = [g.name[v] for v in job.node_vertices(g, self.trav.sub)]
         return MatchResult(job.jobid, status, job.at, 0.0, nodes,
                            lambda: self._slots(job), lambda: job.vertices,
-                           job.duration, g)
+                           job.duration, g, _job=job)
 
     def _record_slots(self, job: JobState) -> None:
         """Remember the slot instances of the selection just committed (resolved lazily)."""

@@ -1893,20 +1893,7 @@ class Traverser:
         kids = self.g.children[self.sub]
         depths: list[int] = []
         out: list[int] = []
-
-        def walk(v: int, d: int) -> None:
-            ch = kids[v]
-            if any(map(kids.__getitem__, ch)):
-                for c in ch:
-                    if kids[c]:
-                        walk(c, d + 1)
-                    depths.append(d)
-                    out.append(c)
-            else:  # leaves only
-                depths.extend(repeat(d, len(ch)))
-                out.extend(ch)
-
-        walk(u, 0)
+        _walk_below(kids, u, 0, depths, out)
         inner = [u] + [v for v in out if kids[v]]
         hit = (bytes(depths) if not depths or max(depths) < 256 else tuple(depths), out, inner)
         self._post_cache[u] = hit
@@ -2244,6 +2231,22 @@ class JobState:
         return out
 
 
+def _walk_below(kids: list, v: int, d: int, depths: list[int], out: list[int]) -> None:
+    """The vertices below ``v`` in post-order into ``out``, their depths into ``depths`` (a
+    module function, not a recursive closure: a closure that calls itself is a reference
+    cycle, garbage only the cyclic collector frees, one per subtree walked)."""
+    ch = kids[v]
+    if any(map(kids.__getitem__, ch)):
+        for c in ch:
+            if kids[c]:
+                _walk_below(kids, c, d + 1, depths, out)
+            depths.append(d)
+            out.append(c)
+    else:  # leaves only
+        depths.extend(repeat(d, len(ch)))
+        out.extend(ch)
+
+
 def _appender(out: list):
     def emit(*entry) -> None:
         out.append(entry)
@@ -2387,6 +2390,40 @@ class _Held(tuple):
 
     def post(self) -> list[int]:
         return self[1](self[3])[1]
+
+    def simple_text(self, names: list[str]) -> str:
+        """The ``simple`` writer's lines of these vertices (each held whole, exclusive).
+        Subtrees built alike (every node of a generated machine) print the same lines: the
+        last text written for a tree of the same depths is reused when the names and sizes
+        below match too (compared at C speed, much cheaper than formatting the lines)."""
+        level, post_below, size, _ = self
+        depths, post, _ = post_below(self[3])
+        these = list(map(names.__getitem__, post))
+        sizes = list(map(size.__getitem__, post))
+        key = (level, depths)
+        hit = _SIMPLE_TEXT.get(key)
+        if hit is not None and hit[0] == these and hit[1] == sizes:
+            return hit[2]
+        pads = _pads(level, max(depths, default=0))
+        text = "".join([f"{pads[d]}{name}[{n}:x]\n"
+                        for d, name, n in zip(depths, these, sizes, strict=True)])
+        if len(_SIMPLE_TEXT) >= 64:
+            _SIMPLE_TEXT.clear()
+        _SIMPLE_TEXT[key] = (these, sizes, text)
+        return text
+
+
+#: (level, depths) -> (names, sizes, the simple text) last written for held subtrees
+_SIMPLE_TEXT: dict[tuple, tuple[list[str], list[int], str]] = {}
+_PADS: dict[int, list[str]] = {}
+
+
+def _pads(level: int, deepest: int) -> list[str]:
+    """The ``simple`` writer's indents for levels ``level``, ``level + 1``, ... (by depth)."""
+    got = _PADS.get(level)
+    if got is None or len(got) <= deepest:
+        got = _PADS[level] = ["      " + "---" * (level + d) for d in range(deepest + 8)]
+    return got
 
 
 class _Rebound:

@@ -21,9 +21,17 @@ Emitted = list[tuple[int, int, int, bool, bool]]
 
 
 def write_simple(g: ResourceGraph, emitted: Emitted) -> str:
+    """resource-query's ``simple`` lines. ``emitted`` may also hold the matcher's lazy
+    entries for subtrees held whole (anything with ``simple_text(names)``, see
+    ``MatchResult.raw_emitted``): they write their lines without a tuple per vertex."""
     out = []
-    for level, v, amount, excl, _ in emitted:
-        out.append(f"      {'---' * level}{g.name[v]}[{amount}:{'x' if excl else 's'}]\n")
+    names = g.name
+    for entry in emitted:
+        if len(entry) != 5:
+            out.append(entry.simple_text(names))
+            continue
+        level, v, amount, excl, _ = entry
+        out.append(f"      {'---' * level}{names[v]}[{amount}:{'x' if excl else 's'}]\n")
     return "".join(out)
 
 
