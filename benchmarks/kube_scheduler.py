@@ -259,22 +259,24 @@ def _fullest(api_client: Any, namespace: str) -> int:
 
 
 def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
-    """Every pod of the namespace gone (one delete-collection, grace 0: no kubelet waits)."""
+    """Every pod of the namespace gone (delete-collection, grace 0: no kubelet waits). A loaded
+    API server answers a large delete-collection with 504 and stops deleting when the request
+    times out, so the request is made again while pods remain."""
     from kubernetes import client
 
     core = client.CoreV1Api(api_client)
-    try:
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
-                                              _preload_content=False)
-    except client.ApiException as exc:
-        if exc.status != 504:  # a loaded API server times out the request, not the deletion
-            raise
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        try:
+            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
+                                                  _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status != 504:  # a timed-out request: what it did not delete is asked again
+                raise
         left = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
         if not json.loads(left.data).get("items"):
             return
-        time.sleep(1)
+        time.sleep(2)
     raise RuntimeError(f"pods of {namespace} still there after {timeout:.0f}s")
 
 
