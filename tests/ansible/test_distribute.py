@@ -160,12 +160,18 @@ def wait_all_online(instance, timeout: float = 300) -> str:
     raise AssertionError(f"brokers not all back within {timeout} s:\n{status}")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "found 2026-11-24 on real flux-core 0.88 (never run before): SIGINT to the CLI while the "
+    "ranks extract 1 GiB does not stop them; the run completes on every rank (the named "
+    "double stops, so the unit test passes): the forwarding through flux exec is to fix"))
 def test_ctrl_c_mid_run_leaves_the_content_store_and_the_hosts_clean(instance):
     """SIGINT to the CLI (what Ctrl-C sends it) while every rank extracts: the archive is removed
     from the instance, no host keeps a staging directory or a file under the final name, and the
     run exits 130 naming --resume."""
     hosts = instance["hosts"]
-    source, _ = payload("p100m", 100 << 20)
+    # 1 GiB (the payload of the 1GB case): 100 MB is extracted everywhere in ~5 s, so the
+    # signal could land after the last rank had finished
+    source, _ = payload("p1024m", 1024 << 20)
     dest = "/var/tmp/fxd-i"
     wait_all_online(instance)
     run = subprocess.Popen(

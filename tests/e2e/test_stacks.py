@@ -226,7 +226,23 @@ def test_fluxion_service_from_the_stack_answers_a_grpc_match(
     pod_ip = next(p["status"]["podIP"] for p in pods["items"] if p["status"].get("podIP"))
     port = service["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
     nodes = {n["metadata"]["name"] for n in cluster.get("nodes")["items"]}
-    with FluxionClient(f"{pod_ip}:{port}", timeout=10) as client:
+    # the service takes only clients holding the certificate of the stack's client Secret
+    # (mutual TLS); it is reached by pod IP, so the name checked is the Service's own
+    import grpc
+
+    from fluxinfra.service.client import CHANNEL_OPTIONS
+    from fluxinfra.service.tls import TlsFiles
+
+    name = meta["name"]
+    secret = next(d for d in running.docs if d["kind"] == "Secret"
+                  and d["metadata"]["name"] == f"{name}-client-tls")
+    files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    tls = TlsFiles(ca=files["ca.crt"], cert=files["tls.crt"], key=files["tls.key"])
+    channel = grpc.secure_channel(
+        f"{pod_ip}:{port}", tls.channel_credentials(),
+        options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override",
+                                    f"{name}.{meta['namespace']}.svc")])
+    with FluxionClient(f"{pod_ip}:{port}", timeout=10, channel=channel) as client:
         wait_for(lambda: client.health() == "SERVING", 60, "the service to be SERVING")
         result = client.match(slots_jobspec(1, cores=1, duration=60),
                               op="allocate_orelse_reserve")
@@ -286,6 +302,8 @@ def run_node_watch(stack: AppliedStack, cluster: Cluster, workdir: Path,
     (workdir / "node-watch.py").write_text(scripts["data"]["node-watch.py"])
     settings = json.loads(scripts["data"]["node-watch.json"])
     settings["keysDir"] = str(keys_dir)
+    # main() takes it from the pod's TEMPLATE_GENERATION; run() is called here directly
+    settings["templateGeneration"] = 1
     (workdir / "settings.json").write_text(json.dumps(settings))
     layout = cluster.bed.layout
     driver = "\n".join([
