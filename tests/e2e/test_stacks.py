@@ -230,12 +230,13 @@ def test_fluxion_service_from_the_stack_answers_a_grpc_match(
     # (mutual TLS); it is reached by pod IP, so the name checked is the Service's own
     import grpc
 
+    from fluxinfra.k8s.fluxion_service import client_tls_secret_name
     from fluxinfra.service.client import CHANNEL_OPTIONS
     from fluxinfra.service.tls import TlsFiles
 
     name = meta["name"]
     secret = next(d for d in running.docs if d["kind"] == "Secret"
-                  and d["metadata"]["name"] == f"{name}-client-tls")
+                  and d["metadata"]["name"] == client_tls_secret_name(name))
     files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
     tls = TlsFiles(ca=files["ca.crt"], cert=files["tls.crt"], key=files["tls.key"])
     channel = grpc.secure_channel(
