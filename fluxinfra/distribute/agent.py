@@ -22,11 +22,16 @@ What it does on one rank, in order:
 7. import image archives into the node's runtime (``ctr -n k8s.io images import`` or ``podman
    load``) when asked.
 
-Events go to standard output as lines ``@fluxinfra {json}`` (``flux exec -l`` prefixes the rank):
-``start``, ``progress`` (allocated bytes so far, every ``progress_interval`` seconds while they
-grow), ``verify`` (bytes hashed, as often), ``done``
-with ``status`` ``ok``, ``present`` or ``failed`` (and ``stage`` + ``reason`` when failed). Exit
-status 0 means ok/present, 1 failed, 130/143 interrupted (the staging directory is removed).
+Events go to standard error as lines ``@fluxinfra {json}`` (``flux exec -l`` prefixes the rank;
+standard error because ``flux exec`` passes it on as it comes, while its standard output, a pipe
+to the lead, is block-buffered by stdio and arrives in 4 KiB bursts or at exit): ``start`` (with
+the pid ``flux exec`` started, the process group the lead can signal through the broker's
+``rexec.kill``), ``progress`` (allocated bytes so far, every ``progress_interval`` seconds while
+they grow), ``verify`` (bytes hashed, as often), ``done`` with ``status`` ``ok``, ``present`` or
+``failed`` (and ``stage`` + ``reason`` when failed). SIGINT, SIGTERM or SIGHUP stop the extract
+(``flux exec`` and ``rexec.kill`` signal the whole process group), remove the staging directory
+and report ``failed`` at stage ``interrupted``; exit status 0 means ok/present, 1 failed,
+128+N interrupted by signal N.
 
 The lead uses :func:`manifest` from this same file for the source, so both sides hash alike:
 
@@ -190,7 +195,7 @@ class Interrupted(Exception):
 class Agent:
     def __init__(self, spec: dict, out=None):
         self.spec = spec
-        self.out = out or sys.stdout
+        self.out = out or sys.stderr
         self.flux = list(spec.get("flux") or ["flux"])
         self.name = spec["name"]
         self.entries = list(spec["entries"])
@@ -238,13 +243,19 @@ class Agent:
         except OSError as exc:
             raise Failed("dest", f"cannot create {dest}: {exc.strerror} (the broker runs as "
                          f"{_user()}: make the directory writable by that user)") from None
-        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+        while True:  # polled, so that a signal stops the wait for another run's lock
+            try:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                self.check_interrupted()
+                time.sleep(0.2)
 
     def prepare(self, dest: str) -> bool:
         """True when the content is already in ``dest`` (nothing to extract)."""
         existing = [e for e in self.entries if os.path.lexists(os.path.join(dest, e))]
         if existing and len(existing) == len(self.entries):
-            have = manifest(dest, self.entries)
+            have = manifest(dest, self.entries, lambda n: self.check_interrupted())
             if have["digest"] == self.expected["digest"]:
                 return True
         if existing and not self.spec.get("overwrite"):
@@ -268,11 +279,14 @@ class Agent:
         total = int(self.expected["bytes"])
         interval = float(self.spec.get("progress_interval", 1.0))
         started = time.monotonic()
+        self.check_interrupted()  # a signal before the extract starts: do not start it
         try:
             self.child = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.PIPE, text=True)
         except OSError as exc:
             raise Failed("extract", f"cannot run {argv[0]}: {exc}") from None
+        if self.interrupted:  # it came while the child was being started
+            self.child.terminate()
         last = -1
         while True:
             try:
@@ -325,6 +339,7 @@ class Agent:
         hashed = [0, started]
 
         def progress(n: int) -> None:  # hashing a big file is not silence
+            self.check_interrupted()  # nor deaf: a signal stops the hashing
             hashed[0] += n
             if time.monotonic() - hashed[1] >= interval:
                 hashed[1] = time.monotonic()
@@ -395,6 +410,7 @@ class Agent:
             stage = os.path.join(dest, f".fluxinfra-{self.expected['digest'][:16]}.partial")
             _remove(stage)  # whatever an interrupted earlier run left
             present = self.prepare(dest)
+            self.check_interrupted()
             if not present:
                 self.check_space(dest)
                 os.mkdir(stage, 0o700)

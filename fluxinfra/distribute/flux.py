@@ -17,6 +17,14 @@ Behaviour relied on (flux-core 0.88, read from its source and checked against th
   ``flux-exec: Error: rank N: CMD: No route to host`` (exit 68); non-zero exits are summed up
   as ``[1-2]: Exit 1``; a rank outside the instance is refused up front
   ("One or more invalid --ranks specified: 5", exit 1).
+- ``flux exec`` forwards SIGINT and SIGTERM to every rank's process (the broker's ``rexec.kill``,
+  which signals the process group it started); a second SIGINT is forwarded too and prints
+  "interrupt (Ctrl+C) one more time within 1.00 sec to exit", a third within that second makes it
+  exit 1 ("[0-3]: command still running at exit") and the brokers SIGKILL what it leaves. Its
+  standard output, when a pipe, is block-buffered (stdio, 4 KiB); standard error is not.
+- ``rexec.kill`` (``{"pid": P, "signum": S}`` to a rank's broker) signals the process group of a
+  process that rank's ``rexec`` started, and refuses any other pid ("pid P does not belong to any
+  subprocess"), so a recorded pid cannot hit a stranger.
 - ``flux overlay status --no-pretty`` prints ``RANK HOST: STATE[ reason]`` depth first, STATE one
   of full, partial, degraded, lost, offline.
 """
@@ -25,9 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from fluxinfra.distribute.errors import DistributeError, FluxCommandError
 from fluxinfra.distribute.topology import TopologyError, Tree
@@ -40,6 +49,22 @@ DOWN_STATES = frozenset({"lost", "offline"})
 
 _STATUS_LINE = re.compile(r"^(\d+)\s+(\S+):\s+(\w+)(?:\s+(.*))?$")
 _EXEC_ERROR = re.compile(r"^flux-exec: Error: rank (\d+): (?:[^:]*): (.*)$")
+
+#: signals process groups that the ranks' ``rexec`` started (pids on stdin as JSON); one line per
+#: rank: ``RANK ok`` or ``RANK error text``
+_KILL_SNIPPET = (
+    "import json, sys, flux\n"
+    "want = json.load(sys.stdin)\n"
+    "h = flux.Flux()\n"
+    "sent = {r: h.rpc('rexec.kill', {'pid': p, 'signum': want['signum']}, nodeid=int(r))\n"
+    "        for r, p in want['pids'].items()}\n"
+    "for r, f in sent.items():\n"
+    "    try:\n"
+    "        f.get()\n"
+    "        print(r, 'ok')\n"
+    "    except OSError as exc:\n"
+    "        print(r, exc.strerror or exc)\n"
+)
 
 _TOPOLOGY_SNIPPET = (
     "import json, flux\n"
@@ -86,13 +111,23 @@ class Instance:
 
 
 class FluxClient:
-    """Runs ``flux`` subcommands through one command prefix."""
+    """Runs ``flux`` subcommands through one command prefix.
 
-    def __init__(self, argv: Sequence[str] = ("flux",), env: dict[str, str] | None = None):
+    ``signals_pass``: a signal sent to the process group of a command started through the prefix
+    reaches flux itself. True for flux run here and for prefixes that keep it in their process
+    group (``runuser``, ``sudo``, ``setpriv``, ``env``: ``runuser`` blocks SIGINT itself and
+    passes on nothing but SIGTERM, which is why the group is signalled, not the prefix's
+    process); False where the prefix carries no signals to flux (``kubectl exec``): then the
+    ranks are stopped through ``rexec.kill`` alone.
+    """
+
+    def __init__(self, argv: Sequence[str] = ("flux",), env: dict[str, str] | None = None, *,
+                 signals_pass: bool = True):
         if not argv:
             raise DistributeError("--flux-command: empty; give the flux command, e.g. flux")
         self.argv = list(argv)
         self.env = env
+        self.signals_pass = signals_pass
 
     # -- plain commands ----------------------------------------------------------------------
     def run(self, *args: str, input: str | None = None, timeout: float | None = 120) -> str:
@@ -142,7 +177,10 @@ class FluxClient:
 
     # -- archives ------------------------------------------------------------------------------
     def archive_create(self, name: str, directory: str, paths: Sequence[str], *,
-                       mmap: bool, chunksize: int | None, overwrite: bool = True) -> None:
+                       mmap: bool, chunksize: int | None, overwrite: bool = True,
+                       started: Callable[[subprocess.Popen], None] | None = None) -> None:
+        """``flux archive create``; ``started`` receives the process (in a session of its own,
+        like :meth:`exec_popen`'s, so that it can be interrupted by :meth:`signal`)."""
         args = ["archive", "create", "-n", name, "-C", directory]
         if overwrite:
             args.append("--overwrite")
@@ -150,7 +188,13 @@ class FluxClient:
             args.append("--mmap")
         if chunksize is not None:
             args.append(f"--chunksize={chunksize}")
-        self.run(*args, "--", *paths, timeout=None)
+        args += ["--", *paths]
+        proc = self._popen(args, stdin=subprocess.DEVNULL)
+        if started is not None:
+            started(proc)
+        _, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise FluxCommandError(args, proc.returncode, stderr)
 
     def archive_remove(self, name: str) -> None:
         self.run("archive", "remove", "-f", "-n", name)
@@ -166,9 +210,49 @@ class FluxClient:
     def exec_popen(self, ranks: Iterable[int], command: Sequence[str]) -> subprocess.Popen:
         """``flux exec -r IDSET -l -d / COMMAND`` with pipes for stdin, stdout and stderr."""
         # -d /: the caller's working directory need not exist on the other nodes
-        argv = self.argv + ["exec", "-r", encode_idset(list(ranks)), "-l", "-d", "/", *command]
-        # Its own session: a Ctrl-C on the terminal reaches only us, and we forward exactly one
-        # SIGINT (two in quick succession make flux exec quit without waiting for the ranks).
-        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, bufsize=1, env=self.env,
-                                start_new_session=True)
+        return self._popen(["exec", "-r", encode_idset(list(ranks)), "-l", "-d", "/",
+                            *command], stdin=subprocess.PIPE)
+
+    def _popen(self, args: Sequence[str], stdin) -> subprocess.Popen:
+        # A session of its own: a Ctrl-C on the terminal reaches only us, and we forward exactly
+        # one SIGINT (three in a second make flux exec quit without waiting for the ranks).
+        argv = self.argv + list(args)
+        try:
+            return subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, bufsize=1, env=self.env,
+                                    start_new_session=True)
+        except FileNotFoundError:
+            raise DistributeError(f"--flux-command: {argv[0]!r} was not found: put flux on "
+                                  "PATH or name it with --flux-command") from None
+
+    def signal(self, proc: subprocess.Popen, signum: int) -> bool:
+        """Send ``signum`` to a command :meth:`_popen` started: to its whole process group, so
+        that it reaches flux behind a prefix that does not pass it on (``runuser``). False when
+        the prefix carries no signals (``signals_pass``): nothing is sent."""
+        if not self.signals_pass or proc.poll() is not None:
+            return False
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # flux runs as another user, e.g. under sudo: sudo relays it
+            proc.send_signal(signum)
+        return True
+
+    def kill_remote(self, pids: dict[int, int], signum: int) -> dict[int, str]:
+        """Signal, through each rank's broker (``rexec.kill``), the process group of the process
+        that rank's ``flux exec`` started with pid ``pids[rank]``; rank -> ``ok`` or the error.
+        Needs flux's Python bindings on this side (``flux python``)."""
+        if not pids:
+            return {}
+        payload = json.dumps({"signum": int(signum), "pids": {str(r): p for r, p in pids.items()}})
+        try:
+            out = self.run("python", "-c", _KILL_SNIPPET, input=payload, timeout=60)
+        except FluxCommandError as exc:
+            return {r: f"rexec.kill not sent: {exc.message}" for r in pids}
+        answers = {r: "no answer" for r in pids}
+        for line in out.splitlines():
+            rank, _, text = line.partition(" ")
+            if rank.isdigit():
+                answers[int(rank)] = text.strip()
+        return answers

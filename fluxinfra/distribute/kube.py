@@ -109,7 +109,9 @@ class KubeTarget:
     def distribution(self, opts: Options, listener: Listener | None = None) -> Distribution:
         pods = self.pods()
         lead = self.lead(pods)
-        flux = FluxClient(self.exec_prefix(pods[lead], owner=True) + [self.flux])
+        # kubectl exec carries no signals to flux: an interrupt stops the ranks via rexec.kill
+        flux = FluxClient(self.exec_prefix(pods[lead], owner=True) + [self.flux],
+                          signals_pass=False)
         host = NodeHost(self, pods[lead], lead)
         importer = None
         if opts.importer != "none":

@@ -12,9 +12,19 @@
    its TBON parent, so the tree does the fan-out (see :mod:`.topology`). Ranks that are down are
    not asked; ranks that go silent for ``stall_timeout`` seconds are given up once the others
    finish; ``flux exec`` reports a broker that dies as "No route to host".
-4. **Clean up**: ``flux archive remove`` always (also after Ctrl-C or SIGTERM, which reach the
-   agents through ``flux exec``, so they delete their staging directories); the state file is
-   written when ranks are left to do and deleted when none are.
+4. **Clean up**: ``flux archive remove`` always; the state file is written when ranks are left
+   to do and deleted when none are.
+
+**Interrupts** (SIGINT, SIGTERM) from the archive's creation on: the first is passed to the
+process group of the running flux command (not to its process alone: ``runuser``, the usual
+prefix for an instance owned by ``flux``, blocks SIGINT and would swallow it), so ``flux archive
+create`` stops, or ``flux exec`` forwards one SIGINT to every rank's agent; ranks still running
+``REMOTE_GRACE`` seconds later (or at once, where the prefix carries no signals: ``kubectl exec``)
+are signalled through their broker's ``rexec.kill`` by the pid each agent reported at its start.
+The agents stop ``flux archive extract``, remove their staging directories and report
+``interrupted``; then the archive is removed. Later signals change nothing (a third SIGINT within a
+second would make ``flux exec`` leave the ranks to be SIGKILLed, staging directories and all);
+``flux exec`` still running ``STOP_GRACE`` seconds after the interrupt is killed.
 """
 
 from __future__ import annotations
@@ -41,6 +51,10 @@ from fluxinfra.distribute.state import RunState, StateStore, default_state_dir, 
 __all__ = ["Options", "RankResult", "Report", "distribute", "parse_ranks", "parse_size"]
 
 OK_STATUSES = ("ok", "present", "earlier")
+#: seconds after an interrupt before ranks still running are signalled through ``rexec.kill``
+REMOTE_GRACE = 5.0
+#: seconds after an interrupt before ``flux exec`` (and with it what the ranks still run) is killed
+STOP_GRACE = 60.0
 _LABELLED = re.compile(r"^(\d+): (.*)$")
 
 
@@ -198,8 +212,9 @@ class Distribution:
         self.listener = listener or Listener()
         self.remote_flux = remote_flux or _resolve(flux.argv[-1])
         self.store = StateStore(opts.state_dir or default_state_dir())
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None  # the running flux archive create or exec
         self.interrupted = 0
+        self.interrupted_at = 0.0
         self.hosts: dict[int, str] = {}
         self.lead_rank = -1
 
@@ -258,14 +273,22 @@ class Distribution:
                    else f"broker {inst.states.get(rank, 'down')}")
             report.results[rank] = RankResult(rank, inst.host(rank), "down", "plan", why)
         self.listener.planned(report, inst)
+        previous = _install_signal_forwarding(self._interrupt)
         try:
             if live:
                 try:
                     self._create_archive(report, payload, inst)
-                    self._fan_out(report, payload, manifest, inst, live)
+                    if not self.interrupted:
+                        self._fan_out(report, payload, manifest, inst, live)
+                    else:
+                        for rank in live:
+                            report.results[rank] = RankResult(
+                                rank, inst.host(rank), "failed", "interrupted",
+                                f"interrupted by signal {self.interrupted} before the fan-out")
                 finally:
                     self._remove_archive(report)
         finally:
+            _restore_signals(previous)
             self._remember(report, state, payload)
             report.seconds["total"] = round(time.monotonic() - started, 3)
         report.interrupted = self.interrupted
@@ -279,16 +302,26 @@ class Distribution:
         started = time.monotonic()
         try:
             self.flux.archive_create(report.name, payload.directory, payload.entries, mmap=mmap,
-                                     chunksize=self.opts.chunksize)
+                                     chunksize=self.opts.chunksize, started=self._started)
         except FluxCommandError as exc:
+            if self.interrupted:
+                return
             if not mmap or self.opts.mmap:
                 raise DistributeError(f"flux archive create failed: {exc.message}") from None
             self.listener.note(f"--mmap refused ({exc.message}); copying into the content "
                                "store instead")
             report.notes.append(f"mmap refused: {exc.message}")
             mmap = False
-            self.flux.archive_create(report.name, payload.directory, payload.entries,
-                                     mmap=False, chunksize=self.opts.chunksize)
+            try:
+                self.flux.archive_create(report.name, payload.directory, payload.entries,
+                                         mmap=False, chunksize=self.opts.chunksize,
+                                         started=self._started)
+            except FluxCommandError as exc:
+                if self.interrupted:
+                    return
+                raise DistributeError(f"flux archive create failed: {exc.message}") from None
+        finally:
+            self.proc = None
         report.mmap = mmap
         report.seconds["create"] = round(time.monotonic() - started, 3)
 
@@ -321,7 +354,7 @@ class Distribution:
         here = self.host.hostname()
         self.lead_rank = next((r for r in live if inst.host(r) == here), -1)
         command = [self.remote_flux, "python", "-c", agent_source(), "run"]
-        self.proc = self.flux.exec_popen(live, command)
+        self._started(self.flux.exec_popen(live, command))
         lines: queue.Queue = queue.Queue()
         readers = [threading.Thread(target=_pump, args=(stream, name, lines), daemon=True)
                    for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
@@ -330,23 +363,32 @@ class Distribution:
         threading.Thread(target=_feed, args=(self.proc.stdin, self.spec(report, payload,
                          manifest)), daemon=True).start()
         collector = Collector(inst, live, self.listener)
-        previous = _install_signal_forwarding(self._interrupt)
-        try:
-            eof = 0
-            while eof < 2:
-                try:
-                    stream, line = lines.get(timeout=0.5)
-                except queue.Empty:
-                    stream = None
-                if stream is not None and line is None:
-                    eof += 1
-                elif stream is not None:
-                    collector.line(stream, line)
-                if collector.stalled(self.opts.stall_timeout) and self.proc.poll() is None:
-                    self._stop(grace=10.0)
-            self.proc.wait()
-        finally:
-            _restore_signals(previous)
+        signalled: set[int] = set()  # ranks sent SIGINT through rexec.kill
+        killed = False
+        eof = 0
+        while eof < 2:
+            try:
+                stream, line = lines.get(timeout=0.5)
+            except queue.Empty:
+                stream = None
+            if stream is not None and line is None:
+                eof += 1
+            elif stream is not None:
+                collector.line(stream, line)
+            if self.proc.poll() is not None:
+                continue
+            if self.interrupted:
+                since = time.monotonic() - self.interrupted_at
+                if since > STOP_GRACE and not killed:
+                    self.listener.note(f"flux exec still running {STOP_GRACE:.0f} s after the "
+                                       "interrupt: killing it")
+                    self._stop(collector, grace=0)
+                    killed = True
+                elif not self.flux.signals_pass or since > REMOTE_GRACE:
+                    self._signal_ranks(collector, signalled)
+            elif collector.stalled(self.opts.stall_timeout):
+                self._stop(collector, grace=10.0)
+        self.proc.wait()
         report.results.update(collector.results(self.opts.stall_timeout, self.interrupted))
         report.seconds["fan_out"] = round(time.monotonic() - started, 3)
         if self.importer and payload.images and not self.interrupted:
@@ -357,18 +399,55 @@ class Distribution:
                 self.listener.imported(result)
             report.seconds["import"] = round(time.monotonic() - started, 3)
 
-    def _interrupt(self, signum: int, frame) -> None:
-        self.interrupted = signum
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # flux exec forwards it to every agent once
+    def _started(self, proc: subprocess.Popen) -> None:
+        """``proc`` (flux archive create, flux exec) is what an interrupt now stops."""
+        self.proc = proc
+        if self.interrupted:  # the signal came while it was being started
+            self.flux.signal(proc, signal.SIGINT)
 
-    def _stop(self, grace: float) -> None:
-        """Stop flux exec: SIGINT (forwarded to the agents still running), then SIGKILL."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+    def _interrupt(self, signum: int, frame) -> None:
+        if self.interrupted:
+            return  # once is enough: a third SIGINT would make flux exec abandon the ranks
+        self.interrupted = signum
+        self.interrupted_at = time.monotonic()
+        proc = self.proc
+        if proc is not None:
+            # to the process group: flux exec forwards one SIGINT to every rank's agent
+            self.flux.signal(proc, signal.SIGINT)
+
+    def _signal_ranks(self, collector: Collector, signalled: set[int],
+                      signum: int = signal.SIGINT) -> None:
+        """``signum`` through their brokers (``rexec.kill``) to the ranks still running that
+        reported their pid and have not had it."""
+        pids = {r: p for r, p in collector.pids.items()
+                if r in collector.pending() and r not in signalled}
+        if not pids:
+            return
+        signalled.update(pids)
+        for rank, answer in sorted(self.flux.kill_remote(pids, signum).items()):
+            if answer != "ok" and rank in collector.pending():
+                self.listener.note(f"rank {rank}: rexec.kill: {answer}")
+
+    def _stop(self, collector: Collector, grace: float) -> None:
+        """Stop what the ranks still run: SIGINT (when ``grace``), then SIGKILL once ``grace``
+        seconds are over."""
+        if grace > 0:
+            self._signal_all(collector, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=grace)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        self._signal_all(collector, signal.SIGKILL)
+        if self.proc.poll() is None and not self.flux.signals_pass:
+            self.proc.kill()  # kubectl exec: the brokers have been told to kill the agents
+
+    def _signal_all(self, collector: Collector, signum: int) -> None:
+        """``signum`` to flux exec's process group (flux exec forwards SIGINT to every rank;
+        SIGKILL ends it, and the brokers then SIGKILL what it started), or through the brokers
+        where the prefix carries no signals."""
+        if not self.flux.signal(self.proc, signum):
+            self._signal_ranks(collector, set(), signum)
 
     # -- state -------------------------------------------------------------------------------
     def _remember(self, report: Report, state: RunState, payload: Payload) -> None:
@@ -396,6 +475,7 @@ class Collector:
         self.exec_errors: dict[int, str] = {}
         self.stderr: dict[int, str] = {}
         self.dest: dict[int, str] = {}
+        self.pids: dict[int, int] = {}  # the pid rexec started on each rank (its process group)
 
     def line(self, stream: str, line: str) -> None:
         line = line.rstrip("\n")
@@ -419,6 +499,8 @@ class Collector:
         kind = event.get("event")
         if kind == "start":
             self.dest[rank] = event.get("dest", "")
+            if isinstance(event.get("pid"), int):
+                self.pids[rank] = event["pid"]
         elif kind == "progress":
             self.listener.progress(rank, int(event.get("bytes", 0)), int(event.get("total", 0)))
         elif kind == "done":

@@ -71,7 +71,7 @@ def run_agent(inst, rank: int, spec: dict, env_extra: dict | None = None):
     proc = subprocess.run([inst.flux, "python", "-c", agent_source(), "run"],
                           input=json.dumps(spec), env=env, capture_output=True, text=True,
                           timeout=60)
-    events = [json.loads(line[len(agent.EVENT_PREFIX):]) for line in proc.stdout.splitlines()
+    events = [json.loads(line[len(agent.EVENT_PREFIX):]) for line in proc.stderr.splitlines()
               if line.startswith(agent.EVENT_PREFIX)]
     return proc.returncode, events
 
