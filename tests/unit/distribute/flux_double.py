@@ -16,14 +16,20 @@ the processes it starts. Killing a rank's placeholder (its ``broker.pid``) is a 
 
 Implemented: version, getattr, overlay status, python, archive create|extract|list|remove (RFC 37
 blobvec, chunked at --chunksize, default 1M; a file is sized before its blocks are written, like
-libarchive), exec (-r, -l, -n, -d; stdin broadcast; SIGINT/SIGTERM forwarded). Anything else fails
-loudly. ``FLUX_DOUBLE_EXTRACT_DELAY`` (seconds per blob) slows extraction down for tests that
-interrupt it; ``FLUX_DOUBLE_HANG_RANKS`` (an id list) makes extraction on those ranks hang.
+libarchive), exec (-r, -l, -n, -d; stdin broadcast; standard output block-buffered when it is not a
+terminal, as stdio does in flux-exec, standard error not; SIGINT and SIGTERM forwarded to the
+process group of every command still running, the second SIGINT announcing "one more time", a third
+within a second leaving with the ranks still running named, which the brokers then SIGKILL) and, in
+``flux python``, the ``rexec.kill`` RPC (the process group of a pid this rank's exec started,
+anything else refused). Anything else fails loudly. ``FLUX_DOUBLE_EXTRACT_DELAY`` (seconds per blob)
+slows extraction down for tests that interrupt it; ``FLUX_DOUBLE_HANG_RANKS`` (an id list) makes
+extraction on those ranks hang.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -362,6 +368,7 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
         die("flux-exec", "No targets specified")
     stdin = b"" if noinput else sys.stdin.buffer.read()
     exit_code, exitsets, out_lock = 0, {}, threading.Lock()
+    stdout = _StdioBuffer(sys.stdout.buffer)
     procs: dict[int, subprocess.Popen] = {}
     reported: set[int] = set()
 
@@ -373,6 +380,40 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
         exit_code = max(exit_code, code)
         reported.add(rank)
 
+    started: dict[str, int] = {}
+    sigints = {"count": 0, "last": 0.0}
+
+    def forward_signal(signum, frame) -> None:
+        hanging = [r for r, proc in procs.items() if proc.poll() is None]
+        if (signum == signal.SIGINT and sigints["count"] >= 2
+                and time.monotonic() - sigints["last"] < 1.0):
+            with out_lock:
+                stdout.flush()
+                sys.stderr.write(f"{encode_idset(hanging)}: command still running at exit\n")
+                sys.stderr.flush()
+            for rank in hanging:  # the brokers kill what a client leaves behind (disconnect)
+                _killpg(procs[rank].pid, signal.SIGKILL)
+            forget()
+            os._exit(1)
+        for rank in hanging:
+            _killpg(procs[rank].pid, signum)
+        if signum == signal.SIGINT:
+            if sigints["count"]:
+                with out_lock:
+                    sys.stderr.write("interrupt (Ctrl+C) one more time within 1.00 sec to "
+                                     "exit\n")
+                    sys.stderr.flush()
+            sigints["last"] = time.monotonic()
+            sigints["count"] += 1
+
+    def forget() -> None:
+        inst.update(lambda d: [d["rexec"][r].remove(pid) for r, pid in started.items()])
+
+    # before anything starts, as flux exec does: a command inherits the default disposition (a
+    # handler is reset at exec; an ignored SIGINT, as bash gives `cmd &`, would be inherited)
+
+    signal.signal(signal.SIGINT, forward_signal)
+    signal.signal(signal.SIGTERM, forward_signal)
     lost = inst.lost()
     for rank in ranks:
         if rank in lost:
@@ -380,6 +421,7 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
             continue
         env = dict(os.environ, FLUX_URI=uri(rank))
         try:
+            # a process group each, as rexec makes (rexec.kill and flux exec signal the group)
             procs[rank] = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, env=env, cwd=cwd,
                                            start_new_session=True)
@@ -392,11 +434,15 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
         for line in iter(stream.readline, b""):
             with out_lock:
                 out.write((f"{rank}: " if label else "").encode() + line)
-                out.flush()
+                if out is not stdout:
+                    out.flush()
 
+    started.update({str(rank): proc.pid for rank, proc in procs.items()})
+    inst.update(lambda d: [d.setdefault("rexec", {}).setdefault(r, []).append(pid)
+                           for r, pid in started.items()])
     threads = []
     for rank, proc in procs.items():
-        for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+        for stream, out in ((proc.stdout, stdout), (proc.stderr, sys.stderr.buffer)):
             t = threading.Thread(target=forward, args=(rank, stream, out), daemon=True)
             t.start()
             threads.append(t)
@@ -406,13 +452,6 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
         except BrokenPipeError:
             pass
 
-    def forward_signal(signum, frame) -> None:
-        for proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signum)
-
-    signal.signal(signal.SIGINT, forward_signal)
-    signal.signal(signal.SIGTERM, forward_signal)
     running = dict(procs)
     while running:
         time.sleep(0.05)
@@ -427,6 +466,8 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
                 del running[rank]
     for t in threads:
         t.join()
+    forget()
+    stdout.flush()
     for rank, proc in procs.items():
         if rank in reported:
             continue
@@ -442,6 +483,39 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
     for key, ids in exitsets.items():
         sys.stderr.write(f"{encode_idset(ids)}: {key}\n")
     return exit_code
+
+
+class _StdioBuffer:
+    """flux-exec's standard output through stdio: line-buffered on a terminal, otherwise
+    written in 4 KiB blocks (a pipe's st_blksize) and at exit."""
+
+    SIZE = 4096
+
+    def __init__(self, out):
+        self.out = out
+        self.tty = out.isatty()
+        self.pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.pending += data
+        if self.tty:
+            self.flush()
+            return
+        while len(self.pending) >= self.SIZE:
+            self.out.write(self.pending[:self.SIZE])
+            self.out.flush()
+            del self.pending[:self.SIZE]
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending)
+            del self.pending[:]
+        self.out.flush()
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
 
 
 def main(argv: list[str]) -> int:

@@ -2,10 +2,13 @@
 
 The script exercises everything ``fluxinfra distribute`` relies on: attributes, overlay status and
 topology, ``flux archive`` create/list/extract/remove with their refusals, ``flux exec`` labels,
-stdin broadcast, exit-code summaries, bad and outside ranks, a missing command, and a broker
-killed before and during an exec. With a real Flux (``flux start --test-size=4``, kary:2) the
-outputs are compared section by section; without one (CI) the double's own output is checked
-against the recording below, which was taken from flux-core 0.88.0 on this project's machine.
+stdin broadcast, exit-code summaries, bad and outside ranks, a missing command, its block-buffered
+standard output, SIGINT once (forwarded to every rank's process group) and three times in a second
+(it leaves, naming the ranks, whose commands the brokers then kill), ``rexec.kill`` by pid (and its
+refusal of a pid it did not start), and a broker killed before and during an exec. With a real Flux
+(``flux start --test-size=4``, kary:2) the outputs are compared section by section; without one (CI)
+the double's own output is checked against the recording below, which was taken from flux-core
+0.88.0 on this project's machine.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ section() { echo "== $1"; }
 wait_lost() {  # until the overlay shows rank $1 lost (a real broker notices within ~2 s)
   for _ in $(seq 50); do
     flux overlay status --no-pretty | grep -q "^$1 .*: lost" && return 0; sleep 0.2
+  done
+}
+wait_lines() {  # until file $1 has $2 lines matching $3 (flux exec's stderr comes as it is written)
+  for _ in $(seq 100); do
+    [ "$(grep -c "$3" "$1" 2>/dev/null)" -ge "$2" ] && return 0; sleep 0.1
   done
 }
 section attrs; flux getattr size; flux getattr rank; flux getattr tbon.topo
@@ -45,6 +53,35 @@ section bad-idset; flux exec -r x true 2>&1; echo "rc=$?"
 section outside; flux exec -r 9 true 2>&1; echo "rc=$?"
 section nosuch; flux exec -r 1 nosuchcommand 2>&1; echo "rc=$?"
 section stdin; echo broadcast | flux exec -r 0-1 -l cat | sort
+section stdout-buffered
+flux exec -r 0 -l sh -c 'echo out; sleep 0.5; echo err >&2' 2>&1
+section sigint-once
+flux exec -r 0-2 -l sh -c 'trap "echo INT; exit 3" INT; echo ready >&2
+  while :; do sleep 0.1; done' > "$WORK/once" 2>&1 &
+p=$!; wait_lines "$WORK/once" 3 ready
+kill -INT $p; wait $p; echo "rc=$?"; sort "$WORK/once"
+section sigint-thrice
+flux exec -r 0-1 -l sh -c 'trap "" INT; echo ready >&2; sleep 2
+  touch "$WORK/survived.$(flux getattr rank)"' > "$WORK/thrice" 2>&1 &
+p=$!; wait_lines "$WORK/thrice" 2 ready
+kill -INT $p; sleep 0.2; kill -INT $p; sleep 0.2; kill -INT $p; wait $p; echo "rc=$?"
+sort "$WORK/thrice"; sleep 2.5; echo "survived: $(ls "$WORK" | grep -c survived)"
+section rexec-kill
+flux exec -r 0-2 -l sh -c 'trap "echo INT; exit 3" INT; echo "pid $$" >&2
+  while :; do sleep 0.1; done' > "$WORK/rk" 2>&1 &
+p=$!; wait_lines "$WORK/rk" 3 pid
+flux python -c 'import re, sys, flux
+pids = re.findall(r"^(\d+): pid (\d+)$", open(sys.argv[1]).read(), re.M)
+h = flux.Flux()
+for rank, pid in sorted(pids):
+    for target in (1, int(pid)):  # a pid this rank did not start is refused
+        try:
+            h.rpc("rexec.kill", {"pid": target, "signum": 2}, nodeid=int(rank)).get()
+            print(rank, "ok")
+        except OSError as exc:
+            print(rank, exc.errno, exc.strerror)
+' "$WORK/rk"
+wait $p; echo "rc=$?"; sort "$WORK/rk" | sed -E 's/pid [0-9]+$/pid PID/'
 section mmap-rank1
 flux exec -r 1 flux archive create -n m --mmap -C "$WORK" data 2>&1; echo "rc=$?"
 section remove; flux archive remove -n t; echo "rc=$?"
@@ -81,6 +118,16 @@ RECORDED = {
     "nosuch": ["flux-exec: Error: rank 1: nosuchcommand: error launching process: No such file "
                "or directory", "rc=127"],
     "stdin": ["0: broadcast", "1: broadcast"],
+    "stdout-buffered": ["0: err", "0: out"],
+    "sigint-once": ["rc=3", "0: INT", "0: ready", "1: INT", "1: ready", "2: INT", "2: ready",
+                    "[0-2]: Exit 3"],
+    "sigint-thrice": ["rc=1", "0: ready", "1: ready", "[0-1]: command still running at exit",
+                      "interrupt (Ctrl+C) one more time within 1.00 sec to exit", "survived: 0"],
+    "rexec-kill": ["0 3 pid 1 does not belong to any subprocess", "0 ok",
+                   "1 3 pid 1 does not belong to any subprocess", "1 ok",
+                   "2 3 pid 1 does not belong to any subprocess", "2 ok", "rc=3",
+                   "0: INT", "0: pid PID", "1: INT", "1: pid PID", "2: INT", "2: pid PID",
+                   "[0-2]: Exit 3"],
     "mmap-rank1": ["flux-archive: --mmap only works on the rank 0 broker", "1: Exit 1", "rc=1"],
     "remove": ["rc=0", "flux-archive: archive.t does not exist", "rc=1", "rc=0"],
     "extract-removed": ["flux-archive: KVS lookup archive.t: No such file or directory",
