@@ -31,7 +31,7 @@ wait_lost() {  # until the overlay shows rank $1 lost (a real broker notices wit
 }
 wait_lines() {  # until file $1 has $2 lines matching $3 (flux exec's stderr comes as it is written)
   for _ in $(seq 100); do
-    [ "$(grep -c "$3" "$1" 2>/dev/null)" -ge "$2" ] && return 0; sleep 0.1
+    [ "$(cat "$1" 2>/dev/null | grep -c "$3")" -ge "$2" ] && return 0; sleep 0.1
   done
 }
 section attrs; flux getattr size; flux getattr rank; flux getattr tbon.topo
