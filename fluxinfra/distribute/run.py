@@ -15,16 +15,16 @@
 4. **Clean up**: ``flux archive remove`` always; the state file is written when ranks are left
    to do and deleted when none are.
 
-**Interrupts** (SIGINT, SIGTERM) from the archive's creation on: the first is passed to the
-process group of the running flux command (not to its process alone: ``runuser``, the usual
-prefix for an instance owned by ``flux``, blocks SIGINT and would swallow it), so ``flux archive
-create`` stops, or ``flux exec`` forwards one SIGINT to every rank's agent; ranks still running
+**Interrupts** (SIGINT, SIGTERM, SIGHUP) from the archive's creation on: the first is passed to the
+process group of the running flux command (not to its process alone: ``runuser``, the usual prefix
+for an instance owned by ``flux``, blocks SIGINT and would swallow it), so ``flux archive create``
+stops, or ``flux exec`` forwards one SIGINT to every rank's agent; ranks still running
 ``REMOTE_GRACE`` seconds later (or at once, where the prefix carries no signals: ``kubectl exec``)
-are signalled through their broker's ``rexec.kill`` by the pid each agent reported at its start.
-The agents stop ``flux archive extract``, remove their staging directories and report
-``interrupted``; then the archive is removed. Later signals change nothing (a third SIGINT within a
-second would make ``flux exec`` leave the ranks to be SIGKILLed, staging directories and all);
-``flux exec`` still running ``STOP_GRACE`` seconds after the interrupt is killed.
+are signalled through their broker's ``rexec.kill`` by the pid each agent reported at its start. The
+agents stop ``flux archive extract``, remove their staging directories and report ``interrupted``;
+then the archive is removed. Later signals change nothing (a third SIGINT within a second would make
+``flux exec`` leave the ranks to be SIGKILLed, staging directories and all); ``flux exec`` still
+running ``STOP_GRACE`` seconds after the interrupt is killed.
 """
 
 from __future__ import annotations
@@ -576,7 +576,7 @@ def _feed(stdin, spec: dict) -> None:
 def _install_signal_forwarding(handler: Callable) -> dict:
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def _restore_signals(previous: dict) -> None:

@@ -21,9 +21,9 @@ terminal, as stdio does in flux-exec, standard error not; SIGINT and SIGTERM for
 process group of every command still running, the second SIGINT announcing "one more time", a third
 within a second leaving with the ranks still running named, which the brokers then SIGKILL) and, in
 ``flux python``, the ``rexec.kill`` RPC (the process group of a pid this rank's exec started,
-anything else refused). Anything else fails loudly. ``FLUX_DOUBLE_EXTRACT_DELAY`` (seconds per blob)
-slows extraction down for tests that interrupt it; ``FLUX_DOUBLE_HANG_RANKS`` (an id list) makes
-extraction on those ranks hang.
+anything else refused). Anything else fails loudly. ``FLUX_DOUBLE_EXTRACT_DELAY`` and
+``FLUX_DOUBLE_CREATE_DELAY`` (seconds per blob) slow extraction and archive creation down for tests
+that interrupt them; ``FLUX_DOUBLE_HANG_RANKS`` (an id list) makes extraction on those ranks hang.
 """
 
 from __future__ import annotations
@@ -244,6 +244,7 @@ def archive_create(inst: Instance, rank: int, key: str, opts: dict, flags: set) 
     if not os.path.isdir(root):
         die("flux-archive", f"chdir {root}: No such file or directory")
     chunk = parse_size(opts["chunksize"]) or (1 << 62)
+    delay = float(os.environ.get("FLUX_DOUBLE_CREATE_DELAY", "0"))
     blobs = DIR / "blobs"
     blobs.mkdir(exist_ok=True)
     archive = []
@@ -264,6 +265,7 @@ def archive_create(inst: Instance, rank: int, key: str, opts: dict, flags: set) 
                     while block := handle.read(chunk):
                         ref = "sha1-" + hashlib.sha1(block).hexdigest()
                         (blobs / ref).write_bytes(block)
+                        time.sleep(delay)
                         data.append([offset, len(block), ref])
                         offset += len(block)
                 entry.update(encoding="blobvec", data=data)
@@ -519,8 +521,10 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    # a C program dies quietly of SIGPIPE when its reader goes away (`... | grep -q`)
+    # a C program dies quietly of SIGPIPE when its reader goes away (`... | grep -q`), and of
+    # SIGINT unless it handles it (flux exec does, below)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if argv[:1] == ["version"]:
         print("commands:    \t\t0.88.0\nlibflux-core:\t\t0.88.0\n"
               "build-options:\t\t+fluxinfra-test-double")

@@ -153,3 +153,58 @@ def test_an_interrupt_stops_every_rank_and_leaves_nothing_behind(instance, way, 
         else:
             assert final.stat().st_size == size
     assert report["name"] not in archives(), "the archive was removed"
+
+
+def run_cli(argv: list[str], env: dict, ready, signum: int) -> tuple[int, dict, str]:
+    """The CLI until ``ready()``, then ``signum`` to it; (exit status, --json report, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "fluxinfra", "distribute", *argv, "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None and ready(), f"the run ended too early: {proc.stderr}"
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    return proc.returncode, json.loads(stdout), stderr
+
+
+@pytest.mark.parametrize("way", ["plain", "runuser"])
+def test_an_interrupt_while_the_archive_is_created_stops_it_and_sends_nothing(
+        double_instance, tmp_path, way):
+    if way == "runuser" and (os.geteuid() != 0 or shutil.which("runuser") is None):
+        pytest.skip("runuser needs root (and util-linux): the prefix that swallows SIGINT")
+    inst = double_instance(3, "kary:2")
+    src = tmp_path / "payload.bin"
+    src.write_bytes(os.urandom(2 << 20))
+    out = tmp_path / "out"
+    prefix = ["runuser", "-u", "root", "--", inst.flux] if way == "runuser" else [inst.flux]
+    blobs = inst.dir / "blobs"
+    rc, report, stderr = run_cli(
+        [str(src), "--dest", str(out / "{rank}"), "--state-dir", str(tmp_path / "state"),
+         "--chunk-size", "128K", "--flux-command", " ".join(prefix)],
+        {**inst.env, "FLUX_DOUBLE_CREATE_DELAY": "0.5"},
+        lambda: blobs.exists() and any(blobs.iterdir()), signal.SIGINT)
+    assert rc == 130, stderr
+    assert {r["stage"] for r in report["results"].values()} == {"interrupted"}
+    assert "before the fan-out" in report["results"]["1"]["reason"]
+    assert len(list(blobs.iterdir())) < 16, "flux archive create was stopped, not waited for"
+    assert inst.kvs() == {}, "no archive is left"
+    assert not out.exists(), "nothing was sent to the ranks"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_the_ranks_as_ctrl_c_does(double_instance, tmp_path, signum):
+    inst = double_instance(3, "kary:2")
+    src = tmp_path / "payload.bin"
+    src.write_bytes(os.urandom(2 << 20))
+    out = tmp_path / "out"
+    rc, report, stderr = run_cli(
+        [str(src), "--dest", str(out / "{rank}"), "--state-dir", str(tmp_path / "state"),
+         "--chunk-size", "256K", "--flux-command", inst.flux],
+        {**inst.env, "FLUX_DOUBLE_EXTRACT_DELAY": "0.5"},
+        lambda: len(staging(out)) == 3, signum)
+    assert rc == 130, stderr
+    assert {(r["status"], r["stage"]) for r in report["results"].values()} == {
+        ("failed", "interrupted")}
+    assert staging(out) == [] and not list(out.glob("*/payload.bin"))
+    assert inst.kvs() == {}
