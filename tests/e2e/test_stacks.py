@@ -210,13 +210,14 @@ def test_stack_deployments_become_available_on_the_real_node(
 
 def test_fluxion_service_from_the_stack_answers_a_grpc_match(
         running: AppliedStack, cluster: Cluster, real_node: str) -> None:
-    """The service pod (the project's image, on the real node) built its graph from this
-    cluster's nodes; a Match from the test places one core there (now, or reserved for later
-    under a whole-node policy on a node already running pods), and a request no node can hold
-    is Unsatisfiable."""
+    """The service pod (the project's image, on the real node) holds the pool graph the
+    stack's scheduler loaded from this cluster's nodes; a Match from the test, in the
+    scheduler's own jobspec form, places one pod of one CPU there (now, or reserved for later
+    when the node is full) and is cancelled again, and a request no node can hold is
+    Unsatisfiable."""
     from fluxinfra.matcher.errors import Unsatisfiable
+    from fluxinfra.matcher.k8s import pool_jobspec
     from fluxinfra.service.client import FluxionClient
-    from fluxinfra.service.jobspecs import slots_jobspec
 
     service = next(d for d in running.of_kind("Deployment")
                    if "service" in d["metadata"]["name"])
@@ -245,12 +246,15 @@ def test_fluxion_service_from_the_stack_answers_a_grpc_match(
                                     f"{name}.{meta['namespace']}.svc")])
     with FluxionClient(f"{pod_ip}:{port}", timeout=10, channel=channel) as client:
         wait_for(lambda: client.health() == "SERVING", 60, "the service to be SERVING")
-        result = client.match(slots_jobspec(1, cores=1, duration=60),
+        result = client.match(pool_jobspec(1, {"cpu": 1000, "pods": 1}, duration=60),
                               op="allocate_orelse_reserve")
-        assert result.status in ("ALLOCATED", "RESERVED"), result
-        assert set(result.nodes) <= nodes and result.nodes, (result.nodes, nodes)
+        try:
+            assert result.status in ("ALLOCATED", "RESERVED"), result
+            assert set(result.nodes) <= nodes and result.nodes, (result.nodes, nodes)
+        finally:
+            client.cancel(result.jobid)
         with pytest.raises(Unsatisfiable):
-            client.match(slots_jobspec(1, cores=100_000, duration=60),
+            client.match(pool_jobspec(1, {"cpu": 100_000_000, "pods": 1}, duration=60),
                          op="allocate_with_satisfiability")
 
 
