@@ -523,13 +523,21 @@ class Collector:
     def results(self, timeout: float, interrupted: int) -> dict[int, RankResult]:
         out = dict(self.done)
         for rank in self.ranks:
+            lost = "No route to host" in self.exec_errors.get(rank, "")
+            relabelled = rank in out and lost and out[rank].status == "failed"
+            if relabelled:
+                # its extract failed because the tree above it went away, and its report came
+                # through before flux exec noticed: the broker's loss is the cause to report
+                failed = out.pop(rank)
+                self.listener.note(f"rank {self.inst.describe([rank])} failed at {failed.stage} "
+                                   f"({failed.reason}), then its broker was unreachable")
             if rank in out:
                 continue
             host = self.inst.host(rank)
             if rank in self.exec_errors:
                 reason = self.exec_errors[rank]
-                status = "lost" if "No route to host" in reason else "failed"
-                if status == "lost":
+                status = "lost" if lost else "failed"
+                if lost:
                     reason = "its broker went away during the run (flux exec: No route to host)"
                     above = [a for a in self.inst.tree.ancestors(rank)
                              if "No route to host" in self.exec_errors.get(a, "")]
@@ -545,7 +553,8 @@ class Collector:
                 result = RankResult(rank, host, "stalled", "exec",
                                     f"no progress for {timeout:.0f} s (last: {last})")
             out[rank] = result
-            self.listener.rank_done(result)
+            if not relabelled:  # the listener has had this rank once already
+                self.listener.rank_done(result)
         return out
 
 

@@ -74,3 +74,24 @@ def test_on_a_terminal_a_bar_is_redrawn_in_place_and_cleared():
     assert out.getvalue().endswith("[###########...................]  38% 1/4 ranks done, 0 s")
     listener.close()
     assert out.getvalue().endswith("\r\033[K")
+
+
+def test_a_failed_rank_whose_broker_then_went_away_is_reported_lost_once():
+    """The extract below a dying broker fails and its report may come through before flux exec
+    says the rank is unreachable: the loss of the tree is what the rank is reported for."""
+    from fluxinfra.distribute.agent import EVENT_PREFIX
+    from fluxinfra.distribute.run import Collector
+
+    out = io.StringIO()
+    listener = TextListener(out)
+    collector = Collector(INSTANCE, [1, 3], listener)
+    failed = '{"event": "done", "status": "failed", "stage": "extract", "reason": "reset"}'
+    collector.line("err", f"3: {EVENT_PREFIX}{failed}\n")
+    collector.line("err", "flux-exec: Error: rank 1: flux: No route to host\n")
+    collector.line("err", "flux-exec: Error: rank 3: flux: No route to host\n")
+    results = collector.results(120, 0)
+    assert (results[1].status, results[3].status) == ("lost", "lost")
+    assert "cut off when rank 1 (node1) above it went away" in results[3].reason
+    assert listener.finished == 2, "each rank counted once"
+    assert "rank 3 (node3) failed at extract (reset), then its broker was unreachable" in (
+        out.getvalue())
