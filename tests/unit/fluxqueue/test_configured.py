@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,10 +20,12 @@ from fluxinfra.queue.configured import (
     start_keeping,
 )
 
+from .http_double import JsonHandler
+
 PREFIX = "/apis/queue.fluxinfra.io/v1alpha1/namespaces/"
 
 
-class CustomObjectsServerDouble(BaseHTTPRequestHandler):
+class CustomObjectsServerDouble(JsonHandler):
     """FluxJobQueues by (namespace, name); ``fail`` answers the next N requests with 500."""
 
     objects: dict[tuple[str, str], dict[str, Any]] = {}
@@ -33,14 +35,6 @@ class CustomObjectsServerDouble(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
-
-    def _reply(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _status(self, code: int, reason: str) -> None:
         self._reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
