@@ -702,8 +702,11 @@ class QueueCore:
                 (s for s in unit.slots if not s.released and not s.pod and s.node == node
                  and id(s) not in others), None)
             if slot is None:  # bound where no slot is: count it as what it is
-                log.warning("pod %s of %s runs on %s outside its slots", _key(obj), unit.key,
-                            node)
+                if any(not s.released for s in unit.slots):
+                    log.warning("pod %s of %s runs on %s outside its slots", _key(obj),
+                                unit.key, node)
+                # else its Job ended or went, and its slots with it: a pod still ending
+                # counts as itself, as the release said
                 self.shown[uid] = uid
                 self._core_pod(etype, obj, now)
                 return

@@ -361,3 +361,34 @@ def test_a_job_deleted_while_its_unsuspend_is_out_stays_failed_and_holds_nothing
     assert (status["state"], status["reason"]) == ("Failed", "JobDeleted"), status
     check_books(h)
     check_empty(h)
+
+
+def test_pods_still_ending_after_their_job_went_count_as_themselves_quietly(caplog):
+    """A Job deleted (say with its namespace) while its pods still run: its slots are
+    released at once, and the pods, until they are gone, are pods on their nodes; they were
+    never bound "outside their slots", so the queue does not warn that they were."""
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api).start()
+    api.create_job(job("gone", pods=2, cpu="2"))
+    h.step()
+    h.run("gone")
+    h.step()
+    pods = h.pods_of("gone")
+    api.delete("jobs", "team-a/gone")
+    h.pump()
+    assert h.state("job-gone") == "Failed"
+    with caplog.at_level("WARNING", logger="fluxinfra.queue.controller"):
+        for pod in pods:  # the API server sets their deletionTimestamp: an update each
+            pod = api.get("pods", f"team-a/{pod['metadata']['name']}")
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            api.update("pods", pod)
+        h.pump()
+    assert not [r for r in caplog.records if "outside its slots" in r.getMessage()]
+    held = {uid for shares in h.sched.held().values() for uid, _ in shares}
+    assert {p["metadata"]["uid"] for p in pods} <= held   # counted, as themselves
+    check_books(h)
+    for pod in pods:
+        api.delete("pods", f"team-a/{pod['metadata']['name']}")
+    h.pump()
+    check_empty(h)
