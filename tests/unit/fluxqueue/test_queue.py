@@ -392,3 +392,33 @@ def test_pods_still_ending_after_their_job_went_count_as_themselves_quietly(capl
         api.delete("pods", f"team-a/{pod['metadata']['name']}")
     h.pump()
     check_empty(h)
+
+
+def test_the_answer_to_a_write_wakes_the_loop_once_until_it_collects():
+    """The loop sleeps until an event or a wake: a write's answer that no watch event
+    announces (the last un-suspend of a burst) must wake it, and a burst of answers wakes it
+    once, not once per answer."""
+    import threading
+
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api, workers=4).start()  # writes on the pool, as in the daemon
+    woken = threading.Event()
+    wakes: list[float] = []
+
+    def wake() -> None:
+        wakes.append(time.monotonic())
+        woken.set()
+    h.queue.set_waker(wake)
+    for name in ("a", "b", "c"):
+        api.create_job(job(name, pods=1, cpu="1"))
+    h.runner.pump()                # three FluxJob creates go out; nothing collected yet
+    assert woken.wait(10), "no wake after the writes were answered"
+    deadline = time.monotonic() + 10
+    while h.queue._done.qsize() < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(wakes) == 1, wakes  # three answers, one wake
+    assert h.queue.collect(wait=10.0) == 0
+    h.step()
+    assert {h.state(f"job-{n}") for n in ("a", "b", "c")} == {"Admitted"}
+    assert len(wakes) >= 2         # after a collect, answers wake the loop again
