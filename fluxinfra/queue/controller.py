@@ -50,7 +50,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,6 +240,31 @@ class QueueBinder:
                 results[i] = result
         return results
 
+    def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
+        """The core's asynchronous binding (its loop goes on while binds run): a slot pod's
+        "bind" is done at once (its node recorded); a gated pod is un-gated and bound on the
+        queue's pool; any other pod goes to the scheduler's binder. One future per pod, its
+        result None (bound) or the error, as ``KubeBinder.submit``."""
+        futures: list[Future | None] = [None] * len(assignments)
+        plain: list[int] = []
+        for i, (pod, node) in enumerate(assignments):
+            if pod.uid.startswith(SLOT_PREFIX):
+                self.owner.slot_placed(pod.uid, node)
+                futures[i] = _done(None)
+            elif pod.uid in self.owner.ungate:
+                futures[i] = self.owner.pool_submit(self.owner.ungate_and_bind, pod, node)
+            else:
+                plain.append(i)
+        if plain:
+            inner = getattr(self.inner, "submit", None)
+            if inner is not None:
+                started = inner([assignments[i] for i in plain])
+            else:
+                started = [_done(r) for r in self.inner.bind([assignments[i] for i in plain])]
+            for i, future in zip(plain, started, strict=True):
+                futures[i] = future
+        return futures  # type: ignore[return-value]
+
     def pod_event(self, pod: PodInfo, reason: str, note: str, action: str) -> None:
         unit = self.owner.unit_of_pod(pod.uid)
         if unit is not None and reason in ("Unschedulable", "InvalidPod"):
@@ -331,6 +356,12 @@ class QueueCore:
         return getattr(self.core, name)
 
     # ==== plumbing ================================================================================
+    def pool_submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """``fn(*args)`` on the queue's pool (at once without one); its Future."""
+        if self._pool is None:
+            return _done(fn(*args))
+        return self._pool.submit(fn, *args)
+
     def pool_map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if self._pool is None or len(items) < 2:
             return [fn(i) for i in items]
@@ -1346,6 +1377,12 @@ class QueueCore:
                 self._event_queue.put_nowait(event)
             except queue.Full:
                 self.metrics.errors.inc(source="event_dropped")
+
+
+def _done(result: Any) -> Future:
+    future: Future = Future()
+    future.set_result(result)
+    return future
 
 
 def _guarded(call: Callable[[], Any]) -> Any:
