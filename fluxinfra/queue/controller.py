@@ -319,6 +319,7 @@ class QueueCore:
         self.creating: set[str] = set()               # owners whose FluxJob is being created
         self._pending_restore: set[str] = set()       # admitted units rebuilt at start-up
         self._pending_events: list[dict[str, Any]] = []
+        self._evented: dict[str, str] = {}            # unit -> state of its Event this cycle
         self._event_queue: queue.Queue[dict[str, Any] | None] | None = None
         if self.config.async_events:
             self._event_queue = queue.Queue(maxsize=10_000)
@@ -1330,6 +1331,13 @@ class QueueCore:
             return
         from fluxinfra.scheduler.events import WARNING_REASONS
 
+        warning = state == "Failed" or reason in WARNING_REASONS or reason in (
+            "QuotaExceeded", "QueueNotFound")
+        if not warning and self._evented.get(unit.key) == state:
+            # a second reason in the same state within one cycle (Created, then handed to
+            # Fluxion): one Event says it; what it waits for next gets its own
+            return
+        self._evented[unit.key] = state
         event = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": f"{unit.name}.{int(self.wall() * 1e9):x}"[:253],
@@ -1338,8 +1346,7 @@ class QueueCore:
             "reportingController": f"fluxinfra.io/{self.config.scheduler_name}-queue",
             "reportingInstance": self.config.instance,
             "action": state, "reason": reason,
-            "type": "Warning" if state == "Failed" or reason in WARNING_REASONS
-            or reason in ("QuotaExceeded", "QueueNotFound") else "Normal",
+            "type": "Warning" if warning else "Normal",
             "regarding": {"apiVersion": q.API_VERSION, "kind": q.KIND,
                           "namespace": unit.namespace, "name": unit.name, "uid": unit.uid},
             "note": f"{state}: {message}"[:1024],
@@ -1369,6 +1376,7 @@ class QueueCore:
                 lambda error, unit=unit, status=status: self._status_written(unit, status,
                                                                              error))
         events, self._pending_events = self._pending_events, []
+        self._evented.clear()
         for event in events:
             if self._event_queue is None:
                 self._send_event(event)

@@ -72,6 +72,13 @@ def test_three_jobs_on_a_cluster_that_fits_two_the_third_is_reserved_then_admitt
     h.step()
     check_empty(h)
 
+    def reasons(name: str) -> list[str]:
+        return [e["reason"] for e in api.events if e["regarding"]["name"] == name]
+    # one Event per state a user can see: made and handed to Fluxion in one cycle is one
+    # Queued Event (Created); waiting for resources after that is an Event of its own
+    assert reasons("job-a") == ["Created", "Admitted", "Running", "JobComplete"]
+    assert reasons("job-c")[:2] == ["Created", "Reserved"] and "Admitted" in reasons("job-c")
+
 
 def test_backfill_never_delays_the_head():
     api = QueueApiDouble()
