@@ -169,11 +169,17 @@ def running_queue(cluster: Cluster, work: Path, *, timeout_seconds: int = 5,
     (work / "tls" / "tls.crt").write_text(tls.server_cert)
     (work / "tls" / "tls.key").write_text(tls.server_key)
     port = q.webhook_port = _free_port()
+    # the scheduler runs with the cluster's kubeconfig: its user admits, as the scheduler's
+    # ServiceAccount does in a deployed stack (the webhook refuses anyone else's un-suspend,
+    # and the API server does not call it for the admitter's own)
+    admitter = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)[
+        "status"]["userInfo"]["username"]
     webhook = _start(["queue", "webhook", "--tls-dir", str(work / "tls"), "--host",
-                      "127.0.0.1", "--port", str(port), "--scheduler-name", SCHEDULER],
-                     work / "webhook.log", q.env)
+                      "127.0.0.1", "--port", str(port), "--scheduler-name", SCHEDULER,
+                      "--admitter", admitter], work / "webhook.log", q.env)
     config = webhook_configuration(f"fluxinfra-e2e-{os.getpid()}",
-                                   FluxQueueArgs(timeout_seconds=timeout_seconds), None)
+                                   FluxQueueArgs(timeout_seconds=timeout_seconds), None,
+                                   user=admitter)
     for hook in config["webhooks"]:
         hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}/mutate",
                                 "caBundle": base64.b64encode(tls.ca_cert.encode()).decode()}

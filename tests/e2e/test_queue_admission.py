@@ -76,6 +76,9 @@ def test_a_job_is_suspended_admitted_whole_and_bound_to_the_nodes_fluxion_chose(
                              and len(ps) == 2 else None)(queue.pods(ns, "whole")), 60,
                     "the Job controller's two pods, bound")
     assert Counter(p["spec"]["nodeName"] for p in pods) == Counter(chosen)
+    # the queue's un-suspend is the admitter's own update: by the webhooks' match condition
+    # the API server did not call the webhook for it (nor for any other update of the Job)
+    assert 'kind="Job",operation="UPDATE"' not in queue.webhook_metrics()
     queue.wait_state(ns, "job-whole", "Running")  # the hollow kubelet runs them at once
     assert queue.state(ns, "job-whole") == "Running"  # until they end
     queue.end_pods(ns, pods)
@@ -100,6 +103,11 @@ def test_three_jobs_on_a_cluster_that_fits_two(cluster: Cluster, queue: Queue,
     assert third["status"].get("estimatedStart"), third["status"]
     assert cluster.get("job", "third", "-n", ns)["spec"]["suspend"] is True
     assert queue.pods(ns, "third") == []
+    # anyone else starting it is sent to the webhook and refused (a cluster admin too)
+    refused = cluster.kubectl("patch", "job", "third", "-n", ns, "--type=merge", "-p",
+                              '{"spec": {"suspend": false}}', "--as=someone-else",
+                              "--as-group=system:masters", check=False)
+    assert refused.returncode != 0 and "is queued" in refused.stderr, refused.stderr
     # a controller restart mid-queue: rebuilt from the cluster, nothing placed twice
     queue.stop_scheduler()
     queue.start_scheduler()
