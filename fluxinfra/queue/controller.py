@@ -823,11 +823,13 @@ class QueueCore:
             return
         if slot is None and node:
             pending = self._binding.get(uid)  # our bind, seen on the watch before it returned
-            others = {id(s) for u, s in self._binding.items() if u != uid}
-            slot = pending if pending is not None and pending.node == node and not (
-                pending.pod or pending.released) else next(
-                (s for s in unit.slots if not s.released and not s.pod and s.node == node
-                 and id(s) not in others), None)
+            if pending is not None and pending.node == node and not (pending.pod
+                                                                     or pending.released):
+                slot = pending
+            else:  # bound by someone else: a free slot on its node no bind of ours is taking
+                others = {id(s) for u, s in self._binding.items() if u != uid}
+                slot = next((s for s in unit.slots if not s.released and not s.pod
+                             and s.node == node and id(s) not in others), None)
             if slot is None:  # bound where no slot is: count it as what it is
                 if any(not s.released for s in unit.slots):
                     log.warning("pod %s of %s runs on %s outside its slots", _key(obj),
