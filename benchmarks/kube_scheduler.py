@@ -333,7 +333,9 @@ def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
             core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
                                                   _preload_content=False)
         except client.ApiException as exc:
-            if exc.status != 504:  # a timed-out request: what it did not delete is asked again
+            # a timed-out request (504, or 500 "context deadline exceeded" from a loaded
+            # etcd): what it did not delete is asked again
+            if exc.status not in (500, 504):
                 raise
         left = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
         if not json.loads(left.data).get("items"):

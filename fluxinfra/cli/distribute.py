@@ -81,6 +81,11 @@ def parser() -> argparse.ArgumentParser:
                       help="Flux prefix on the nodes (the installer's prefix)")
     kube.add_argument("--flux-user", default="flux",
                       help="the instance owner on the nodes (the installer's fluxUser)")
+    kube.add_argument("--run-dir", default="/run/flux",
+                      help="the brokers' run directory on the nodes (the installer's runDir)")
+    kube.add_argument("--host-target", default="1",
+                      help="the host process whose namespaces are the node's: a PID or a "
+                           "command name such as kubelet (the installer's hostTarget)")
     return p
 
 
@@ -106,7 +111,8 @@ def main(argv: list[str]) -> int:
                                   "the installer pods; drop --flux-command (or --kubernetes)")
         target = KubeTarget(kubectl=shlex.split(args.kubectl), namespace=args.namespace,
                             installer=args.installer, context=args.context,
-                            flux_prefix=args.flux_prefix, flux_user=args.flux_user)
+                            flux_prefix=args.flux_prefix, flux_user=args.flux_user,
+                            run_dir=args.run_dir, host_target=args.host_target)
         distribution = target.distribution(opts, listener)
     else:
         if args.flux_command is not None and not shlex.split(args.flux_command):

@@ -5,10 +5,13 @@ namespace on every node it puts a broker on. Through those pods this module
 
 - finds the pods (``kubectl get pods -l app.kubernetes.io/name=flux-installer,...``) and the
   node each runs on;
-- asks any of them which node is rank 0 (``flux overlay status``: the lead broker is the first
-  node), then runs every flux command there, in the node's namespaces as the instance owner:
-  ``kubectl exec -i POD -- nsenter -t 1 -m -u -i -n -p -- setpriv --reuid=flux --regid=flux
-  --init-groups env FLUX_URI=local:///run/flux/local PREFIX/bin/flux ...``;
+- reads the installer's rank map (ConfigMap ``<installer>-ranks``) for the node of each rank:
+  the instance's hostnames are rank names (``fluxnode0``), so rank 0's node (the lead broker)
+  comes from there; then runs every flux command there, in the node's namespaces as the
+  instance owner: ``kubectl exec -i POD -- nsenter -t PID -m -u -i -n -p -- setpriv
+  --reuid=flux --regid=flux --init-groups env FLUX_URI=local:///run/flux/local PREFIX/bin/flux
+  ...`` (PID: the installer's hostTarget, 1 by default, or the PID of a host process such as
+  the kubelet, looked up in the pod);
 - resolves SOURCE on the lead node as root (an image reference is pulled there with ``ctr -n
   k8s.io`` and exported once; a path names a file on the lead node);
 - after the fan-out, imports image archives on each node as root through that node's installer
@@ -26,7 +29,7 @@ import subprocess
 from collections.abc import Sequence
 
 from fluxinfra.distribute.errors import DistributeError, last_line
-from fluxinfra.distribute.flux import FluxClient, parse_overlay_status
+from fluxinfra.distribute.flux import FluxClient
 from fluxinfra.distribute.run import Distribution, Listener, Options, RankResult, agent_source
 from fluxinfra.distribute.source import Payload, looks_like_image_ref
 
@@ -36,6 +39,28 @@ __all__ = ["KubeTarget", "INSTALLER_COMPONENT", "NSENTER"]
 INSTALLER_COMPONENT = "flux-installer"
 #: how an installer pod enters its node (as node-watch.py does at the default hostTarget, PID 1)
 NSENTER = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
+
+#: run in an installer pod (host PID namespace, python3 in the image): the PID of the host
+#: process named argv[1], chosen as node-watch.py's host_target() chooses (where several run,
+#: the one whose command line names this node, $NODE_NAME; then the oldest)
+_FIND_HOST_PROCESS = """
+import os, sys
+target, node = sys.argv[1], os.environ.get("NODE_NAME", "").encode()
+found = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if open(f"/proc/{pid}/comm").read().strip() != target:
+            continue
+        args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[1:]
+    except OSError:
+        continue
+    names = bool(node) and any(a == node or a.endswith(b"=" + node) for a in args)
+    found.append((not names, int(pid)))
+if not found:
+    sys.exit(f"no process named {target!r} on this node: check --host-target (the installer's "
+             "hostTarget)")
+print(min(found)[1])
+"""
 
 
 @dataclasses.dataclass
@@ -47,6 +72,9 @@ class KubeTarget:
     flux_prefix: str = "/opt/fluxinfra/flux"
     flux_user: str = "flux"
     run_dir: str = "/run/flux"
+    #: the installer's hostTarget: a PID, or the command name of a host process (``kubelet``)
+    host_target: str = "1"
+    _host_pids: dict = dataclasses.field(default_factory=dict, repr=False)
 
     # -- kubectl -----------------------------------------------------------------------------
     def _kubectl(self) -> list[str]:
@@ -55,9 +83,24 @@ class KubeTarget:
             argv += ["--context", self.context]
         return argv + ["-n", self.namespace]
 
+    def host_pid(self, pod: str) -> str:
+        """The PID whose namespaces are ``pod``'s node's (``host_target``; asked once per pod
+        when it is a command name)."""
+        if self.host_target.isdigit():
+            return self.host_target
+        if pod not in self._host_pids:
+            argv = self._kubectl() + ["exec", "-i", pod, "--", "python3", "-c",
+                                      _FIND_HOST_PROCESS, self.host_target]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            if proc.returncode != 0 or not proc.stdout.strip().isdigit():
+                raise DistributeError(f"installer pod {pod}: {last_line(proc.stderr)}")
+            self._host_pids[pod] = proc.stdout.strip()
+        return self._host_pids[pod]
+
     def exec_prefix(self, pod: str, *, owner: bool) -> list[str]:
         """Run a command on ``pod``'s node, as root or (``owner``) as the instance owner."""
-        argv = self._kubectl() + ["exec", "-i", pod, "--", *NSENTER]
+        enter = [*NSENTER[:2], self.host_pid(pod), *NSENTER[3:]]
+        argv = self._kubectl() + ["exec", "-i", pod, "--", *enter]
         if owner:
             argv += ["setpriv", f"--reuid={self.flux_user}", f"--regid={self.flux_user}",
                      "--init-groups", "env", f"FLUX_URI=local://{self.run_dir}/local"]
@@ -87,17 +130,34 @@ class KubeTarget:
                                   "installer component's name)")
         return pods
 
-    def lead(self, pods: dict[str, str]) -> str:
-        """The node of rank 0, asked of any installer pod's broker."""
-        any_pod = pods[sorted(pods)[0]]
-        flux = FluxClient(self.exec_prefix(any_pod, owner=True) + [self.flux])
-        status = parse_overlay_status(flux.run("overlay", "status", "--no-pretty"))
-        if 0 not in status:
-            raise DistributeError("flux overlay status on the installer's instance did not list "
-                                  "rank 0: is the broker running (kubectl logs the installer)?")
-        node = status[0][0]
+    def rank_nodes(self) -> dict[int, str]:
+        """Rank -> node, from the installer's rank map (the ConfigMap ``<installer>-ranks``).
+        The instance's hostnames are rank names (``fluxnode3``), not node names: flux-core
+        needs every hostname at start, before nodes are known; the rank map says which node
+        holds which rank."""
+        name = f"{self.installer}-ranks"
+        argv = self._kubectl() + ["get", "configmap", name, "-o", "json"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise DistributeError(f"kubectl get configmap {name} -n {self.namespace}: "
+                                  f"{last_line(proc.stderr)}: the installer keeps its rank map "
+                                  "there; check --installer and --namespace")
+        try:
+            ranks = json.loads(json.loads(proc.stdout)["data"]["ranks.json"])
+            return {int(rank): slot["node"] for rank, slot in ranks["slots"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DistributeError(f"configmap {name} in {self.namespace}: not the installer's "
+                                  f"rank map ({exc!r})") from None
+
+    def lead(self, pods: dict[str, str], ranks: dict[int, str] | None = None) -> str:
+        """The node of rank 0 (the lead broker), from the rank map."""
+        ranks = self.rank_nodes() if ranks is None else ranks
+        node = ranks.get(0)
+        if node is None:
+            raise DistributeError(f"the rank map of {self.installer} gives rank 0 to no node: "
+                                  "is the installer's instance up (kubectl logs the installer)?")
         if node not in pods:
-            raise DistributeError(f"rank 0 runs on node {node!r}, which has no running installer "
+            raise DistributeError(f"rank 0 is node {node!r}, which has no running installer "
                                   f"pod in {self.namespace}")
         return node
 
@@ -108,12 +168,17 @@ class KubeTarget:
     # -- the distribution --------------------------------------------------------------------
     def distribution(self, opts: Options, listener: Listener | None = None) -> Distribution:
         pods = self.pods()
-        lead = self.lead(pods)
+        ranks = self.rank_nodes()
+        lead = self.lead(pods, ranks)
+        if opts.ranks == "all":
+            # the instance is sized ahead (the installer's maxNodes): its spare ranks belong to
+            # no node, so "all" means every rank the rank map gives a node
+            opts = dataclasses.replace(opts, ranks=",".join(str(r) for r in sorted(ranks)))
         flux = FluxClient(self.exec_prefix(pods[lead], owner=True) + [self.flux])
         host = NodeHost(self, pods[lead], lead)
         importer = None
         if opts.importer != "none":
-            importer = NodeImporter(self, pods)
+            importer = NodeImporter(self, pods, ranks)
         return Distribution(opts, flux, host, listener, remote_flux=self.flux, importer=importer)
 
 
@@ -166,16 +231,20 @@ class NodeHost:
 class NodeImporter:
     """Imports image archives on each node as root, through that node's installer pod."""
 
-    def __init__(self, target: KubeTarget, pods: dict[str, str]):
+    def __init__(self, target: KubeTarget, pods: dict[str, str], ranks: dict[int, str]):
         self.target = target
         self.pods = pods
+        self.ranks = ranks
 
     def __call__(self, results: list[RankResult], payload: Payload, opts: Options) -> None:
         def one(result: RankResult) -> None:
-            pod = self.pods.get(result.host)
+            node = self.ranks.get(result.rank, "")
+            pod = self.pods.get(node)
             if pod is None:
                 result.status, result.stage = "failed", "import"
-                result.reason = f"no installer pod on node {result.host} to import as root"
+                result.reason = (f"no installer pod on node {node} (rank {result.rank}) to "
+                                 "import as root" if node else
+                                 f"rank {result.rank} has no node in the rank map")
                 return
             prefix = self.target.exec_prefix(pod, owner=False)
             for image in payload.images:

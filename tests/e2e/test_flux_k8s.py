@@ -297,6 +297,19 @@ def test_the_installer_runs_flux_on_the_real_node(cluster: Cluster, real_node: s
         assert f"free 1 {cores} fluxnode0" in listing, listing
         assert "down 3" in listing and "fluxnode[1-3]" in listing, listing
         assert flux("run", "-N1", "hostname").strip(), "a job ran on the node"
+        # `fluxinfra distribute --kubernetes` through the installer's pod, as an operator runs it
+        node.run("sh", "-c", f"head -c 3000000 /dev/urandom > {base}/payload.bin")
+        dist = subprocess.run(
+            [str(REPO / ".venv/bin/fluxinfra"), "distribute", "--kubernetes", "--namespace", ns,
+             "--installer", name, "--kubectl", cluster.kubectl_path, "--flux-prefix",
+             str(FLUX_PREFIX), "--flux-user", "root", "--run-dir", f"{base}/run",
+             "--host-target", "kubelet", "--dest", f"{base}/dist", "--state-dir",
+             str(REPO / "build" / f"e2e-distribute-{tag}"), f"{base}/payload.bin"],
+            env=cluster.env, capture_output=True, text=True, timeout=300, check=False)
+        assert dist.returncode == 0, dist.stderr[-3000:]
+        digest = node.run("sha256sum", f"{base}/payload.bin", f"{base}/dist/payload.bin")
+        assert len({line.split()[0] for line in digest.splitlines()}) == 1, digest
+        shutil.rmtree(REPO / "build" / f"e2e-distribute-{tag}", ignore_errors=True)
         ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
             "ranks.json"])
         assert ranks["slots"]["0"]["node"] == real_node and ranks["R"] is not None

@@ -8,6 +8,10 @@ in kubectl's shapes:
 - ``kubectl [--context C] -n NS get pods -l SELECTOR -o json``: a v1 ``List`` of the pods in
   ``$KUBECTL_DOUBLE_STATE`` (``{"pods": [{"name", "namespace", "node", "phase", "labels",
   "rank"}]}``) whose namespace and labels match, or kubectl's error for an unknown context;
+- ``kubectl [--context C] -n NS get configmap NAME -o json``: a v1 ``ConfigMap`` from the state's
+  ``configmaps`` (``{NS/NAME: data}``), or kubectl's NotFound error (the installer's rank map:
+  which node holds which rank, as the real installer keeps it; the instance's hostnames are
+  rank names, ``fluxnodeN``, as on a real installer's instance);
 - ``kubectl [--context C] -n NS exec -i POD -- nsenter -t 1 -m -u -i -n -p -- [setpriv ...
   env FLUX_URI=...] CMD...``: kubectl's NotFound error for a pod that is not there; otherwise it
   checks the nsenter (and setpriv) prefix the installer's pods need, drops it, and runs CMD here
@@ -61,6 +65,14 @@ def main(argv: list[str]) -> int:
                  for p in pods if all(p["labels"].get(k) == v for k, v in selector.items())]
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
                           "metadata": {"resourceVersion": ""}}))
+        return 0
+    if rest[:2] == ["get", "configmap"]:
+        name = rest[2]
+        data = state.get("configmaps", {}).get(f"{namespace}/{name}")
+        if data is None:
+            die(f'Error from server (NotFound): configmaps "{name}" not found')
+        print(json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": name, "namespace": namespace}, "data": data}))
         return 0
     if rest[:1] != ["exec"]:
         die(f"kubectl-double: {' '.join(argv)}: not implemented", 97)

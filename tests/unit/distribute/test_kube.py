@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture
 def cluster(double_instance, tmp_path, monkeypatch):
-    """Three nodes, each with an installer pod; node2 is rank 0 (the overlay says who leads)."""
-    inst = double_instance(3, "kary:2", hosts=["node2", "node0", "node1"])
+    """Three nodes, each with an installer pod; node2 is rank 0 (the rank map says so: the
+    instance's hostnames are rank names, as the real installer's are)."""
+    inst = double_instance(3, "kary:2", hosts=["fluxnode0", "fluxnode1", "fluxnode2"])
     labels = {"app.kubernetes.io/name": INSTALLER_COMPONENT,
               "app.kubernetes.io/instance": "flux-installer"}
     pods = [{"name": f"flux-installer-{node}", "namespace": "flux-installer", "node": node,
@@ -34,7 +36,11 @@ def cluster(double_instance, tmp_path, monkeypatch):
     pods.append({"name": "other-pod", "namespace": "flux-installer", "node": "node0",
                  "phase": "Running", "labels": {"app": "x"}, "rank": 1})
     state = tmp_path / "kubectl-state.json"
-    state.write_text(json.dumps({"pods": pods, "contexts": ["lab"]}))
+    ranks = {"epoch": 1, "size": 3, "R": None,
+             "slots": {str(rank): {"node": node} for rank, node in enumerate(["node2", "node0",
+                                                                              "node1"])}}
+    state.write_text(json.dumps({"pods": pods, "contexts": ["lab"], "configmaps": {
+        "flux-installer/flux-installer-ranks": {"ranks.json": json.dumps(ranks)}}}))
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'kubectl_double.py'} \"$@\"\n")
     kubectl.chmod(0o755)
@@ -79,14 +85,15 @@ def test_an_image_reaches_every_node_and_is_imported_there_as_root(cluster):
     report = target.distribution(opts(tmp_path, str(image), importer="containerd")).run()
     assert report.ok, report.results
     assert report.kind == "image-archive"
-    for rank, node in enumerate(["node2", "node0", "node1"]):
-        assert (tmp_path / "out" / node / "app.tar").read_bytes() == image.read_bytes()
+    for rank in range(3):
+        assert (tmp_path / "out" / f"fluxnode{rank}" / "app.tar").read_bytes() == \
+            image.read_bytes()
         assert report.results[rank].imported == ["app.tar"]
     imports = sorted(log.read_text().splitlines())
+    # each rank's archive imported through the installer pod of the node the rank map names
     assert imports == sorted(
-        f"ctr -n k8s.io images import {tmp_path}/out/{node}/app.tar on "
-        f"local://{inst.dir}/rank{rank}/local" for rank, node in enumerate(["node2", "node0",
-                                                                           "node1"]))
+        f"ctr -n k8s.io images import {tmp_path}/out/fluxnode{rank}/app.tar on "
+        f"local://{inst.dir}/rank{rank}/local" for rank in range(3))
     calls = [json.loads(line) for line in (tmp_path / "kubectl.log").read_text().splitlines()]
     flux_calls = [c for c in calls if c["argv"][0].endswith("/bin/flux")]
     assert {c["node"] for c in flux_calls if c["argv"][1] != "overlay"} == {"node2"}
@@ -112,6 +119,29 @@ def test_no_installer_pods_names_namespace_and_installer(cluster):
     with pytest.raises(DistributeError, match="no running installer pods with .*instance=other "
                                               "in namespace flux-installer: check --namespace"):
         target.pods()
+
+
+def test_all_means_the_ranks_the_rank_map_gives_a_node(cluster):
+    """An instance sized ahead (maxNodes) has spare ranks no node holds: not targets."""
+    inst, target, tmp_path, _ = cluster
+    state = json.loads(Path(os.environ["KUBECTL_DOUBLE_STATE"]).read_text())
+    key = "flux-installer/flux-installer-ranks"
+    ranks = json.loads(state["configmaps"][key]["ranks.json"])
+    del ranks["slots"]["2"]  # node1 left; its rank stays unheld
+    state["configmaps"][key]["ranks.json"] = json.dumps(ranks)
+    Path(os.environ["KUBECTL_DOUBLE_STATE"]).write_text(json.dumps(state))
+    source = tmp_path / "model.bin"
+    source.write_bytes(b"m" * 4000)
+    report = target.distribution(opts(tmp_path, str(source))).run()
+    assert report.ok and sorted(report.results) == [0, 1], report.results
+
+
+def test_no_rank_map_names_the_configmap_and_the_fix(cluster):
+    _, target, tmp_path, _ = cluster
+    target.namespace = "elsewhere"
+    with pytest.raises(DistributeError, match="configmap flux-installer-ranks -n elsewhere: "
+                                              ".*NotFound.*check --installer and --namespace"):
+        target.rank_nodes()
 
 
 def test_an_unknown_context_is_kubectl_s_message(cluster):
@@ -140,6 +170,29 @@ def test_the_defaults_match_the_installer():
     node_watch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(node_watch)
     assert node_watch.on_host({"hostTarget": args.host_target}, []) == NSENTER
+
+
+def test_a_host_target_by_name_is_looked_up_once_per_pod_in_the_pod(tmp_path):
+    """``--host-target kubelet`` (where PID 1 refuses nsenter): the PID is asked of the pod
+    (python3 -c, the same choice as node-watch's host_target) once, then used in nsenter."""
+    log = tmp_path / "calls"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *bad*) echo "no process '
+                       'named" >&2; exit 1;; esac\necho 4242\n')
+    kubectl.chmod(0o755)
+    target = KubeTarget(kubectl=[str(kubectl)], host_target="kubelet")
+    first = target.exec_prefix("pod-a", owner=False)
+    again = target.exec_prefix("pod-a", owner=True)
+    assert first[first.index("--") + 1:] == ["nsenter", "-t", "4242", "-m", "-u", "-i", "-n",
+                                             "-p", "--"]
+    assert again[again.index("--") + 1:][:3] == ["nsenter", "-t", "4242"]
+    calls = log.read_text()
+    assert calls.count("exec -i pod-a -- python3 -c") == 1
+    assert calls.rstrip().endswith(" kubelet")
+    bad = KubeTarget(kubectl=[str(kubectl)], host_target="bad")
+    with pytest.raises(DistributeError, match="installer pod pod-b: no process named"):
+        bad.exec_prefix("pod-b", owner=False)
+    assert KubeTarget().exec_prefix("p", owner=False)[-len(NSENTER):] == NSENTER
 
 
 def test_the_cli_refuses_flux_command_with_kubernetes():
