@@ -275,6 +275,33 @@ def inprocess_table(results: list[dict]) -> str:
     return format_table(headers, rows, legend=INPROCESS_LEGEND, keys=3)
 
 
+#: the issue's latency goal: p99 per match under this many ms at 16,384 nodes
+P99_GOAL_MS = 5.0
+
+
+def p99_summary(res: dict, goal_ms: float = P99_GOAL_MS) -> list[str]:
+    """Per phase (fill, steady), how many policy x stream rows of one size have a p99 per
+    match under ``goal_ms``, and the worst rows."""
+    lines = []
+    for phase in ("fill", "steady"):
+        rows = []
+        for policy, entry in res.get("policies", {}).items():
+            for stream in STREAMS:
+                data = entry.get(stream)
+                got = summary_ms(data[phase]) if data and phase in data else None
+                if got is not None:
+                    rows.append((got[1], policy, stream))
+        if not rows:
+            continue
+        rows.sort(reverse=True)
+        under = sum(1 for p99, _, _ in rows if p99 < goal_ms)
+        worst = ", ".join(f"{policy} {stream} {cell_text(p99)}" for p99, policy, stream
+                          in rows[:4])
+        lines.append(f"p99 per match, {res['size']} nodes, {phase}: {under}/{len(rows)} rows "
+                     f"under {goal_ms:g} ms; worst (ms): {worst}")
+    return lines
+
+
 # ---------------------------------------------------------------------------------- processes
 
 
@@ -535,6 +562,9 @@ def report(processes: list[dict], inprocess: list[dict]) -> None:
                            [[r["size"], r.get("vertices"), r.get("load_s"),
                              r.get("load_rss_mib"), r.get("rss_mib")] for r in inprocess]))
         print(inprocess_table(inprocess))
+        for res in inprocess:
+            for line in p99_summary(res):
+                print(line)
     print(flush=True)
 
 

@@ -87,3 +87,17 @@ def test_a_real_program_is_timed_between_its_stat_marks(tmp_path) -> None:
     marks = got["marks"]
     assert got["rc"] == 0 and len(marks) == 4 and marks == sorted(marks)
     assert marks[1] >= 0.05  # five 10 ms matches before the second stat
+
+
+def test_the_p99_summary_counts_rows_under_the_goal_and_names_the_worst() -> None:
+    bench = load_bench()
+    ms = 1_000_000  # samples are nanoseconds
+    res = {"size": 16384, "policies": {
+        "first": {"1core": {"fill": [ms // 10] * 99 + [2 * ms], "steady": [ms // 10] * 10},
+                  "nodex": {"fill": [7 * ms] * 5, "steady": []}},
+        "low": {"error": "boom"}}}
+    fill, steady = bench.p99_summary(res)
+    assert fill.startswith("p99 per match, 16384 nodes, fill: 1/2 rows under 5 ms; worst")
+    assert fill.index("first nodex 7") < fill.index("first 1core 0.100")
+    assert steady == "p99 per match, 16384 nodes, steady: 1/1 rows under 5 ms; worst (ms): " \
+        "first 1core 0.100"
