@@ -6,12 +6,16 @@ STACK ?= dev
 # A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
 SEED ?=
 
-.PHONY: setup render test test-fast bench bench-full lint image e2e clean
+.PHONY: setup render deploy test test-fast bench bench-full lint image e2e clean
 setup:
 	@bash scripts/setup
 
 render: setup
 	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED))
+
+# The render applied to the cluster kubectl points at (CRDs first, then `kubectl apply -k`).
+deploy: render
+	bash scripts/deploy build/manifests
 
 test: setup
 	@bash scripts/test

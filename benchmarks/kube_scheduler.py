@@ -18,7 +18,10 @@ them) are scheduled:
 * ``fluxion`` - ``python -m fluxinfra.scheduler`` (matcher in process, policy ``first``), as its
   ServiceAccount with the RBAC the stack renders, every filter on;
 * ``fluxion gangs`` (``--gangs``) - the same pods as 625 label groups of 16, all-or-nothing
-  (kube-scheduler cannot do this).
+  (kube-scheduler cannot do this);
+* ``bind-only`` (``--ceiling THREADS``, burst mode) - no scheduler: a process binds the same pods
+  round-robin onto the nodes from THREADS threads, as fast as the API server takes
+  ``pods/binding`` calls. It is the ceiling every scheduler above is under on this machine.
 
 Per scheduler and round: pods/s from the first pod submitted to the last seen bound (a watch on
 the namespace), creation-to-bound latency per pod (client clock: just before the create POST to
@@ -74,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="arrivals,burst",
                    help="comma-separated: arrivals (pods created while it runs), burst")
     p.add_argument("--json", help="write the raw results here (after every run)")
+    p.add_argument("--ceiling", type=int, default=0, metavar="THREADS",
+                   help="also, in burst mode, bind the same pods with no scheduling at all "
+                        "from THREADS threads: the API server's bind ceiling on this machine")
     return p
 
 
@@ -132,6 +138,62 @@ class _KubeScheduler:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(30)
+
+
+class _BindOnly:
+    """The API server's own ceiling: no scheduling at all, only ``pods/binding`` calls.
+
+    A child process (like a scheduler, it holds its own connections and GIL) lists the
+    namespace's pods once and binds pod *i* to hollow node *i mod N* from ``threads`` threads,
+    as fast as the API server takes the calls. Any scheduler that binds through the API server
+    on this machine is bound by this figure; it runs in burst mode only (nothing to watch for)."""
+
+    def __init__(self, kubeconfig: str, namespace: str, nodes: int, threads: int) -> None:
+        self.args = (kubeconfig, namespace, nodes, threads)
+        self.proc: Any = None
+
+    def start(self) -> None:
+        import multiprocessing
+
+        self.proc = multiprocessing.get_context("fork").Process(
+            target=_bind_all, args=self.args, daemon=True)
+        self.proc.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.join(5)
+            if self.proc.is_alive():
+                self.proc.terminate()
+                self.proc.join(10)
+
+
+def _bind_all(kubeconfig: str, namespace: str, nodes: int, threads: int) -> None:
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(kubeconfig)
+    api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = threads
+    core = client.CoreV1Api(api_client)
+    names: list[str] = []
+    token = ""
+    while True:
+        more = {"_continue": token} if token else {}
+        page = json.loads(core.list_namespaced_pod(namespace, limit=5000, **more,
+                                                   _preload_content=False).data)
+        names += [p["metadata"]["name"] for p in page["items"] if not p["spec"].get("nodeName")]
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            break
+
+    def bind(index: int) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": names[index]},
+                "target": {"apiVersion": "v1", "kind": "Node",
+                           "name": f"hn{index % nodes:05d}"}}
+        core.create_namespaced_pod_binding(names[index], namespace, body,
+                                           _preload_content=False)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(bind, range(len(names))))
 
 
 def _rss_mib(pid: int) -> float:
@@ -311,10 +373,17 @@ def main(argv: list[str] | None = None) -> int:
         plan = [("kube-scheduler", 1), ("fluxion", 1)]
         if args.gangs:
             plan.append(("fluxion", 16))
+        if args.ceiling:
+            plan.append(("bind-only", 1))
         for rnd in range(args.rounds):
             for mode in args.modes.split(","):
                 for who, size in plan:
-                    if who == "kube-scheduler":
+                    if who == "bind-only" and mode != "burst":
+                        continue
+                    if who == "bind-only":
+                        proc = _BindOnly(str(bed.kubeconfig), ns, args.nodes, args.ceiling)
+                        name = "bind-only"
+                    elif who == "kube-scheduler":
                         proc: Any = _KubeScheduler(bed, args.qps, tmp)
                         name = "default-scheduler"
                     else:
@@ -322,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 "--log-level", "warning")
                         name = "fluxion"
                     label = who if size == 1 else f"{who} gangs of {size}"
+                    if who == "bind-only":
+                        label = f"bind-only, {args.ceiling} threads"
                     log(f"round {rnd + 1}, {mode}: {label}")
                     if mode == "arrivals":
                         proc.start()
@@ -330,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
                                       args.creators, args.timeout,
                                       start=proc.start if mode == "burst" else None)
                         result.update(scheduler=label, round=rnd + 1, mode=mode,
-                                      rss_mib=_rss_mib(proc.proc.pid),
+                                      rss_mib=(float("nan") if who == "bind-only"
+                                               else _rss_mib(proc.proc.pid)),
                                       fullest=_fullest(api_client, ns))
                     finally:
                         proc.stop()

@@ -3,7 +3,10 @@
 What it declares (docs/queue.md explains the design):
 
 - the ``FluxJob`` and ``FluxJobQueue`` CRDs (:mod:`fluxinfra.queue.api`, the API definition:
-  the one module of the queue this component imports), and a FluxJobQueue per configured queue;
+  the one module of the queue this component imports); the configured queues are not objects
+  here: the scheduler gets them (``--queue-config``) and its queue controller creates them
+  (:mod:`fluxinfra.queue.configured`), so one ``kubectl apply -k`` of a render works on an
+  empty cluster (a FluxJobQueue beside its CRD in one request is refused);
 - the webhook: a Deployment of ``fluxinfra queue webhook`` (stateless, ``webhookReplicas``
   replicas spread over nodes, a PodDisruptionBudget), its Service, its TLS Secret and the
   ``MutatingWebhookConfiguration`` with two webhooks: namespaces labelled
@@ -20,7 +23,8 @@ What it declares (docs/queue.md explains the design):
   Certificate, and ``cert-manager.io/inject-ca-from`` on the configuration);
 - RBAC: the queue controller runs inside the scheduler (``fluxinfra scheduler --queue``), so
   the scheduler's ServiceAccount gets exactly what the queue does (Jobs: read, patch; FluxJobs:
-  read, create, status; FluxJobQueues: read, status; PriorityClasses: read); the webhook's own
+  read, create, status; FluxJobQueues: read, create and patch (the configured ones), status;
+  PriorityClasses: read); the webhook's own
   ServiceAccount gets nothing (it reads no API). FluxJobs are readable by everyone with ``view``
   and FluxJobQueues editable by namespace admins (aggregated ClusterRoles).
 """
@@ -46,7 +50,6 @@ from fluxinfra.k8s.config import (
 from fluxinfra.k8s.resources import declare, declare_all
 from fluxinfra.pki import make_service_tls
 from fluxinfra.queue.api import (
-    API_VERSION,
     GROUP,
     LABEL_FLUXJOB,
     LABEL_NAMESPACE_OPT_IN,
@@ -54,7 +57,6 @@ from fluxinfra.queue.api import (
     NAMESPACE_OPT_IN_VALUE,
     OPT_OUT_VALUE,
     PLURAL,
-    QUEUE_KIND,
     QUEUE_PLURAL,
     fluxjob_crd,
     fluxjobqueue_crd,
@@ -118,7 +120,8 @@ class FluxQueueArgs:
                       "cert-manager (needs cert-manager in the cluster)",
                       check=one_of("generate", "cert-manager"))
     """Where the webhook's serving certificate comes from."""
-    queues: list = option([], "FluxJobQueues to create: namespace, name and limits "
+    queues: list = option([], "FluxJobQueues the queue controller makes at start and keeps: "
+                          "namespace, name and limits "
                           "(maxRunning, maxCores, maxMemory, maxGPUs)", check=_queue_list)
     """Per-namespace queues and their limits (a namespace without one has an unlimited
     ``default`` queue)."""
@@ -150,7 +153,9 @@ def controller_rules() -> list[dict[str, Any]]:
         {"apiGroups": [GROUP], "resources": [PLURAL],
          "verbs": ["get", "list", "watch", "create"]},
         {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
-        {"apiGroups": [GROUP], "resources": [QUEUE_PLURAL], "verbs": ["get", "list", "watch"]},
+        # get/create/patch: the stack's configured queues (fluxinfra.queue.configured)
+        {"apiGroups": [GROUP], "resources": [QUEUE_PLURAL],
+         "verbs": ["get", "list", "watch", "create", "patch"]},
         {"apiGroups": [GROUP], "resources": [f"{QUEUE_PLURAL}/status"], "verbs": ["patch"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
          "verbs": ["get", "list", "watch"]},
@@ -209,12 +214,6 @@ def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any) -> dic
                                            not_opted_out, not_admitted]}, ca_bundle),
         ],
     }
-
-
-def _fluxjobqueue(item: dict[str, Any], lbls: dict[str, str]) -> dict[str, Any]:
-    spec = {k: item[k] for k in ("maxRunning", "maxCores", "maxMemory", "maxGPUs") if k in item}
-    return {"apiVersion": API_VERSION, "kind": QUEUE_KIND,
-            "metadata": m.metadata(item["name"], item["namespace"], lbls), "spec": spec}
 
 
 def _cert_manager(name: str, args: FluxQueueArgs, lbls: dict[str, str]) -> list[dict[str, Any]]:
@@ -284,7 +283,6 @@ def queue_manifests(name: str, args: FluxQueueArgs, ca_bundle: Any = None,
         out += _cert_manager(name, args, lbls)
     elif tls_secret is not None:
         out.append(tls_secret)
-    out += [_fluxjobqueue(item, lbls) for item in args.queues]
     return out
 
 

@@ -16,6 +16,7 @@ pods spread over nodes and a PodDisruptionBudget keeps one through drains.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,18 +94,22 @@ class FluxSchedulerArgs:
     """The fluxinfra image (the stack's top-level ``image``)."""
     queue: bool = field(default=False)
     """Host the Fluxion queue (``--queue``); set when the stack's ``queue`` is enabled."""
+    queues: list = field(default_factory=list)
+    """The stack's FluxJobQueues (``--queue-config``): the controller creates them and keeps
+    their limits, so no FluxJobQueue is applied in the same request as its CRD."""
 
 
 def scheduler_rules() -> list[dict[str, Any]]:
     """The ClusterRole rules: what a binder reads, binds, patches and reports, and the pods it
     evicts when it preempts (delete); nothing else. Namespaces (pod affinity's
-    namespaceSelector) and PodDisruptionBudgets (preemption) are read."""
+    namespaceSelector) and PodDisruptionBudgets (preemption) are listed and watched, never read
+    by name (no get: the e2e audit found it unused)."""
     return [
         {"apiGroups": [""], "resources": ["pods"],
          "verbs": ["get", "list", "watch", "patch", "delete"]},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
-         "verbs": ["get", "list", "watch"]},
+         "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
@@ -195,7 +200,9 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
                  "--lease-name", lease]
         + (["--fluxion-service", args.fluxion_service] if args.fluxion_service else [])
         + (["--fluxion-tls-dir", FLUXION_TLS_DIR] if tls else [])
-        + (["--queue"] if args.queue else []),
+        + (["--queue"] if args.queue else [])
+        + (["--queue-config", json.dumps(args.queues, separators=(",", ":"), sort_keys=True)]
+           if args.queue and args.queues else []),
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],

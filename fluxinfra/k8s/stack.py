@@ -262,7 +262,7 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
                            scheduler_name=scheduler.scheduler_name,
                            scheduler_account=SCHEDULER_NAME)
         if queue is not None:
-            scheduler = replace(scheduler, queue=True)
+            scheduler = replace(scheduler, queue=True, queues=list(queue.queues))
     elif _component(FluxQueueArgs, raw.get("queue"), at("queue"), **shared) is not None \
             and "queue" in raw:
         raise ConfigError(f"{at('queue')}.enabled: true is not accepted while "

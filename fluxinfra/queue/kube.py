@@ -85,6 +85,10 @@ class QueueClient(ClientKubeApi):
         api._scheduling = client.SchedulingV1Api(api_client)
         return api
 
+    def custom_objects(self) -> Any:
+        """The ``CustomObjectsApi`` on this client's connections (the configured queues)."""
+        return self._custom
+
     def _lister(self, kind: Any) -> tuple[Any, tuple[Any, ...]]:
         if kind == "jobs":
             return self._batch.list_job_for_all_namespaces, ()

@@ -74,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="store_true",
                    help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
                         "docs/queue.md): needs its CRDs installed")
+    p.add_argument("--queue-config", metavar="JSON", default="",
+                   help="with --queue: the stack's FluxJobQueues as a JSON list of {namespace, "
+                        "name, maxRunning, maxCores, maxMemory, maxGPUs}; the controller "
+                        "creates them and keeps their limits")
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
@@ -221,6 +225,11 @@ def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instanc
     from fluxinfra.queue.metrics import QueueMetrics, combined
 
     queue_api = QueueClient.wrap(api)
+    if args.queue_config:
+        from fluxinfra.queue.configured import parse_queue_config, start_keeping
+
+        start_keeping(queue_api.custom_objects(), parse_queue_config(args.queue_config),
+                      manager=args.scheduler_name)
     queue_metrics = QueueMetrics()
     hosted = QueueCore(core, queue_api, QueueConfig(
         scheduler_name=args.scheduler_name, default_duration=default_duration,

@@ -45,6 +45,13 @@ class Request:
     code: int
     #: when the server answered (RFC 3339, UTC, microseconds: compares as text)
     at: str = ""
+    #: the authorizer's decision ("allow", "forbid"; "" when none was recorded). A 403 the
+    #: authorizer allowed is admission's (e.g. a namespace being terminated), not RBAC's.
+    decision: str = ""
+
+    @property
+    def refused_by_rbac(self) -> bool:
+        return self.decision == "forbid" or (self.code == 403 and self.decision != "allow")
 
     def __str__(self) -> str:
         return f"{self.user}: {self.permission} -> {self.code}"
@@ -92,8 +99,9 @@ def requests(audit_log: Path) -> list[Request]:
             perm = Permission(ref.get("apiGroup", ""), resource, event["verb"],
                               ref.get("name", "*"))
             code = event.get("responseStatus", {}).get("code", 0)
+            decision = (event.get("annotations") or {}).get("authorization.k8s.io/decision", "")
             seen[event["auditID"]] = Request(event["user"]["username"], perm, code,
-                                             event.get("stageTimestamp", ""))
+                                             event.get("stageTimestamp", ""), decision)
     return list(seen.values())
 
 

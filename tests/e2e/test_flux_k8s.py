@@ -53,9 +53,15 @@ def dump(manifests: list[dict]) -> str:
 
 # -- every stack on the real API server ----------------------------------------------------------
 
-def _delete_rendered(cluster: Cluster, out: Path) -> None:
+def _delete_rendered(cluster: Cluster, out: Path, namespaces: list[str]) -> None:
+    """Delete what was applied and wait until its namespaces are gone: the next test (the
+    other stack, or the stacks test) applies into namespaces of the same names, and the API
+    server refuses new objects in a namespace that is still terminating."""
     cluster.kubectl("delete", "-k", str(out), "--ignore-not-found", "--wait=false", check=False,
                     timeout=180)
+    if namespaces:
+        cluster.kubectl("wait", "--for=delete", "--timeout=180s",
+                        *[f"namespace/{n}" for n in namespaces], check=False, timeout=200)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -83,7 +89,8 @@ def test_every_stack_applies_dry_run_then_for_real_then_unchanged(cluster: Clust
                                str(out), check=False)
         assert diff.returncode == 0, f"a second apply would change:\n{diff.stdout[-3000:]}"
     finally:
-        _delete_rendered(cluster, out)
+        _delete_rendered(cluster, out, [d["metadata"]["name"] for d in docs.values()
+                                        if d["kind"] == "Namespace"])
 
 
 # -- the installer's RBAC, by impersonation -------------------------------------------------------

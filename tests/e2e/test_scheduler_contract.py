@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -152,6 +152,25 @@ class Probe:
                 all(w in msg for w in words)
             return msg if ok else None
         return wait_for(check, timeout, f"{name} Unschedulable with {words}")
+
+    def seen(self, since: str, wanted: dict[str, Callable[[dict[str, Any]], bool]],
+             timeout: float) -> None:
+        """Watch this namespace's pods from resourceVersion ``since`` until every predicate of
+        ``wanted`` (what it means -> test of one pod state) has held for some state seen."""
+        from kubernetes import watch
+
+        left = dict(wanted)
+        stream = watch.Watch()
+        serialize = self.fx.core.api_client.sanitize_for_serialization
+        for event in stream.stream(self.fx.core.list_namespaced_pod, self.ns,
+                                   resource_version=since, timeout_seconds=int(timeout)):
+            pod = serialize(event["object"])
+            for what in [w for w, test in left.items() if test(pod)]:
+                del left[what]
+            if not left:
+                stream.stop()
+                return
+        raise AssertionError(f"not seen within {timeout:.0f}s: {sorted(left)}")
 
     def events(self, name: str, reason: str) -> list[dict[str, Any]]:
         from kubernetes import client
@@ -388,20 +407,25 @@ kind: PriorityClass
 metadata: {{name: e2e-high-{probe.id}}}
 value: 100000
 """)
-    victim = probe.pod("victim", cpu="2", terminationGracePeriodSeconds=30)  # it lingers
+    victim = probe.pod("victim", cpu="2", terminationGracePeriodSeconds=30)
     probe.bound([victim])
+    since = probe.get(victim)["metadata"]["resourceVersion"]
     probe.pod("urgent", cpu="2", priorityClassName=f"e2e-high-{probe.id}")
 
-    def disrupted() -> bool:
-        pod = probe.get("victim")
-        return bool(pod["metadata"].get("deletionTimestamp")) and any(
+    # The bed's keeper plays the hollow node's kubelet and confirms the deletion at once, so
+    # the victim's last states are read from a watch of every change since it was bound.
+    def disrupted(pod: dict[str, Any]) -> bool:
+        return pod["metadata"]["name"] == victim and bool(
+            pod["metadata"].get("deletionTimestamp")) and any(
             c["type"] == "DisruptionTarget" and c["reason"] == "PreemptionByScheduler"
             for c in pod["status"].get("conditions") or [])
-    wait_for(disrupted, 90, "the victim marked and deleted")
-    wait_for(lambda: probe.get("urgent")["status"].get("nominatedNodeName") == node, 60,
-             "nominatedNodeName")
-    # a hollow node has no kubelet to finish the victim: do what it would
-    probe.fx.core.delete_namespaced_pod("victim", probe.ns, grace_period_seconds=0)
+
+    def nominated(pod: dict[str, Any]) -> bool:
+        return pod["metadata"]["name"] == "urgent" and \
+            pod["status"].get("nominatedNodeName") == node
+    probe.seen(since, {"the victim marked and deleted": disrupted,
+                       "urgent nominated to the victim's node": nominated}, 90)
+    wait_for(lambda: not _exists(probe, victim), 60, "the victim gone")
     assert probe.bound(["urgent"]) == {"urgent": node}
     probe.fx.cluster.kubectl("delete", "priorityclass", f"e2e-high-{probe.id}", check=False)
 

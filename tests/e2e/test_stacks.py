@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_cluster import Cluster, wait_for
+from e2e_cluster import REPO, Cluster, wait_for
 from e2e_rbac import Permission, Request, granted, now, requests, unused, user_of
 
 STACKS = ("dev", "prod")
@@ -82,8 +82,11 @@ def stack(request: pytest.FixtureRequest, cluster: Cluster,
     applied_at = now()
     newcomer = cluster.with_cache(tmp_path_factory.mktemp(f"kubectl-cache-{name}"))
     cold = dry_run(newcomer, out)
-    first = newcomer.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-k",
-                             str(out), check=False)
+    # the README's way: `make deploy` (scripts/deploy: the CRDs, then `kubectl apply -k`)
+    first = subprocess.run(["bash", str(REPO / "scripts" / "deploy"), str(out)],
+                           env={**newcomer.env, "KUBECTL": newcomer.kubectl_path,
+                                "FIELD_MANAGER": FIELD_MANAGER},
+                           capture_output=True, text=True, timeout=300, check=False)
     for crd in (d for d in docs if d["kind"] == "CustomResourceDefinition"):
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}",
                         "--timeout=60s")
@@ -113,12 +116,12 @@ def test_cold_dry_run_refuses_only_what_the_stack_itself_would_create_first(
             (kind and kind.group(1) in kinds) or "ensure CRDs are installed first" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found 2026-11-24: both stacks hold a FluxJobQueue beside its CRD, so one `kubectl apply "
-    "-k` on an empty cluster refuses it ('ensure CRDs are installed first'; a second apply "
-    "works): for the render and queue owners to apply CRDs first or say so"))
-def test_one_apply_on_an_empty_cluster_creates_everything(stack: AppliedStack) -> None:
-    """``kubectl apply -k`` once, as the README tells users, on a cluster without the stack."""
+def test_one_deploy_on_an_empty_cluster_creates_everything(stack: AppliedStack) -> None:
+    """``make deploy`` once (scripts/deploy: the stack's CRDs until served, then ``kubectl
+    apply -k``), as the README tells users, on a cluster without the stack. The configured
+    FluxJobQueues are not objects of the render (the queue controller makes them, see
+    test_the_configured_queues_are_made_by_the_queue_controller); a MiniCluster's PodGroup is,
+    and needs its CRD served first."""
     assert stack.first_apply.returncode == 0, stack.first_apply.stderr[-3000:]
 
 
@@ -208,52 +211,95 @@ def test_stack_deployments_become_available_on_the_real_node(
                 if p["status"].get("phase") == "Running"} == {real_node}
 
 
+def test_the_configured_queues_are_made_by_the_queue_controller(
+        running: AppliedStack, cluster: Cluster) -> None:
+    """The stack's ``queue.queues`` reach the scheduler as ``--queue-config``; its queue
+    controller creates each FluxJobQueue with the stack's limits."""
+    scheduler = next(d for d in running.of_kind("Deployment")
+                     if "scheduler" in d["metadata"]["name"])
+    args = scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
+    if "--queue-config" not in args:
+        pytest.skip(f"stack {running.name} configures no queues")
+    for item in json.loads(args[args.index("--queue-config") + 1]):
+        def made(item: dict[str, Any] = item) -> dict[str, Any] | None:
+            found = cluster.kubectl("get", "fluxjobqueue", item["name"], "-n",
+                                    item["namespace"], "-o", "json", check=False)
+            return json.loads(found.stdout) if found.returncode == 0 else None
+        queue = wait_for(made, 120, f"FluxJobQueue {item['namespace']}/{item['name']}")
+        assert queue["spec"] == {k: v for k, v in item.items()
+                                 if k not in ("namespace", "name")}, queue
+
+
 def test_fluxion_service_from_the_stack_answers_a_grpc_match(
         running: AppliedStack, cluster: Cluster, real_node: str) -> None:
-    """The service pod (the project's image, on the real node) built its graph from this
-    cluster's nodes; a Match from the test places one core there (now, or reserved for later
-    under a whole-node policy on a node already running pods), and a request no node can hold
-    is Unsatisfiable."""
+    """The service pod (the project's image, on the real node) answers over mutual TLS from a
+    graph of this cluster's nodes, and a request no node can hold is Unsatisfiable.
+
+    Where the stack's scheduler uses the service (``--fluxion-service``: prod), the service
+    holds the scheduler's exact pool graph and is asked in the scheduler's jobspec form (one
+    pod of one CPU). Where it stands alone (dev), it built Fluence's whole-core graph of the
+    nodes minus their running pods when it started (the real node's 2 CPUs are taken by the
+    stack's own pods in that model): its graph holds the real node, and once the test loads
+    the cluster's Node objects (``LoadNodes``, full capacity) one core is placed. The test's
+    allocation is cancelled again."""
+    import grpc
+
+    from fluxinfra.k8s.fluxion_service import client_tls_secret_name
     from fluxinfra.matcher.errors import Unsatisfiable
-    from fluxinfra.service.client import FluxionClient
+    from fluxinfra.matcher.k8s import pool_jobspec
+    from fluxinfra.service.client import CHANNEL_OPTIONS, FluxionClient
     from fluxinfra.service.jobspecs import slots_jobspec
+    from fluxinfra.service.tls import TlsFiles
 
     service = next(d for d in running.of_kind("Deployment")
                    if "service" in d["metadata"]["name"])
+    scheduler = next(d for d in running.of_kind("Deployment")
+                     if "scheduler" in d["metadata"]["name"])
+    pools = "--fluxion-service" in scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
     meta = service["metadata"]
     pods = cluster.get("pods", "-n", meta["namespace"], "-l", ",".join(
         f"{k}={v}" for k, v in service["spec"]["selector"]["matchLabels"].items()))
     pod_ip = next(p["status"]["podIP"] for p in pods["items"] if p["status"].get("podIP"))
     port = service["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-    nodes = {n["metadata"]["name"] for n in cluster.get("nodes")["items"]}
-    # the service takes only clients holding the certificate of the stack's client Secret
-    # (mutual TLS); it is reached by pod IP, so the name checked is the Service's own
-    import grpc
-
-    from fluxinfra.k8s.fluxion_service import client_tls_secret_name
-    from fluxinfra.service.client import CHANNEL_OPTIONS
-    from fluxinfra.service.tls import TlsFiles
-
+    address = f"{pod_ip}:{port}"
+    node_objects = cluster.get("nodes")["items"]
+    nodes = {n["metadata"]["name"] for n in node_objects}
+    # the service takes only clients holding the certificate of the stack's client Secret; it
+    # is reached by pod IP, so the name checked is the Service's own
     name = meta["name"]
     secret = next(d for d in running.docs if d["kind"] == "Secret"
                   and d["metadata"]["name"] == client_tls_secret_name(name))
     files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
     tls = TlsFiles(ca=files["ca.crt"], cert=files["tls.crt"], key=files["tls.key"])
     channel = grpc.secure_channel(
-        f"{pod_ip}:{port}", tls.channel_credentials(),
+        address, tls.channel_credentials(),
         options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override",
                                     f"{name}.{meta['namespace']}.svc")])
-    with FluxionClient(f"{pod_ip}:{port}", timeout=10, channel=channel) as client:
+    fits, never = ((pool_jobspec(1, {"cpu": 1000, "pods": 1}, duration=60),
+                    pool_jobspec(1, {"cpu": 100_000_000, "pods": 1}, duration=60))
+                   if pools else (slots_jobspec(1, cores=1, duration=60),
+                                  slots_jobspec(1, cores=100_000, duration=60)))
+    with FluxionClient(address, timeout=10, channel=channel) as client:
         wait_for(lambda: client.health() == "SERVING", 60, "the service to be SERVING")
-        result = client.match(slots_jobspec(1, cores=1, duration=60),
-                              op="allocate_orelse_reserve")
-        assert result.status in ("ALLOCATED", "RESERVED"), result
-        assert set(result.nodes) <= nodes and result.nodes, (result.nodes, nodes)
+
+        def types() -> set[str]:
+            return {v["metadata"]["type"]
+                    for v in client.dump(include_graph=True)["jgf"]["graph"]["nodes"]}
+        if pools:  # the service starts on its own graph until the scheduler loads its pools
+            wait_for(lambda: "pods" in types(), 120, "the scheduler's pool graph loaded")
+        else:
+            graph = client.dump(include_graph=True)["jgf"]["graph"]["nodes"]
+            held = {v["metadata"]["name"] for v in graph if v["metadata"]["type"] == "node"}
+            assert real_node in held and held <= nodes, (held, nodes)
+            client.load_nodes(node_objects)
+        result = client.match(fits, op="allocate_orelse_reserve")
+        try:
+            assert result.status in ("ALLOCATED", "RESERVED"), result
+            assert set(result.nodes) <= nodes and result.nodes, (result.nodes, nodes)
+        finally:
+            client.cancel(result.jobid)
         with pytest.raises(Unsatisfiable):
-            client.match(slots_jobspec(1, cores=100_000, duration=60),
-                         op="allocate_with_satisfiability")
-
-
+            client.match(never, op="allocate_with_satisfiability")
 
 
 # -- RBAC: exactly what each component uses ---------------------------------------------------
@@ -282,19 +328,21 @@ def service_accounts(stack: AppliedStack) -> dict[str, str]:
 
 
 def run_node_watch(stack: AppliedStack, cluster: Cluster, workdir: Path,
-                   seconds: float = 8) -> str:
+                   seconds: float = 8, generation: int = 1, pre_stop: bool = False) -> str:
     """The installer's node-watch (the script from the stack's ConfigMap) against this cluster
     with a token of the installer's ServiceAccount, as a pod would run it but on a node it does
-    not select, so it lists and watches Nodes, reads and keeps the rank map, and starts
-    nothing. Returns its log."""
+    not select, so it lists and watches Nodes, reads and keeps the rank map (a pod of a newer
+    DaemonSet ``generation`` records it there), and starts nothing; or, with ``pre_stop``, the
+    pod's preStop hook (it reads its node and the DaemonSet and decides whether the broker
+    stops). Returns its log."""
     daemonset = stack.of_kind("DaemonSet")[0]
     namespace = daemonset["metadata"]["namespace"]
     account = daemonset["spec"]["template"]["spec"]["serviceAccountName"]
     scripts = next(d for d in stack.of_kind("ConfigMap") if "node-watch.py" in d["data"])
     keys = next(d for d in stack.of_kind("Secret") if "curve.cert" in d.get("data", {}))
     sa_dir, keys_dir = workdir / "serviceaccount", workdir / "keys"
-    sa_dir.mkdir(parents=True)
-    keys_dir.mkdir()
+    sa_dir.mkdir(parents=True, exist_ok=True)
+    keys_dir.mkdir(exist_ok=True)
     token = cluster.kubectl("create", "token", account, "-n", namespace,
                             "--duration=10m").stdout.strip()
     (sa_dir / "token").write_text(token)
@@ -304,7 +352,7 @@ def run_node_watch(stack: AppliedStack, cluster: Cluster, workdir: Path,
     settings = json.loads(scripts["data"]["node-watch.json"])
     settings["keysDir"] = str(keys_dir)
     # main() takes it from the pod's TEMPLATE_GENERATION; run() is called here directly
-    settings["templateGeneration"] = 1
+    settings["templateGeneration"] = generation
     (workdir / "settings.json").write_text(json.dumps(settings))
     layout = cluster.bed.layout
     driver = "\n".join([
@@ -317,9 +365,12 @@ def run_node_watch(stack: AppliedStack, cluster: Cluster, workdir: Path,
         f"sa_dir={str(sa_dir)!r})",
         # Its namespace as a pod reads it from the token's directory; nothing installed (a
         # node it does not select has no shape to report).
-        f"nw.run(json.load(open({str(workdir / 'settings.json')!r})), api=api, "
-        f"me='e2e-no-such-node', root={str(workdir)!r}, start=lambda *a, **k: None, "
-        f"namespace={namespace!r}, prepare_fn=lambda settings: {{}})",
+        f"settings = json.load(open({str(workdir / 'settings.json')!r}))",
+        (f"print(nw.pre_stop(settings, api, {cluster.bed.node_name!r}, {namespace!r}, "
+         "start=lambda *a, **k: print('broker', *a[1:])))") if pre_stop else
+        (f"nw.run(settings, api=api, me='e2e-no-such-node', root={str(workdir)!r}, "
+         f"start=lambda *a, **k: None, namespace={namespace!r}, "
+         "prepare_fn=lambda settings: {})"),
     ])
     proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -437,8 +488,18 @@ spec: {{minMember: 2}}
             "status", {}).get("phase") == "Scheduled", 120, "PodGroup gang to be Scheduled")
         if stack.of_kind("MutatingWebhookConfiguration"):
             run_queued_job(cluster, namespace, name, PAUSE_IMAGE)
-        log = run_node_watch(stack, cluster, tmp_path_factory.mktemp("node-watch"))
+        workdir = tmp_path_factory.mktemp("node-watch")
+        log = run_node_watch(stack, cluster, workdir)
         assert "does not get a broker" in log, log
+        # a rolled-out DaemonSet's pod records its generation in the rank map (an update) ...
+        ranks = f"{stack.of_kind('DaemonSet')[0]['metadata']['name']}-ranks"
+        ns = stack.of_kind("DaemonSet")[0]["metadata"]["namespace"]
+        run_node_watch(stack, cluster, workdir, generation=2)
+        kept = json.loads(cluster.get("configmap", ranks, "-n", ns)["data"]["ranks.json"])
+        assert kept.get("templateGeneration") == 2, kept
+        # ... and a stopping pod on a node the installer does not select stops its broker
+        log = run_node_watch(stack, cluster, workdir, pre_stop=True)
+        assert "no longer gets a broker" in log and log.split()[-1] == "stopped", log
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         cluster.bed.remove_hollow_nodes(hollow)
@@ -448,7 +509,7 @@ spec: {{minMember: 2}}
 
 def test_no_component_is_refused_anything(stack: AppliedStack, exercised: Exercise) -> None:
     refused = [str(r) for user in service_accounts(stack) for r in exercised.used(user)
-               if r.code == 403]
+               if r.refused_by_rbac]
     assert not refused, "requests refused by RBAC:\n" + "\n".join(refused)
 
 

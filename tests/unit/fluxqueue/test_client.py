@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,17 +15,11 @@ from fluxinfra.queue.kube import QueueClient
 from fluxinfra.scheduler.client import ClientKubeApi
 from fluxinfra.scheduler.kube import ApiError
 
+from .http_double import JsonHandler
 
-class Fake(BaseHTTPRequestHandler):
+
+class Fake(JsonHandler):
     calls: list[tuple[str, str, str, Any]] = []
-
-    def _reply(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _record(self, verb: str) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

@@ -228,8 +228,8 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
         granted = {(g, r, v) for rule in rules for g in rule["apiGroups"]
                    for r in rule["resources"] for v in rule["verbs"]}
         expected = {("", "pods", v) for v in ("get", "list", "watch", "patch", "delete")}
-        expected |= {("", "namespaces", v) for v in ("get", "list", "watch")}
-        expected |= {("policy", "poddisruptionbudgets", v) for v in ("get", "list", "watch")}
+        expected |= {("", "namespaces", v) for v in ("list", "watch")}
+        expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
         expected |= {("", "pods/binding", "create"), ("", "pods/status", "patch")}
         expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
         expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}

@@ -4,6 +4,7 @@ under Pulumi mocks, and its stack keys."""
 from __future__ import annotations
 
 import base64
+import json
 
 import kubernetes_validate
 import pulumi
@@ -20,6 +21,7 @@ from fluxinfra.k8s.queue import (
     queue_manifests,
     webhook_names,
 )
+from fluxinfra.k8s.scheduler import scheduler_manifests
 from fluxinfra.k8s.stack import load_stack_settings
 
 FILE = "stacks/Pulumi.test.yaml"
@@ -68,7 +70,8 @@ def test_manifests_are_schema_valid_and_the_webhooks_opt_in_by_namespace_or_labe
     assert "system:serviceaccount:fluxinfra-system:fluxion-scheduler" in \
         pod["containers"][0]["args"]
     assert kinds["PodDisruptionBudget"] and kinds["Service"][0]["spec"]["ports"][0]["port"] == 443
-    assert kinds["FluxJobQueue"][0]["spec"] == {"maxRunning": 2, "maxCores": "64"}
+    # the configured queues are the controller's to make (one apply works on an empty cluster)
+    assert "FluxJobQueue" not in kinds
     binding = next(b for b in kinds["ClusterRoleBinding"] if b["metadata"]["name"] ==
                    "fq-controller")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fluxion-scheduler",
@@ -81,6 +84,9 @@ def test_controller_rules_are_what_the_queue_does_and_no_more():
     assert verbs[("batch", "jobs")] == {"get", "list", "watch", "patch"}
     assert verbs[("queue.fluxinfra.io", "fluxjobs")] == {"get", "list", "watch", "create"}
     assert verbs[("queue.fluxinfra.io", "fluxjobs/status")] == {"patch"}
+    # the configured queues: read, made when absent, their limits patched
+    assert verbs[("queue.fluxinfra.io", "fluxjobqueues")] == {"get", "list", "watch", "create",
+                                                              "patch"}
     assert all("delete" not in v and "*" not in v for v in verbs.values())
 
 
@@ -133,6 +139,13 @@ def settings(**config):
 def test_stack_turns_the_scheduler_queue_on_and_names_its_account():
     s = settings(queue={"queues": [{"namespace": "a", "name": "default", "maxGPUs": 4}]})
     assert s.queue is not None and s.scheduler.queue is True
+    # the configured queues go to the controller, as --queue-config JSON
+    assert s.scheduler.queues == [{"namespace": "a", "name": "default", "maxGPUs": 4}]
+    deployment = next(m for m in scheduler_manifests("sc", s.scheduler)
+                      if m["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    config = args[args.index("--queue-config") + 1]
+    assert json.loads(config) == s.scheduler.queues
     assert s.queue.scheduler_account == "fluxion-scheduler"
     assert settings(queue={"enabled": False}).scheduler.queue is False
     assert settings(scheduler={"enabled": False}).queue is None
