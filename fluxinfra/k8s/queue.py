@@ -50,6 +50,7 @@ from fluxinfra.k8s.config import (
 from fluxinfra.k8s.resources import declare, declare_all
 from fluxinfra.pki import make_service_tls
 from fluxinfra.queue.api import (
+    GATE,
     GROUP,
     LABEL_FLUXJOB,
     LABEL_NAMESPACE_OPT_IN,
@@ -163,7 +164,7 @@ def controller_rules() -> list[dict[str, Any]]:
 
 
 def _webhook(name: str, args: FluxQueueArgs, suffix: str, namespace_selector: dict[str, Any],
-             object_selector: dict[str, Any], ca_bundle: Any) -> dict[str, Any]:
+             object_selector: dict[str, Any], ca_bundle: Any, user: str) -> dict[str, Any]:
     client: dict[str, Any] = {"service": {"name": name, "namespace": args.namespace,
                                           "path": "/mutate", "port": 443}}
     if ca_bundle is not None:
@@ -183,11 +184,41 @@ def _webhook(name: str, args: FluxQueueArgs, suffix: str, namespace_selector: di
         "timeoutSeconds": args.timeout_seconds,
         "matchPolicy": "Equivalent",
         "reinvocationPolicy": "IfNeeded",
+        "matchConditions": [{"name": "creates-or-starts-queued-work",
+                             "expression": _calls_for(user)}],
     }
 
 
-def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any) -> dict[str, Any]:
-    """Two webhooks, so a Job or pod opts in by its namespace *or* by its own label."""
+def admitter(args: FluxQueueArgs) -> str:
+    """The user that admits queued work: the queue controller's (the scheduler's)
+    ServiceAccount; the webhook lets only it start a queued Job or un-gate a queued pod."""
+    return f"system:serviceaccount:{args.namespace}:{args.scheduler_account}"
+
+
+def _calls_for(user: str) -> str:
+    """When the API server calls the webhook (a CEL match condition): every create, and an
+    update only when it starts queued work (a Job's ``suspend`` true -> false, our gate gone
+    from a pod) by someone other than ``user``. The webhook answers every other update with
+    "allowed, unchanged": the update of a running Job by its controller, a label edit, and
+    the queue's own un-suspend of every Job it admits (one call saved per admission). Where
+    match conditions are not served (before Kubernetes 1.28) the field is dropped and every
+    update is sent, which the webhook answers the same way."""
+    gated = f"exists(g, g.name == '{GATE}')"
+    return (
+        "request.operation == 'CREATE' || (request.userInfo.username != '" + user + "' && ("
+        "(request.kind.kind == 'Job' && has(oldObject.spec.suspend) && oldObject.spec.suspend"
+        " && !(has(object.spec.suspend) && object.spec.suspend)) || "
+        "(request.kind.kind == 'Pod' && has(oldObject.spec.schedulingGates) && "
+        f"oldObject.spec.schedulingGates.{gated} && !(has(object.spec.schedulingGates) && "
+        f"object.spec.schedulingGates.{gated}))))")
+
+
+def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any,
+                          user: str | None = None) -> dict[str, Any]:
+    """Two webhooks, so a Job or pod opts in by its namespace *or* by its own label.
+    ``user``: who admits queued work (the webhook's ``--admitter``; default the scheduler's
+    ServiceAccount, :func:`admitter`)."""
+    user = user or admitter(args)
     not_system = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                   "values": [*SYSTEM_NAMESPACES, args.namespace]}
     not_opted_out = {"key": LABEL_QUEUE_NAME, "operator": "NotIn", "values": [OPT_OUT_VALUE]}
@@ -205,13 +236,13 @@ def webhook_configuration(name: str, args: FluxQueueArgs, ca_bundle: Any) -> dic
                      {"matchExpressions": [
                          {"key": LABEL_NAMESPACE_OPT_IN, "operator": "In",
                           "values": [NAMESPACE_OPT_IN_VALUE]}, not_system]},
-                     {"matchExpressions": [not_opted_out, not_admitted]}, ca_bundle),
+                     {"matchExpressions": [not_opted_out, not_admitted]}, ca_bundle, user),
             _webhook(name, args, "object",
                      {"matchExpressions": [
                          {"key": LABEL_NAMESPACE_OPT_IN, "operator": "NotIn",
                           "values": [NAMESPACE_OPT_IN_VALUE]}, not_system]},
                      {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"},
-                                           not_opted_out, not_admitted]}, ca_bundle),
+                                           not_opted_out, not_admitted]}, ca_bundle, user),
         ],
     }
 
@@ -234,11 +265,11 @@ def queue_manifests(name: str, args: FluxQueueArgs, ca_bundle: Any = None,
     lbls = m.labels(COMPONENT, name)
     ns = args.namespace
     health = {"httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"}}
-    admitter = f"system:serviceaccount:{ns}:{args.scheduler_account}"
+    admitter_user = admitter(args)
     container = {
         "name": "webhook", "image": args.image,
         "args": ["queue", "webhook", "--tls-dir", "/tls", "--port", str(args.webhook_port),
-                 "--scheduler-name", args.scheduler_name, "--admitter", admitter],
+                 "--scheduler-name", args.scheduler_name, "--admitter", admitter_user],
         "ports": [{"name": "https", "containerPort": args.webhook_port, "protocol": "TCP"}],
         "readinessProbe": {**health, "periodSeconds": 5},
         "livenessProbe": {**health, "periodSeconds": 10},

@@ -1,13 +1,18 @@
-"""Express selection for whole-node requests under first-fit policies (fast mode only).
+"""Express selection for the common first-fit requests (fast mode only).
 
-Two request shapes dominate first-fit scheduling of whole nodes:
+Three request shapes dominate first-fit scheduling:
 
 * **A** ``node[k]`` held whole (the policy makes nodes exclusive, or the jobspec marks the node
   exclusive), whatever it asks for inside each node;
 * **B** one ``slot`` under a ``node_exclusive`` first-fit policy (``firstnodex``): the slot is
-  formed inside the first node that can hold it, and that node is held whole.
+  formed inside the first node that can hold it, and that node is held whole;
+* **C** one ``slot`` of one unit of each of a few leaf types (``slot[1]{core[1]}``) under a
+  first-fit policy that holds no node whole (``first``): a depth-first search for the first
+  vertex whose children offer a free leaf of every member type (:meth:`Express._select_slot`),
+  committed by :meth:`Express._commit_slot`. Its cost grows with the depth of the tree and the
+  children passed by, not with the size of the machine.
 
-For both, the general traversal (:class:`~fluxinfra.matcher.traverser.Traverser.select`) spends
+For A and B, the general traversal (:class:`~fluxinfra.matcher.traverser.Traverser.select`) spends
 most of a match on generic per-level work: test, prune, score and merge at every vertex above the
 nodes, then rank the gathered candidates at the root. The outcome, though, is fixed by a few
 facts: the order in which ``first`` visits children, which children it prunes, when each level
@@ -39,12 +44,12 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = None
+_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED
+    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
@@ -52,7 +57,7 @@ def _bind() -> None:
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
         _PER_REQUEST, _HELD = tr.per_request, tr._Held
         _X_NJOBS = tr.X_NJOBS
-        _STD_SORTED = tr.std_sorted
+        _STD_SORTED, _CHOSEN = tr.std_sorted, tr._Chosen
 
 
 _UNKNOWN = object()  # nothing recorded (yet) under a template key
@@ -72,7 +77,8 @@ class Express:
         #: ("B", S, 1, ...), then caches of tree facts it read: vertex -> passes through
         #: (Traverser._test); node shape -> [template key, recorded selection or _UNKNOWN];
         #: vertex -> what its prune reads (_prune_checks); vertex -> what "cannot supply"
-        #: reads (_supply_checks)
+        #: reads (_supply_checks); for B, then shape C's (members, exclusive types allowed)
+        #: or None, and vertex -> its children offer every member (Traverser._slot_match)
         self._plans: dict[int, tuple[list[Resource], tuple | None]] = {}
         #: shape B: template key -> chosen slot as (position in the node's post-order, amount)
         self._slot_tpl: dict[tuple, tuple[tuple[int, int], ...]] = {}
@@ -82,7 +88,8 @@ class Express:
         #: node shape -> what holding such a node whole books (see _facts)
         self._node_facts: dict[int, tuple[int, dict[str, int], dict[str, int]]] = {}
         self._pending: tuple | None = None
-        #: the last selection, for :meth:`commit`: (marks dict, node, ancestors bottom-up)
+        #: the last selection, for :meth:`commit`: (marks dict, node, ancestors bottom-up),
+        #: or for shape C (marks dict, None, slot's vertex and ancestors bottom-up, leaves)
         self._hit: tuple | None = None
 
     # -- applicability ----------------------------------------------------------------------
@@ -100,7 +107,7 @@ class Express:
             return ("A", r, r.count_min, {}, {}, {}, {})
         if (r.type == "slot" and r.count_min == 1 and r.with_
                 and all(c.type != "node" for c in _types_below(r))):
-            return ("B", r, 1, {}, {}, {}, {})
+            return ("B", r, 1, {}, {}, {}, {}, _leaf_members(r, t.policy), {})
         return None
 
     def _passes(self, plan: tuple, u: int, resources: list[Resource]) -> bool:
@@ -113,21 +120,29 @@ class Express:
         return hit
 
     def usable(self, meta: Meta, excl: bool) -> bool:
+        """Shapes A and B apply (whole nodes under a first-fit policy, allocating now)."""
+        return self._now(meta, excl) and "node" in self.t.excl_types
+
+    def _now(self, meta: Meta, excl: bool) -> bool:
         t = self.t
         return (t.fast and t.policy.stop_on_k > 0 and type(t) is _TRAVERSER
                 and not t.g.multi_parent and not excl and meta.alloc_type == _AT_ALLOC
-                and meta.at == meta.now and "node" in t.excl_types)
+                and meta.at == meta.now)
 
     # -- selection --------------------------------------------------------------------------
     def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool | None:
         """True / False as :meth:`Traverser.select` would answer, or None: not express."""
         self._pending = self._hit = None
-        if not self.usable(meta, excl):
+        if not self._now(meta, excl):
             return None
         plan = self._plan(resources)
         if plan is None:
             return None
         t = self.t
+        if "node" not in t.excl_types:
+            if plan[0] == "B" and plan[7] is not None and t.excl_types <= plan[7][1]:
+                return self._select_slot(plan, resources, meta)  # shape C
+            return None
         g = t.g
         root = g.roots[t.sub]
         if (g.type[root] == "node" or t.sched.get(root) is not None
@@ -177,6 +192,117 @@ class Express:
                 p = parent[p]
         return True
 
+    def _select_slot(self, plan: tuple, resources: list[Resource], meta: Meta) -> bool | None:
+        """Shape C: one slot of one-unit leaves (``slot[1]{core[1]}``) under a first-fit
+        policy that holds no vertex above the leaves whole (``first``). The traversal walks
+        down the children in ``first``'s order, passes by whatever its tests and prunes
+        reject, forms the slot at the first vertex whose children offer every member, from
+        the first free leaf of each member type, and stops there: a depth-first search for
+        the first slot. This is that search, with the same checks in the same order, leaving
+        the marks, chosen slot and root mark the traversal's ranking leaves. No slot found
+        (a full machine) is left to the traversal."""
+        t = self.t
+        g = t.g
+        root = g.roots[t.sub]
+        if self._pruned(plan, root, resources, meta):
+            return None
+        t.visited = None
+        path: list[int] = []
+        try:
+            found = self._find_slot(root, plan, resources, meta, path)
+        except _Abort:
+            return None
+        if found is None:
+            return None
+        parent = g.parent[t.sub]
+        size = g.size
+        top = path[0]  # the vertex the slot formed at; path runs up from it
+        t.marks = marks = {}
+        for leaf, amount in found:
+            marks[leaf] = (amount, True, top)
+            pv = top
+            while pv != -1 and parent[pv] != -1 and pv not in marks:
+                marks[pv] = (size[pv], False, parent[pv])
+                pv = parent[pv]
+        if len(found) > 1:  # the commit walks marked children in graph order
+            pos = {c: i for i, c in enumerate(g.children[t.sub][top])}
+            leaves = sorted(found, key=lambda hit: pos[hit[0]])
+        else:
+            leaves = found
+        self._hit = (marks, None, path, leaves)
+        t._ml = 0
+        t.chosen_slots = [_CHOSEN(-1, list(found))]
+        t.root_mark = (1, False)
+        t.preorder = t.postorder = 0
+        return True
+
+    def _find_slot(self, u: int, plan: tuple, resources: list[Resource], meta: Meta,
+                   path: list[int]) -> list[tuple[int, int]] | None:
+        """Below ``u`` (tested and not pruned): the slot's (leaf, amount) pairs in the
+        request's order, ``path`` filled from the slot's vertex up to ``u``; None when
+        ``u``'s subtree forms no slot."""
+        t = self.t
+        forms = plan[8].get(u)  # u's children offer every member (a fact of the tree)
+        if forms is None:
+            forms = plan[8][u] = t._slot_match(u, plan[1])
+        if forms:
+            found = self._slot_members(u, plan[7][0], meta)
+            if found is not None:
+                path.append(u)
+            return found
+        g = t.g
+        kids = g.children[t.sub]
+        status, gtype = g.status, g.type
+        sched = t.sched
+        at, duration = meta.at, meta.duration
+        children, held = t.unheld_children(u, t._ordered_children(u), at)
+        for c in children:
+            if held is not None and c in held.kids:
+                continue
+            if not kids[c]:
+                continue  # a leaf above the slot's level passes its tests and forms nothing
+            p = sched.get(c)
+            if p is not None and p.avail_during(at, duration) == 0:
+                continue
+            if not status[c]:
+                continue  # Traverser._cannot_supply (a slot request: only its status counts)
+            if gtype[c] == "slot":
+                raise _Abort  # a vertex named like the request: the general tests decide
+            if self._pruned(plan, c, resources, meta):
+                continue
+            found = self._find_slot(c, plan, resources, meta, path)
+            if found is not None:
+                path.append(u)
+                return found
+        return None
+
+    def _slot_members(self, u: int, members: tuple, meta: Meta) -> list | None:
+        """The slot formed at ``u``: the first free leaf of each member type in ``first``'s
+        order (Traverser._dom_slot with one unit of each), or None."""
+        t = self.t
+        kids = t.g.children[t.sub]
+        gtype = t.g.type
+        want = {r.type: r for r in members}
+        got: dict[str, tuple[int, int]] = {}
+        children, held = t.unheld_children(u, t._ordered_children(u), meta.at)
+        leaf = t._leaf
+        for c in children:
+            if held is not None and c in held.kids:
+                continue
+            ctype = gtype[c]
+            r = want.get(ctype)
+            if r is None or ctype in got:
+                continue  # the traversal tests it and finds nothing of the slot in it
+            if kids[c]:
+                raise _Abort  # a member type with children: the general visit decides
+            hit = leaf(meta, c, r, True)
+            if hit is None:
+                continue
+            got[ctype] = (c, hit[1])
+            if len(got) == len(want):
+                return [got[r.type] for r in members]
+        return None
+
     def _chain(self, v: int) -> tuple[tuple[int, ...], frozenset[str]]:
         """``v`` and its ancestors bottom-up (root last), and their types (cached)."""
         g = self.t.g
@@ -197,6 +323,8 @@ class Express:
         t = self.t
         if hit is None or hit[0] is not t.marks or meta.alloc_type != _AT_ALLOC:
             return None
+        if hit[1] is None:
+            return self._commit_slot(meta, job, hit[2], hit[3])
         _, n, ancestors = hit
         shape = t._shapes.get(n)
         facts = self._node_facts.get(shape) if shape is not None else None
@@ -256,6 +384,64 @@ class Express:
             raw.append((depth, a, size[a], False, False))
             child = a
         return 2
+
+    def _commit_slot(self, meta: Meta, job, path: list[int], leaves: list) -> int | None:
+        """Commit shape C's selection as :meth:`Traverser.update` would: each leaf held (its
+        span, its ``used``), then from the slot's vertex up to the root a job-count span and
+        an aggregate span of the leaves' amounts per vertex, the same entries emitted in the
+        same order, the same ``first`` re-rank pairs. None (the general commit runs) when a
+        leaf is held in part or its type is exclusive by request."""
+        t = self.t
+        g = t.g
+        size, gtype = g.size, g.type
+        for c, amount in leaves:
+            if amount < size[c] or gtype[c] in t.excl_types:
+                return None
+        at, duration, jobid = meta.at, meta.duration, meta.jobid
+        level = len(path)  # the slot's vertex (the root's level is 1)
+        raw = job.raw_vertices
+        dirty = t._dirty
+        sched, allocs = t.sched, t.allocs
+        first = t.policy.stop_on_k > 0
+        reweigh = job.reweigh
+        u = path[0]
+        amounts: dict[str, int] = {}
+        for c, amount in leaves:
+            dirty.append(c)
+            pl = sched.get(c)
+            if pl is None:
+                pl = sched[c] = Planner(size[c])
+            span = job.sched[c] = pl.add_span(at, duration, amount)
+            held = allocs.get(c)
+            if held is None:
+                allocs[c] = {jobid: span}
+            else:
+                held[jobid] = span
+            job.alloc_vertices.append(c)
+            job.xspans[c] = None
+            ctype = gtype[c]
+            amounts[ctype] = amounts.get(ctype, 0) + amount
+            job.used[c] = {ctype: amount}
+            raw.append((level + 1, c, amount, True, False))
+            if first:
+                reweigh.append((u, c))
+        xcheck, agg, totals = t.xcheck, t.agg, t.totals
+        xspans, job_agg, owners = job.xspans, job.agg, job.agg_owners
+        for i, a in enumerate(path):
+            dirty.append(a)
+            x = xcheck.get(a)
+            if x is None:
+                x = xcheck[a] = Planner(_X_NJOBS)
+            xspans[a] = x.add_span(at, duration, 1)
+            pl = agg.get(a)
+            if pl is None:
+                pl = agg[a] = MultiPlanner(totals(a))
+            job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
+            owners.add(a)
+            raw.append((level - i, a, size[a] if i + 1 < len(path) else 1, False, False))
+            if first and i + 1 < len(path):
+                reweigh.append((path[i + 1], a))
+        return len(leaves)
 
     def _facts(self, n: int, shape: int | None) -> tuple[int, dict[str, int], dict[str, int]]:
         """What holding node ``n`` whole puts on the books: its size, the amounts every
@@ -475,6 +661,19 @@ class Express:
         self._node_facts.clear()
         self._plans.clear()  # their caches read the tree and its shapes
         self._hit = None
+
+
+def _leaf_members(slot: Resource, policy) -> tuple[tuple[Resource, ...], frozenset] | None:
+    """Shape C's members (one unit each of distinct leaf types, none scored by a policy
+    factor) and the exclusive types it allows (its members'), or None. A factor (``first``
+    scores nodes) only shifts scores, and shape C never ranks two candidates."""
+    members = tuple(slot.with_)
+    types = [r.type for r in members]
+    if len(set(types)) != len(types) or any(
+            r.type == "slot" or r.with_ or r.count_min != 1 or r.count_max != 1
+            or r.type in policy.factors for r in members):
+        return None
+    return members, frozenset(types) | {"slot"}
 
 
 def _second(item: tuple[int, int]) -> int:

@@ -1093,11 +1093,11 @@ class Traverser:
             key = (c, context, window, True)  # an ended allocation above still counts
         elif self._untouched_here(c):
             key = (c, context)
-            # locality and variation rank by runs of scores and perf classes that a
-            # subtree's outcome replayed by position does not carry (Fluxion's own cases
-            # t3009/min_max and t3036/dyn_explore differ then): a memo per subtree only
+            # one outcome per layout, every policy (locality's runs and variation's perf
+            # classes included: the replayed scores carry them); an RFC 31 constraint
+            # names nodes, so none then
             layout = self.g.layouts.get(c) if self.g.layouts and context[-1][1] is None \
-                and self.policy.kind not in _UNGUARDED else None
+                else None
             if layout is not None:
                 shared = self._memo.get((_LAYOUT, layout, context))
                 if shared is not None:
@@ -1162,6 +1162,10 @@ class Traverser:
         if shared is None:
             return None
         score, cnt, x, kinds, inner, pre, post = shared
+        if inner:
+            # rankings inside c made marks (made again by _unfold if c is chosen): the
+            # subtrees around c must say so too, as a walk of c would have made them
+            self._inside += 1
         merged = tuple((rtype, _Rebound(kind, self._post_below, c)) for rtype, kind in kinds)
         return ([score + self._own_score(c), cnt, 0, x, False, [[cnt, cnt, x, c, u]]], merged,
                 (resources, pristine, excl) if inner else None, pre, post)

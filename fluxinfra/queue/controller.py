@@ -44,12 +44,13 @@ pods on those nodes, its running pods shown as those slots, nothing matched agai
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +125,7 @@ class Unit:
     fed: bool = False              #: handed to the core (counts against the queue's limits)
     slots: list[Slot] = field(default_factory=list)
     members: set[str] = field(default_factory=set)   #: pods (gated units)
+    attached: set[str] = field(default_factory=set)  #: every pod filed under it (pod_unit)
     admitting: bool = False
     core_group: str = ""           #: the key of its group in the scheduler core
     @property
@@ -238,6 +240,31 @@ class QueueBinder:
                 results[i] = result
         return results
 
+    def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
+        """The core's asynchronous binding (its loop goes on while binds run): a slot pod's
+        "bind" is done at once (its node recorded); a gated pod is un-gated and bound on the
+        queue's pool; any other pod goes to the scheduler's binder. One future per pod, its
+        result None (bound) or the error, as ``KubeBinder.submit``."""
+        futures: list[Future | None] = [None] * len(assignments)
+        plain: list[int] = []
+        for i, (pod, node) in enumerate(assignments):
+            if pod.uid.startswith(SLOT_PREFIX):
+                self.owner.slot_placed(pod.uid, node)
+                futures[i] = _done(None)
+            elif pod.uid in self.owner.ungate:
+                futures[i] = self.owner.pool_submit(self.owner.ungate_and_bind, pod, node)
+            else:
+                plain.append(i)
+        if plain:
+            inner = getattr(self.inner, "submit", None)
+            if inner is not None:
+                started = inner([assignments[i] for i in plain])
+            else:
+                started = [_done(r) for r in self.inner.bind([assignments[i] for i in plain])]
+            for i, future in zip(plain, started, strict=True):
+                futures[i] = future
+        return futures  # type: ignore[return-value]
+
     def pod_event(self, pod: PodInfo, reason: str, note: str, action: str) -> None:
         unit = self.owner.unit_of_pod(pod.uid)
         if unit is not None and reason in ("Unschedulable", "InvalidPod"):
@@ -292,6 +319,7 @@ class QueueCore:
         self.creating: set[str] = set()               # owners whose FluxJob is being created
         self._pending_restore: set[str] = set()       # admitted units rebuilt at start-up
         self._pending_events: list[dict[str, Any]] = []
+        self._evented: dict[str, str] = {}            # unit -> state of its Event this cycle
         self._event_queue: queue.Queue[dict[str, Any] | None] | None = None
         if self.config.async_events:
             self._event_queue = queue.Queue(maxsize=10_000)
@@ -304,6 +332,23 @@ class QueueCore:
         self._in_flight = 0
         self._binding: dict[str, Slot] = {}           # pod uid -> slot it is being bound to
         self._writing: set[str] = set()               # FluxJobs whose status is being written
+        self._waker: Callable[[], None] | None = None
+        # What a cycle looks at, kept as it changes, so that a cycle costs what changed and
+        # not what the cluster holds (every Job, pod and FluxJob ever seen):
+        self._new_jobs: set[str] = set()          # Job uids that may need a FluxJob
+        self._new_groups: set[str] = set()        # gated groups that may need one
+        self._gated_index: dict[str, set[str]] = {}  # gated group -> pods not in a unit yet
+        self._pod_group: dict[str, str] = {}      # pod uid -> its key in _gated_index
+        self._unfed: set[str] = set()             # units not handed to the core yet
+        self._to_admit: set[str] = set()          # Job units whose slots were placed
+        self._unbound: dict[str, None] = {}       # pods of admitted Jobs waiting for a bind
+        self._reserved_keys: set[str] = set()     # units in state Reserved
+        self._dirty: set[str] = set()             # units whose status may need a write
+        self._group_unit: dict[str, str] = {}     # core group key -> unit key (fed units)
+        self._seq = itertools.count(1)
+        self._seen: dict[str, int] = {}           # Job uid / gated group -> arrival number
+        self._wake_lock = threading.Lock()
+        self._wake_owed = False                       # a wake sent, the loop not yet collecting
         self.loaded = False
         self.metrics.depth.set_function(lambda: sum(
             1 for u in self.units.values() if u.state in ("Queued", "Reserved")))
@@ -312,6 +357,12 @@ class QueueCore:
         return getattr(self.core, name)
 
     # ==== plumbing ================================================================================
+    def pool_submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """``fn(*args)`` on the queue's pool (at once without one); its Future."""
+        if self._pool is None:
+            return _done(fn(*args))
+        return self._pool.submit(fn, *args)
+
     def pool_map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if self._pool is None or len(items) < 2:
             return [fn(i) for i in items]
@@ -329,12 +380,41 @@ class QueueCore:
             then(_guarded(call))
             return
         self._in_flight += 1
-        self._pool.submit(lambda: self._done.put((then, _guarded(call))))
+        self._pool.submit(self._run_write, call, then)
+
+    def _run_write(self, call: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        """On a pool thread: the write, its result handed to the loop, and the loop woken
+        (once until it collects): the answer to a write is work no watch event announces
+        (a Job's un-suspend answered after its watch event came, the last write of a burst)."""
+        self._done.put((then, _guarded(call)))
+        with self._wake_lock:
+            if self._wake_owed:
+                return
+            self._wake_owed = True
+        waker = self._waker
+        if waker is not None:
+            waker()
+
+    def set_waker(self, waker: Callable[[], None] | None) -> None:
+        """The daemon loop's waker (the runner sets it): the core's, and the queue's for the
+        answers of its writes."""
+        self._waker = waker
+        self.core.set_waker(waker)
+
+    def next_due(self, now: int) -> float | None:
+        """The core's timed work; and, with writes out and no waker to say when they are
+        back, a short poll for their answers."""
+        due = self.core.next_due(now)
+        if self._in_flight and self._waker is None:
+            due = 0.05 if due is None else min(due, 0.05)
+        return due
 
     def collect(self, wait: float = 0.0) -> int:
         """Apply the results of the writes that are back (waiting up to ``wait`` seconds for
         every write in flight to return); returns how many are still in flight."""
         deadline = time.monotonic() + wait
+        with self._wake_lock:
+            self._wake_owed = False  # a write answered from now on wakes the loop again
         while self._in_flight:
             try:
                 left = deadline - time.monotonic()
@@ -440,15 +520,20 @@ class QueueCore:
         uid = str(_meta(job).get("uid", ""))
         if etype == "DELETED":
             self.jobs.pop(uid, None)
+            self._new_jobs.discard(uid)
+            self._seen.pop(uid, None)
             unit = self.units.get(self.by_owner.get(uid, ""))
             if unit is not None:
                 self._release_all(unit, now)
                 self._finish(unit, "Failed" if unit.state not in ("Finished", "Failed")
                              else unit.state, "JobDeleted", "the Job was deleted")
             return
+        if uid not in self.jobs:
+            self._seen[uid] = next(self._seq)
         self.jobs[uid] = job
         unit = self.units.get(self.by_owner.get(uid, ""))
         if unit is None:
+            self._new_jobs.add(uid)  # the next cycle sees whether it needs a FluxJob
             return
         if _condition(job, "Complete"):
             self._release_all(unit, now)
@@ -476,13 +561,15 @@ class QueueCore:
                 return
             self.units[key] = unit
             self.by_owner[unit.owner_uid] = key
+            self._unfed.add(key)
             ours = unit.owner_uid in self.creating
             self.creating.discard(unit.owner_uid)
             if unit.kind == "pods":
-                for uid, pod in self.pods.items():
-                    if _gated(pod) and _gated_group(pod) == unit.owner_uid:
+                for uid in self._gated_index.pop(unit.owner_uid, set()):
+                    self._pod_group.pop(uid, None)
+                    if _gated(self.pods.get(uid) or {}):
                         unit.members.add(uid)
-                        self.pod_unit[uid] = key
+                        self._attach(uid, unit)
             if self.loaded:
                 self._restore(unit)
         else:
@@ -491,6 +578,7 @@ class QueueCore:
         if not unit.status and status:
             unit.status = dict(status)
             unit.written = dict(status)
+            self._track(unit)
         elif ours and not unit.status:
             self._transition(unit, "Queued", "Created", f"waiting in queue {unit.queue!r}",
                              queuedAt=_now_text())
@@ -529,19 +617,27 @@ class QueueCore:
         """A FluxJob for every queued Job and gated group that has none (the created object
         is taken as soon as the create returns, or from the watch if that is first)."""
         todo: list[dict[str, Any]] = []
-        for uid, job in self.jobs.items():
+        # only Jobs and groups that changed since (a Job's next event brings it back)
+        for uid in sorted(self._new_jobs, key=self._arrived):
+            job = self.jobs.get(uid)
+            if job is None or uid in self.by_owner or uid in self.creating:
+                continue
             spec = job.get("spec") or {}
             annotations = _meta(job).get("annotations") or {}
-            if (uid in self.by_owner or uid in self.creating or not self._ours(job)
-                    or not spec.get("suspend") or q.ANNOT_ADMITTED_NODES in annotations):
+            if (not self._ours(job) or not spec.get("suspend")
+                    or q.ANNOT_ADMITTED_NODES in annotations):
                 continue
             todo.append(self._job_fluxjob(job))
             self.creating.add(uid)
-        for group_key, pods in self._gated_groups().items():
+        self._new_jobs.clear()
+        for group_key in sorted(self._new_groups, key=self._arrived):
             if group_key in self.by_owner or group_key in self.creating:
                 continue
-            todo.append(self._pods_fluxjob(group_key, pods))
-            self.creating.add(group_key)
+            pods = self._gated_group_pods(group_key)
+            if pods:
+                todo.append(self._pods_fluxjob(group_key, pods))
+                self.creating.add(group_key)
+        self._new_groups.clear()
         for body in todo:
             self._write(lambda body=body: self._create(body),
                         lambda created, body=body: self._created(body, created, now))
@@ -550,7 +646,9 @@ class QueueCore:
         if isinstance(created, dict):
             self._on_fluxjob("ADDED", created, now)
         elif isinstance(created, Exception) and not getattr(created, "conflict", False):
-            self.creating.discard(body["spec"]["owner"]["uid"])  # try again next cycle
+            owner = body["spec"]["owner"]  # try again next cycle
+            self.creating.discard(owner["uid"])
+            (self._new_jobs if owner["kind"] == "Job" else self._new_groups).add(owner["uid"])
         # 409: it exists; the watch brings it
 
     def _create(self, body: dict[str, Any]) -> dict[str, Any] | ApiError:
@@ -586,13 +684,39 @@ class QueueCore:
         self._last_queued = max(self.wall(), self._last_queued + 1e-6)
         return micro_time(self._last_queued)
 
-    def _gated_groups(self) -> dict[str, list[dict[str, Any]]]:
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for uid, pod in self.pods.items():
-            if _gated(pod) and uid not in self.pod_unit and (pod.get("status") or {}).get(
-                    "phase") not in _TERMINAL and not _meta(pod).get("deletionTimestamp"):
-                groups.setdefault(_gated_group(pod), []).append(pod)
-        return groups
+    def _arrived(self, key: str) -> int:
+        """The order in which Jobs and gated groups were first seen: FluxJobs are made (and
+        queued) in it."""
+        return self._seen.get(key, 0)
+
+    def _index_gated(self, uid: str, etype: str, pod: dict[str, Any]) -> None:
+        """Keep ``_gated_index``: gated pods in no unit yet, by their group."""
+        old = self._pod_group.pop(uid, None)
+        if old is not None:
+            members = self._gated_index.get(old)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._gated_index[old]
+                    self._seen.pop(old, None)
+        if etype != "DELETED" and uid not in self.pod_unit and _gated(pod):
+            group = _gated_group(pod)
+            if group not in self._gated_index:
+                self._seen[group] = next(self._seq)
+            self._gated_index.setdefault(group, set()).add(uid)
+            self._pod_group[uid] = group
+            self._new_groups.add(group)
+
+    def _gated_group_pods(self, group_key: str) -> list[dict[str, Any]]:
+        """The group's gated pods still waiting (not finished, not being deleted)."""
+        pods = []
+        for uid in self._gated_index.get(group_key, ()):
+            pod = self.pods.get(uid)
+            if (pod is not None and uid not in self.pod_unit and _gated(pod)
+                    and (pod.get("status") or {}).get("phase") not in _TERMINAL
+                    and not _meta(pod).get("deletionTimestamp")):
+                pods.append(pod)
+        return pods
 
     def _pods_fluxjob(self, group_key: str, pods: list[dict[str, Any]]) -> dict[str, Any]:
         first = min(pods, key=lambda p: (parse_time(_meta(p).get("creationTimestamp")),
@@ -636,6 +760,7 @@ class QueueCore:
         else:
             self.pods[uid] = obj
         unit = self._unit_for_pod(uid, obj)
+        self._index_gated(uid, etype, obj)
         if unit is None:
             if etype == "DELETED" or not _gated(obj):
                 self._core_pod(etype, obj, now)
@@ -654,13 +779,13 @@ class QueueCore:
         if owner.get("kind") == "Job" and owner.get("uid") in self.by_owner:
             unit = self.units.get(self.by_owner[owner["uid"]])
             if unit is not None and unit.slots:
-                self.pod_unit[uid] = unit.key
+                self._attach(uid, unit)
                 return unit
             return None
         if _gated(pod):
             key = self.by_owner.get(_gated_group(pod))
             if key is not None and key in self.units:
-                self.pod_unit[uid] = key
+                self._attach(uid, self.units[key])
                 self.units[key].members.add(uid)
                 return self.units[key]
         return None
@@ -668,7 +793,7 @@ class QueueCore:
     def _gated_pod(self, unit: Unit, uid: str, etype: str, obj: dict[str, Any],
                    now: int) -> None:
         if etype == "DELETED":
-            self.pod_unit.pop(uid, None)
+            self._detach(uid)
             unit.members.discard(uid)
             self.ungate.discard(uid)
             self._core_pod(etype, obj, now)
@@ -686,7 +811,9 @@ class QueueCore:
         phase = (obj.get("status") or {}).get("phase")
         node = (obj.get("spec") or {}).get("nodeName") or ""
         if etype == "DELETED" or phase in _TERMINAL:
-            self.pod_unit.pop(uid, None) if etype == "DELETED" else None
+            if etype == "DELETED":
+                self._detach(uid)
+            self._unbound.pop(uid, None)
             if slot is not None:
                 slot.pod = ""
                 self._retain(unit, now, finished=slot)
@@ -696,21 +823,29 @@ class QueueCore:
             return
         if slot is None and node:
             pending = self._binding.get(uid)  # our bind, seen on the watch before it returned
-            others = {id(s) for u, s in self._binding.items() if u != uid}
-            slot = pending if pending is not None and pending.node == node and not (
-                pending.pod or pending.released) else next(
-                (s for s in unit.slots if not s.released and not s.pod and s.node == node
-                 and id(s) not in others), None)
+            if pending is not None and pending.node == node and not (pending.pod
+                                                                     or pending.released):
+                slot = pending
+            else:  # bound by someone else: a free slot on its node no bind of ours is taking
+                others = {id(s) for u, s in self._binding.items() if u != uid}
+                slot = next((s for s in unit.slots if not s.released and not s.pod
+                             and s.node == node and id(s) not in others), None)
             if slot is None:  # bound where no slot is: count it as what it is
-                log.warning("pod %s of %s runs on %s outside its slots", _key(obj), unit.key,
-                            node)
+                if any(not s.released for s in unit.slots):
+                    log.warning("pod %s of %s runs on %s outside its slots", _key(obj),
+                                unit.key, node)
+                # else its Job ended or went, and its slots with it: a pod still ending
+                # counts as itself, as the release said
                 self.shown[uid] = uid
                 self._core_pod(etype, obj, now)
                 return
             slot.pod = uid
         if slot is not None:
+            self._unbound.pop(uid, None)
             self.shown[uid] = self._slot_uid(unit, slot.index)
             self._core_pod("MODIFIED", self._as_slot(unit, slot, obj), now)
+        elif not node:
+            self._unbound[uid] = None  # the Job controller's new pod: to a slot's node
         self._job_state(unit)
 
     # ==== slot pods ===============================================================================
@@ -758,6 +893,7 @@ class QueueCore:
         unit = self.units.get(key)
         if unit is not None:
             unit.slots[index].node = node
+            self._to_admit.add(key)
 
     def _restore(self, unit: Unit) -> None:
         """An admitted Job's slots from its annotation (restart, or a FluxJob seen late)."""
@@ -770,6 +906,8 @@ class QueueCore:
             return
         unit.slots = [Slot(i, n) for i, n in enumerate(nodes.split(","))]
         unit.fed = True
+        self._unfed.discard(unit.key)
+        self._group_unit[self._core_group(unit)] = unit.key
         if unit.state in ("Queued", "Reserved"):  # admitted, but the status never said so
             placed = [s.node for s in unit.slots]
             self._transition(unit, "Admitted", "Admitted", f"on {_short(placed)} (read back "
@@ -800,10 +938,17 @@ class QueueCore:
                             self._core_pod("ADDED", pod, now)
                 self._retain(unit, now)
         self._pending_restore = set()
-        used = self._usage()
-        waiting = [u for u in self.units.values() if not u.fed and u.state in ("Queued",
-                                                                                 "Reserved")]
+        waiting = []
+        for key in list(self._unfed):
+            unit = self.units.get(key)
+            if unit is None or unit.fed or unit.state not in ("Queued", "Reserved"):
+                self._unfed.discard(key)  # a unit going back to waiting is added again
+            else:
+                waiting.append(unit)
+        if not waiting:
+            return
         waiting.sort(key=lambda u: order_key(u.priority, u.created, u.key))
+        used: dict[str, Usage] | None = None  # counted once a queue with limits asks
         for unit in waiting:
             queue_key = f"{unit.namespace}/{unit.queue}"
             queue = self.queues.get(queue_key)
@@ -817,14 +962,17 @@ class QueueCore:
                                  "(parallelism 0)")
                 continue
             ask = demand(unit.requests, unit.count)
-            problem = over(limits_of(queue), used.get(queue_key, Usage()), ask)
-            if problem is not None:
-                self._transition(unit, "Queued", "QuotaExceeded",
-                                 f"queue {unit.queue!r}: {problem}")
-                continue
+            if queue is not None:  # a FluxJobQueue: its limits count what is fed already
+                used = self._usage() if used is None else used
+                problem = over(limits_of(queue), used.get(queue_key, Usage()), ask)
+                if problem is not None:
+                    self._transition(unit, "Queued", "QuotaExceeded",
+                                     f"queue {unit.queue!r}: {problem}")
+                    continue
             if not self._hand_over(unit, now):
                 continue
-            used.setdefault(queue_key, Usage()).add(ask)
+            if used is not None:
+                used.setdefault(queue_key, Usage()).add(ask)
             self._transition(unit, "Queued", "WaitingForResources",
                              "waiting for Fluxion to place it")
 
@@ -838,21 +986,22 @@ class QueueCore:
             for pod in pods:
                 if pod is not None:
                     self._core_pod("ADDED", pod, now)
-            return True
-        unit.fed = True
-        for uid in list(unit.members):
-            pod = self.pods.get(uid)
-            if pod is not None and _gated(pod):
-                self.ungate.add(uid)
-                self._core_pod("ADDED", _without_gate(pod, unit.created), now)
+        else:
+            unit.fed = True
+            for uid in list(unit.members):
+                pod = self.pods.get(uid)
+                if pod is not None and _gated(pod):
+                    self.ungate.add(uid)
+                    self._core_pod("ADDED", _without_gate(pod, unit.created), now)
+        self._unfed.discard(unit.key)
+        self._group_unit[self._core_group(unit)] = unit.key
         return True
 
     # ==== after the core's cycle =================================================================
     def _reserved(self, report: Any, now: int) -> None:
         reservations = getattr(report, "reservations", {}) or {}
-        by_group = {self._core_group(u): u for u in self.units.values() if u.fed}
         for group_key, at in reservations.items():
-            unit = by_group.get(group_key)
+            unit = self._unit_of_group(group_key)
             if unit is None or unit.state not in ("Queued", "Reserved"):
                 continue
             start = micro_time(self.wall() + max(0, at - now))[:19] + "Z"
@@ -860,10 +1009,24 @@ class QueueCore:
                 self._transition(unit, "Reserved", "Reserved",
                                  f"Fluxion reserved its resources from {start}",
                                  estimatedStart=start)
-        for unit in self.units.values():
-            if unit.state == "Reserved" and self._core_group(unit) not in reservations:
+        for key in list(self._reserved_keys):
+            unit = self.units.get(key)
+            if unit is None:
+                self._reserved_keys.discard(key)
+            elif unit.state == "Reserved" and self._core_group(unit) not in reservations:
                 self._transition(unit, "Queued", "WaitingForResources",
                                  "waiting for Fluxion to place it", estimatedStart=None)
+
+    def _unit_of_group(self, group_key: str) -> Unit | None:
+        """The fed unit whose pods the core files under ``group_key``."""
+        unit = self.units.get(self._group_unit.get(group_key, ""))
+        if unit is not None and unit.fed and self._core_group(unit) == group_key:
+            return unit
+        for unit in self.units.values():  # a gated unit whose members came after its feed
+            if unit.fed and self._core_group(unit) == group_key:
+                self._group_unit[group_key] = unit.key
+                return unit
+        return None
 
     @staticmethod
     def _waiting(unit: Unit) -> bool:
@@ -887,10 +1050,13 @@ class QueueCore:
 
     def _admit(self, now: int) -> None:
         """Every Job whose slots are all placed: un-suspend it, pinned to its nodes."""
-        ready = [u for u in self.units.values() if u.kind == "job" and u.fed and u.placed
-                 and self._waiting(u) and not u.admitting]
-        if not ready:
-            return
+        ready = []
+        for key in sorted(self._to_admit):  # the Jobs whose slots were placed since
+            unit = self.units.get(key)
+            if (unit is not None and unit.kind == "job" and unit.fed and unit.placed
+                    and self._waiting(unit) and not unit.admitting):
+                ready.append(unit)
+        self._to_admit.clear()
         for unit in ready:
             unit.admitting = True
             self._write(lambda unit=unit: self._unsuspend(unit),
@@ -914,6 +1080,7 @@ class QueueCore:
             self._finish(unit, "Failed", "JobDeleted", "the Job is gone")
         else:  # transient: the slots stay held, admission is tried again next cycle
             self.metrics.errors.inc(source="admit")
+            self._to_admit.add(unit.key)
 
     def _unsuspend(self, unit: Unit) -> Exception | None:
         job = self.jobs.get(unit.owner_uid)
@@ -937,24 +1104,26 @@ class QueueCore:
     def _bind_job_pods(self, now: int) -> None:
         """Pods the Job controller made for an admitted Job: each to a free slot's node."""
         todo: list[tuple[Unit, Slot, dict[str, Any]]] = []
-        for uid, key in list(self.pod_unit.items()):
-            unit = self.units.get(key)
+        taken = {id(s) for s in self._binding.values()}
+        for uid in list(self._unbound):  # pods seen without a node since
+            unit = self.units.get(self.pod_unit.get(uid, ""))
             pod = self.pods.get(uid)
-            if (unit is None or pod is None or unit.kind != "job" or not unit.placed
-                    or uid in self._binding):
+            if (unit is None or pod is None or unit.kind != "job"
+                    or (pod.get("spec") or {}).get("nodeName")
+                    or any(s.pod == uid for s in unit.slots)
+                    or (pod.get("status") or {}).get("phase") in _TERMINAL
+                    or _meta(pod).get("deletionTimestamp")):
+                del self._unbound[uid]
                 continue
-            if (pod.get("spec") or {}).get("nodeName") or any(s.pod == uid
-                                                              for s in unit.slots):
+            if not unit.placed or uid in self._binding:
                 continue
-            if (pod.get("status") or {}).get("phase") in _TERMINAL or _meta(pod).get(
-                    "deletionTimestamp"):
-                continue
-            taken = {id(s) for s in self._binding.values()}
             slot = next((s for s in unit.slots if not s.released and not s.pod
                          and id(s) not in taken), None)
             if slot is None:
                 continue  # more pods than slots (parallelism raised): they wait
+            del self._unbound[uid]
             self._binding[uid] = slot
+            taken.add(id(slot))
             todo.append((unit, slot, pod))
         for unit, slot, pod in todo:
             self._write(lambda pod=pod, node=slot.node: self._bind_one(pod, node),
@@ -967,6 +1136,7 @@ class QueueCore:
         self._binding.pop(uid, None)
         if error is not None:
             self.metrics.errors.inc(source="bind")
+            self._unbound[uid] = None  # tried again next cycle
             return
         if slot.released or slot.pod or any(s.pod == uid for s in unit.slots):
             return  # the watch showed it bound first (on_pod gave it a slot) or it is gone
@@ -1030,7 +1200,7 @@ class QueueCore:
         if slot.pod:  # its pod still runs: from now on it counts as itself
             real = self.pods.get(slot.pod)
             self.shown.pop(slot.pod, None)
-            self.pod_unit.pop(slot.pod, None)
+            self._detach(slot.pod)
             slot.pod = ""
             self._core_pod("DELETED", {"metadata": {"uid": slot_uid}}, now)
             if real is not None:
@@ -1056,15 +1226,27 @@ class QueueCore:
         """A FluxJob deleted (by hand, or with its work): release all it holds."""
         self._release_all(unit, now)
         self.by_owner.pop(unit.owner_uid, None)
-        for uid, key in list(self.pod_unit.items()):
-            if key == unit.key:
-                del self.pod_unit[uid]
-                pod = self.pods.get(uid)
-                if unit.kind == "pods" and pod is not None and _gated(pod):
-                    if uid in self.ungate:
-                        self._core_pod("DELETED", pod, now)
-                    self.ungate.discard(uid)
+        for uid in list(unit.attached):
+            self._detach(uid)
+            pod = self.pods.get(uid)
+            if unit.kind == "pods" and pod is not None and _gated(pod):
+                if uid in self.ungate:
+                    self._core_pod("DELETED", pod, now)
+                self.ungate.discard(uid)
+                self._index_gated(uid, "MODIFIED", pod)  # a new FluxJob, at the back
+        if unit.kind == "job" and unit.owner_uid in self.jobs:
+            self._new_jobs.add(unit.owner_uid)  # a new FluxJob if it still waits
         unit.fed = False
+
+    def _attach(self, uid: str, unit: Unit) -> None:
+        self.pod_unit[uid] = unit.key
+        unit.attached.add(uid)
+
+    def _detach(self, uid: str) -> None:
+        key = self.pod_unit.pop(uid, None)
+        unit = self.units.get(key) if key is not None else None
+        if unit is not None:
+            unit.attached.discard(uid)
 
     # ==== state =================================================================================
     def _transition(self, unit: Unit, state: str, reason: str, message: str,
@@ -1085,6 +1267,17 @@ class QueueCore:
                 unit.status.pop(k, None)
             else:
                 unit.status[k] = v
+        self._dirty.add(unit.key)
+        self._track(unit)
+
+    def _track(self, unit: Unit) -> None:
+        """File the unit by its state where the cycle looks for it."""
+        if unit.state == "Reserved":
+            self._reserved_keys.add(unit.key)
+        else:
+            self._reserved_keys.discard(unit.key)
+        if not unit.fed and unit.state in ("Queued", "Reserved"):
+            self._unfed.add(unit.key)
 
     def _finish(self, unit: Unit, state: str, reason: str, message: str) -> None:
         if unit.state in ("Finished", "Failed"):
@@ -1133,12 +1326,20 @@ class QueueCore:
             unit.written = status  # (404: the FluxJob is gone; its DELETED event follows)
         else:
             self.metrics.errors.inc(source="status")
+            self._dirty.add(unit.key)  # written again next cycle
 
     def _event(self, unit: Unit, state: str, reason: str, message: str) -> None:
         if not unit.uid:
             return
         from fluxinfra.scheduler.events import WARNING_REASONS
 
+        warning = state == "Failed" or reason in WARNING_REASONS or reason in (
+            "QuotaExceeded", "QueueNotFound")
+        if not warning and self._evented.get(unit.key) == state:
+            # a second reason in the same state within one cycle (Created, then handed to
+            # Fluxion): one Event says it; what it waits for next gets its own
+            return
+        self._evented[unit.key] = state
         event = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": f"{unit.name}.{int(self.wall() * 1e9):x}"[:253],
@@ -1147,8 +1348,7 @@ class QueueCore:
             "reportingController": f"fluxinfra.io/{self.config.scheduler_name}-queue",
             "reportingInstance": self.config.instance,
             "action": state, "reason": reason,
-            "type": "Warning" if state == "Failed" or reason in WARNING_REASONS
-            or reason in ("QuotaExceeded", "QueueNotFound") else "Normal",
+            "type": "Warning" if warning else "Normal",
             "regarding": {"apiVersion": q.API_VERSION, "kind": q.KIND,
                           "namespace": unit.namespace, "name": unit.name, "uid": unit.uid},
             "note": f"{state}: {message}"[:1024],
@@ -1160,10 +1360,14 @@ class QueueCore:
         meanwhile goes in the next), and queued Events; failures retried. A Job being
         un-suspended waits for the answer: its next state is known then, so a FluxJob placed
         as soon as it was made gets one status write (Admitted), not one per cycle it took."""
-        for unit in self.units.values():
-            if (not unit.uid or unit.admitting or unit.key in self._writing
-                    or unit.status == unit.written):
+        for key in list(self._dirty):  # the units whose status changed since
+            unit = self.units.get(key)
+            if unit is None or unit.status == unit.written:
+                self._dirty.discard(key)
                 continue
+            if not unit.uid or unit.admitting or key in self._writing:
+                continue  # kept: written once its uid, its admission, its last write is in
+            self._dirty.discard(key)
             status = dict(unit.status)
             patch = dict(status)
             for k in unit.written:
@@ -1174,6 +1378,7 @@ class QueueCore:
                 lambda error, unit=unit, status=status: self._status_written(unit, status,
                                                                              error))
         events, self._pending_events = self._pending_events, []
+        self._evented.clear()
         for event in events:
             if self._event_queue is None:
                 self._send_event(event)
@@ -1182,6 +1387,12 @@ class QueueCore:
                 self._event_queue.put_nowait(event)
             except queue.Full:
                 self.metrics.errors.inc(source="event_dropped")
+
+
+def _done(result: Any) -> Future:
+    future: Future = Future()
+    future.set_result(result)
+    return future
 
 
 def _guarded(call: Callable[[], Any]) -> Any:

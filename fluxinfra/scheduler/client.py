@@ -233,9 +233,14 @@ class ClientKubeApi:
     def _call(self, func: Any, *args: Any, lease: bool = False, **kwargs: Any) -> Any:
         timeout = self.timeouts.lease_call() if lease else self.timeouts.call()
         try:
-            return func(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+            resp = func(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+            # Read the answer now (kept as resp.data): only a response read to its end gives
+            # its connection back to the pool; one left unread is closed with the response,
+            # so every bind, Event and status patch made a new TLS connection.
+            resp.data  # noqa: B018
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc) from exc
+        return resp
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from concurrent import futures
 from typing import Any
 
 from scheduler.harness import Clock, check_allocator_books
@@ -88,6 +89,10 @@ class QueueHarness:
         """One cycle of the scheduler, then every API write it started comes back."""
         self.runner.pump()
         assert self.queue.collect(wait=10.0) == 0, "API writes still out after 10 s"
+        # the core's asynchronous binds (gated pods un-gated and bound on the queue's pool):
+        # done before the next cycle takes their results in, as the waker makes it in the daemon
+        _, late = futures.wait([entry[2] for entry in self.sched.inflight], timeout=10.0)
+        assert not late, "binds still out after 10 s"
 
     def fluxjob(self, name: str, namespace: str = "team-a") -> dict[str, Any]:
         return self.api.get("fluxjobs", f"{namespace}/{name}")  # type: ignore[arg-type]

@@ -72,6 +72,13 @@ def test_three_jobs_on_a_cluster_that_fits_two_the_third_is_reserved_then_admitt
     h.step()
     check_empty(h)
 
+    def reasons(name: str) -> list[str]:
+        return [e["reason"] for e in api.events if e["regarding"]["name"] == name]
+    # one Event per state a user can see: made and handed to Fluxion in one cycle is one
+    # Queued Event (Created); waiting for resources after that is an Event of its own
+    assert reasons("job-a") == ["Created", "Admitted", "Running", "JobComplete"]
+    assert reasons("job-c")[:2] == ["Created", "Reserved"] and "Admitted" in reasons("job-c")
+
 
 def test_backfill_never_delays_the_head():
     api = QueueApiDouble()
@@ -361,3 +368,64 @@ def test_a_job_deleted_while_its_unsuspend_is_out_stays_failed_and_holds_nothing
     assert (status["state"], status["reason"]) == ("Failed", "JobDeleted"), status
     check_books(h)
     check_empty(h)
+
+
+def test_pods_still_ending_after_their_job_went_count_as_themselves_quietly(caplog):
+    """A Job deleted (say with its namespace) while its pods still run: its slots are
+    released at once, and the pods, until they are gone, are pods on their nodes; they were
+    never bound "outside their slots", so the queue does not warn that they were."""
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api).start()
+    api.create_job(job("gone", pods=2, cpu="2"))
+    h.step()
+    h.run("gone")
+    h.step()
+    pods = h.pods_of("gone")
+    api.delete("jobs", "team-a/gone")
+    h.pump()
+    assert h.state("job-gone") == "Failed"
+    with caplog.at_level("WARNING", logger="fluxinfra.queue.controller"):
+        for pod in pods:  # the API server sets their deletionTimestamp: an update each
+            pod = api.get("pods", f"team-a/{pod['metadata']['name']}")
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            api.update("pods", pod)
+        h.pump()
+    assert not [r for r in caplog.records if "outside its slots" in r.getMessage()]
+    held = {uid for shares in h.sched.held().values() for uid, _ in shares}
+    assert {p["metadata"]["uid"] for p in pods} <= held   # counted, as themselves
+    check_books(h)
+    for pod in pods:
+        api.delete("pods", f"team-a/{pod['metadata']['name']}")
+    h.pump()
+    check_empty(h)
+
+
+def test_the_answer_to_a_write_wakes_the_loop_once_until_it_collects():
+    """The loop sleeps until an event or a wake: a write's answer that no watch event
+    announces (the last un-suspend of a burst) must wake it, and a burst of answers wakes it
+    once, not once per answer."""
+    import threading
+
+    api = QueueApiDouble()
+    nodes(api, 2)
+    h = QueueHarness(api, workers=4).start()  # writes on the pool, as in the daemon
+    woken = threading.Event()
+    wakes: list[float] = []
+
+    def wake() -> None:
+        wakes.append(time.monotonic())
+        woken.set()
+    h.queue.set_waker(wake)
+    for name in ("a", "b", "c"):
+        api.create_job(job(name, pods=1, cpu="1"))
+    h.runner.pump()                # three FluxJob creates go out; nothing collected yet
+    assert woken.wait(10), "no wake after the writes were answered"
+    deadline = time.monotonic() + 10
+    while h.queue._done.qsize() < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(wakes) == 1, wakes  # three answers, one wake
+    assert h.queue.collect(wait=10.0) == 0
+    h.step()
+    assert {h.state(f"job-{n}") for n in ("a", "b", "c")} == {"Admitted"}
+    assert len(wakes) >= 2         # after a collect, answers wake the loop again

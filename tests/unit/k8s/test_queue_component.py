@@ -69,6 +69,15 @@ def test_manifests_are_schema_valid_and_the_webhooks_opt_in_by_namespace_or_labe
     assert pod["containers"][0]["args"][:2] == ["queue", "webhook"]
     assert "system:serviceaccount:fluxinfra-system:fluxion-scheduler" in \
         pod["containers"][0]["args"]
+    # the API server calls the webhook for creates and for updates that start queued work
+    # by anyone but the admitter (CEL; the real API server evaluates it in the e2e suite)
+    for wh in (first, second):
+        (condition,) = wh["matchConditions"]
+        expression = condition["expression"]
+        assert expression.startswith("request.operation == 'CREATE' || ")
+        assert "request.userInfo.username != " \
+            "'system:serviceaccount:fluxinfra-system:fluxion-scheduler'" in expression
+        assert "oldObject.spec.suspend" in expression and "'fluxinfra.io/queue'" in expression
     assert kinds["PodDisruptionBudget"] and kinds["Service"][0]["spec"]["ports"][0]["port"] == 443
     # the configured queues are the controller's to make (one apply works on an empty cluster)
     assert "FluxJobQueue" not in kinds

@@ -87,3 +87,32 @@ def test_a_real_program_is_timed_between_its_stat_marks(tmp_path) -> None:
     marks = got["marks"]
     assert got["rc"] == 0 and len(marks) == 4 and marks == sorted(marks)
     assert marks[1] >= 0.05  # five 10 ms matches before the second stat
+
+
+def test_the_p99_summary_counts_rows_under_the_goal_and_names_the_worst() -> None:
+    bench = load_bench()
+    ms = 1_000_000  # samples are nanoseconds
+    res = {"size": 16384, "policies": {
+        "first": {"1core": {"fill": [ms // 10] * 99 + [2 * ms], "steady": [ms // 10] * 10},
+                  "nodex": {"fill": [7 * ms] * 5, "steady": []}},
+        "low": {"error": "boom"}}}
+    fill, steady = bench.p99_summary(res)
+    assert fill.startswith("p99 per match, 16384 nodes, fill: 1/2 rows under 5 ms; worst")
+    assert fill.index("first nodex 7") < fill.index("first 1core 0.100")
+    assert steady == "p99 per match, 16384 nodes, steady: 1/1 rows under 5 ms; worst (ms): " \
+        "first 1core 0.100"
+
+
+def test_the_p99_summary_gives_cpu_time_rows_when_they_were_measured() -> None:
+    bench = load_bench()
+    ms = 1_000_000
+    res = {"size": 4096, "policies": {"first": {"1core": {
+        "fill": [9 * ms] * 10, "steady": [], "fill_cpu": [ms // 5] * 10, "steady_cpu": []}}}}
+    lines = bench.p99_summary(res)
+    assert lines == [
+        "p99 per match, 4096 nodes, fill: 0/1 rows under 5 ms; worst (ms): first 1core 9.00",
+        "p99 per match, 4096 nodes, fill (CPU time): 1/1 rows under 5 ms; worst (ms): "
+        "first 1core 0.200"]
+    table = bench.inprocess_table([res | {"policies": {"first": {"1core": res["policies"][
+        "first"]["1core"] | {"cancel": [], "full": False}}}}])
+    assert "cpu p99" in table and "0.200" in table

@@ -14,10 +14,14 @@ from matcher_testlib import check_invariants
 from test_fast_paths import core_job, nodes_job, outcome, planner_state
 
 from fluxinfra.matcher import Matcher, MatcherError
+from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.recipe import graph_from_recipe
 
 POLICIES = ["first", "firstnodex", "policy=low node_exclusive=true stop_on_1_matches=true",
             "policy=high node_centric=true node_exclusive=true stop_on_1_matches=true"]
+#: first-fit policies that hold no node whole: one-slot requests take shape C
+SLOT_POLICIES = ["first", "policy=high stop_on_1_matches=true",
+                 "policy=low node_centric=true stop_on_1_matches=true"]
 
 
 def random_recipe(rng: random.Random) -> dict:
@@ -163,3 +167,64 @@ def test_a_filled_graph_is_the_same_either_way(policy: str) -> None:
     # whole-node requests answered by the lane (and, under firstnodex, one-core requests
     # after it learnt the node shape from one traversal)
     assert answered.count(True) >= (6 if policy == "firstnodex" else 4), str(answered)
+
+
+def slot_job(members: list[str], duration: int = 100) -> dict:
+    return {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "t",
+            "with": [{"type": t, "count": 1} for t in members]}],
+            "attributes": {"system": {"duration": duration}},
+            "tasks": [{"command": ["a"], "slot": "t", "count": {"per_slot": 1}}]}
+
+
+def slot_op(rng: random.Random):
+    """Mostly one-slot requests of one unit of each member (the lane's shape C: one core,
+    a core and a GPU, a memory pool, ...), between cancels, partial cancels, status
+    changes, time moving on and the other shapes."""
+    if rng.random() < 0.55:
+        members = rng.choice([["core"], ["core"], ["core"], ["core", "gpu"], ["memory"],
+                              ["gpu", "core", "memory"], ["gpu"]])
+        spec = slot_job(members, rng.choice([10, 100, 0]))
+        op = rng.choice(["allocate", "allocate", "allocate", "allocate_orelse_reserve"])
+        return lambda m: m.match(spec, op=op)
+    return single_node_op(rng)
+
+
+@pytest.mark.parametrize("policy", SLOT_POLICIES)
+def test_one_slot_express_is_the_traversal(policy: str) -> None:
+    """Shape C (``slot[1]{core[1]}`` under ``first``): the lane's selection and commit leave
+    what the traversal and the general commit leave, after every step of random
+    sequences, and the lane really answers most of those requests."""
+    answered = []
+    for seed in range(12):
+        rng = random.Random(f"slot/{policy}/{seed}")
+        commit = Express._commit_slot
+
+        def counted(self, *args, _commit=commit):
+            answered.append(_commit(self, *args))
+            return answered[-1]
+
+        Express._commit_slot = counted
+        try:
+            replay_both(policy, rng, slot_op, 70)
+        finally:
+            Express._commit_slot = commit
+    assert sum(n is not None for n in answered) >= 150, len(answered)
+
+
+def test_one_core_stream_fills_a_machine_the_same_either_way() -> None:
+    """A 1-core stream under ``first`` until the machine is full, then cancels and matches
+    again: every answer and the final state as without the lane."""
+    recipe = {"cluster": "c", "racks": 2, "nodes_per_rack": 3, "sockets": 2,
+              "cores_per_socket": 3, "gpus_per_socket": 1, "memory_per_socket": [1, 4]}
+    fast = Matcher(graph_from_recipe(recipe), policy="first")
+    ref = Matcher(graph_from_recipe(recipe), policy="first")
+    ref.trav.express = None
+    ops = [lambda m: m.match(core_job(1))] * 40 + [lambda m: m.cancel(5),
+                                                    lambda m: m.cancel(17)]
+    ops += [lambda m: m.match(core_job(1))] * 3
+    for op in ops:
+        assert guarded(fast, op) == guarded(ref, op)
+        assert planner_state(fast) == planner_state(ref)
+        assert weights_state(fast) == weights_state(ref)
+        assert jobs_state(fast) == jobs_state(ref)
+    assert len(fast.jobs) == 36

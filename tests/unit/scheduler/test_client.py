@@ -267,3 +267,44 @@ def test_a_half_open_watch_raises_after_its_timeout_instead_of_freezing(
     assert 1.0 <= elapsed < 6, f"read timeout = timeoutSeconds + slack, took {elapsed:.1f}s"
     watch = next(path for _, path, _, _ in FakeApi.calls if "watch=true" in path)
     assert "timeoutSeconds=1" in watch
+
+
+class KeepAliveApi(FakeApi):
+    """The fake API server keeping its connections open between requests (HTTP/1.1), as the
+    real one does; it notes the client's port of every request."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def handle_one_request(self) -> None:
+        KeepAliveApi.ports.append(self.client_address[1])
+        super().handle_one_request()
+
+
+def test_writes_reuse_one_pooled_connection() -> None:
+    """A bind, an Event, a status patch answered and read: each gives its connection back to
+    the pool, so a run of writes from one thread goes over one connection (a response left
+    unread closed its connection: a new TLS handshake per write against the real server)."""
+    from kubernetes import client
+
+    from fluxinfra.scheduler.events import pod_event, scheduled_condition_patch
+
+    KeepAliveApi.calls, KeepAliveApi.ports = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAliveApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{server.server_address[1]}"
+        api = ClientKubeApi(client.ApiClient(config))
+        for i in range(3):
+            api.bind("default", f"p{i}", f"uid-{i}", "n0")
+            api.create_event("default", pod_event("default", f"p{i}", f"uid-{i}", "Scheduled",
+                                                  "ok", "fluxion", "i"))
+            api.patch_pod_status("default", f"p{i}", scheduled_condition_patch("Bound", "ok"))
+        assert api.get_lease("ns", "l") is None  # a 404 read to its end as well
+        api.bind("default", "p9", "uid-9", "n0")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(KeepAliveApi.ports) >= 11 and len(set(KeepAliveApi.ports)) == 1, \
+        KeepAliveApi.ports
