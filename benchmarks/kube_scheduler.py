@@ -189,8 +189,11 @@ def _bind_all(kubeconfig: str, namespace: str, nodes: int, threads: int) -> None
                 "metadata": {"name": names[index]},
                 "target": {"apiVersion": "v1", "kind": "Node",
                            "name": f"hn{index % nodes:05d}"}}
-        core.create_namespaced_pod_binding(names[index], namespace, body,
-                                           _preload_content=False)
+        # the answer read to its end, so the connection goes back to the pool (an unread one
+        # is closed, and every bind then opens a new TLS connection)
+        resp = core.create_namespaced_pod_binding(names[index], namespace, body,
+                                                  _preload_content=False)
+        resp.read()
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(bind, range(len(names))))
