@@ -30,6 +30,7 @@ and without this lane and requires identical results and identical planner state
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from fluxinfra.matcher.jobspec import Resource
@@ -44,12 +45,12 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = None
+_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = _UNTOUCHED = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN
+    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN, _UNTOUCHED
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
@@ -57,7 +58,7 @@ def _bind() -> None:
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
         _PER_REQUEST, _HELD = tr.per_request, tr._Held
         _X_NJOBS = tr.X_NJOBS
-        _STD_SORTED, _CHOSEN = tr.std_sorted, tr._Chosen
+        _STD_SORTED, _CHOSEN, _UNTOUCHED = tr.std_sorted, tr._Chosen, tr._UNTOUCHED
 
 
 _UNKNOWN = object()  # nothing recorded (yet) under a template key
@@ -87,6 +88,14 @@ class Express:
         self._chains: dict[int, tuple[tuple[int, ...], frozenset[str]]] = {}
         #: node shape -> what holding such a node whole books (see _facts)
         self._node_facts: dict[int, tuple[int, dict[str, int], dict[str, int]]] = {}
+        #: shape C: slot vertex -> the node vertices on its path up (emission order), and
+        #: its marks and those of the vertices above it (_marks_above)
+        self._above: dict[int, tuple] = {}
+        #: shape C: vertex -> (its order, the order's version, at, duration, member request,
+        #: n): its first n children in that order give nothing of the member during that
+        #: window (true until a span below it goes: freed, or the order moves)
+        self._busy: dict[int, tuple] = {}
+        self._path_nodes: dict[int, list[int]] = {}
         self._pending: tuple | None = None
         #: the last selection, for :meth:`commit`: (marks dict, node, ancestors bottom-up),
         #: or for shape C (marks dict, None, slot's vertex and ancestors bottom-up, leaves)
@@ -214,17 +223,17 @@ class Express:
             return None
         if found is None:
             return None
-        parent = g.parent[t.sub]
-        size = g.size
         top = path[0]  # the vertex the slot formed at; path runs up from it
-        t.marks = marks = {}
-        for leaf, amount in found:
-            marks[leaf] = (amount, True, top)
-            pv = top
-            while pv != -1 and parent[pv] != -1 and pv not in marks:
-                marks[pv] = (size[pv], False, parent[pv])
-                pv = parent[pv]
-        if len(found) > 1:  # the commit walks marked children in graph order
+        above = self._above.get(top)
+        if above is None:
+            above = self._marks_above(top)
+        leaf, amount = found[0]
+        t.marks = marks = {leaf: (amount, True, top)}
+        marks.update(above)
+        if len(found) > 1:
+            for leaf, amount in found[1:]:
+                marks[leaf] = (amount, True, top)
+            # the commit walks marked children in graph order
             pos = {c: i for i, c in enumerate(g.children[t.sub][top])}
             leaves = sorted(found, key=lambda hit: pos[hit[0]])
         else:
@@ -236,45 +245,87 @@ class Express:
         t.preorder = t.postorder = 0
         return True
 
-    def _find_slot(self, u: int, plan: tuple, resources: list[Resource], meta: Meta,
+    def _marks_above(self, top: int) -> tuple:
+        """The selection's marks of ``top`` and every vertex above it but the root: (vertex,
+        (size, False, parent)) pairs, bottom-up (a fact of the tree, kept per vertex)."""
+        g = self.t.g
+        parent = g.parent[self.t.sub]
+        size = g.size
+        out = []
+        pv = top
+        while pv != -1 and parent[pv] != -1:
+            out.append((pv, (size[pv], False, parent[pv])))
+            pv = parent[pv]
+        above = self._above[top] = tuple(out)
+        return above
+
+    def _find_slot(self, root: int, plan: tuple, resources: list[Resource], meta: Meta,
                    path: list[int]) -> list[tuple[int, int]] | None:
-        """Below ``u`` (tested and not pruned): the slot's (leaf, amount) pairs in the
-        request's order, ``path`` filled from the slot's vertex up to ``u``; None when
-        ``u``'s subtree forms no slot."""
+        """Below ``root`` (tested and not pruned): the slot's (leaf, amount) pairs in the
+        request's order, ``path`` filled from the slot's vertex up to ``root``; None when no
+        vertex below forms a slot. A depth-first search, children in ``first``'s order."""
         t = self.t
-        forms = plan[8].get(u)  # u's children offer every member (a fact of the tree)
-        if forms is None:
-            forms = plan[8][u] = t._slot_match(u, plan[1])
-        if forms:
-            found = self._slot_members(u, plan[7][0], meta)
-            if found is not None:
-                path.append(u)
-            return found
         g = t.g
         kids = g.children[t.sub]
         status, gtype = g.status, g.type
         sched = t.sched
         at, duration = meta.at, meta.duration
-        children, held = t.unheld_children(u, t._ordered_children(u), at)
-        for c in children:
-            if held is not None and c in held.kids:
-                continue
-            if not kids[c]:
-                continue  # a leaf above the slot's level passes its tests and forms nothing
-            p = sched.get(c)
-            if p is not None and p.avail_during(at, duration) == 0:
-                continue
-            if not status[c]:
-                continue  # Traverser._cannot_supply (a slot request: only its status counts)
-            if gtype[c] == "slot":
-                raise _Abort  # a vertex named like the request: the general tests decide
-            if self._pruned(plan, c, resources, meta):
-                continue
-            found = self._find_slot(c, plan, resources, meta, path)
-            if found is not None:
-                path.append(u)
-                return found
-        return None
+        forms_at, slot, members, prune_at = plan[8], plan[1], plan[7], plan[5]
+        ordered, unheld, agg = t._ordered_children, t.unheld_children, t.agg
+        stack: list[tuple[int, object, object]] = []  # (vertex, its children left, holds)
+        u = root
+        while True:
+            forms = forms_at.get(u)  # u's children offer every member (a fact of the tree)
+            if forms is None:
+                forms = forms_at[u] = t._slot_match(u, slot)
+            if forms:
+                found = self._slot_members(u, members, meta)
+                if found is not None:
+                    path.append(u)
+                    path.extend([entry[0] for entry in reversed(stack)])
+                    return found
+            else:
+                children, held = unheld(u, ordered(u), at)
+                stack.append((u, iter(children), held))
+            # the next child to descend into, from the deepest vertex with children left
+            while stack:
+                _, left, held = stack[-1]
+                for c in left:
+                    if held is not None and c in held.kids:
+                        continue
+                    if not kids[c]:
+                        continue  # a leaf above the slot's level passes its tests, forms nothing
+                    p = sched.get(c)
+                    if p is not None and p.avail_during(at, duration) == 0:
+                        continue
+                    if not status[c]:
+                        continue  # Traverser._cannot_supply (a slot request: only status counts)
+                    if gtype[c] == "slot":
+                        raise _Abort  # a vertex named like the request: the general tests decide
+                    # _pruned(plan, c, ...), its status and own-planner checks done just above
+                    checks = prune_at.get(c)
+                    if checks is None:
+                        checks = prune_at[c] = self._prune_checks(c, resources)
+                    if checks is True:
+                        continue
+                    if checks:
+                        below = agg.get(c)
+                        short = False
+                        for rtype, need, total in checks:
+                            if total - (below.used_during(rtype, at, duration)
+                                        if below is not None else 0) < need:
+                                short = True
+                                break
+                        if short:
+                            continue
+                    u = c
+                    break
+                else:
+                    stack.pop()
+                    continue
+                break
+            else:
+                return None
 
     def _slot_members(self, u: int, members: tuple, meta: Meta) -> list | None:
         """The slot formed at ``u``: the first free leaf of each member type in ``first``'s
@@ -282,10 +333,47 @@ class Express:
         t = self.t
         kids = t.g.children[t.sub]
         gtype = t.g.type
-        want = {r.type: r for r in members}
-        got: dict[str, tuple[int, int]] = {}
-        children, held = t.unheld_children(u, t._ordered_children(u), meta.at)
+        sched = t.sched
+        at, duration = meta.at, meta.duration
+        members, _, want = members
+        order = t._ordered_children(u)
+        children, held = t.unheld_children(u, order, at)
         leaf = t._leaf
+        if len(members) == 1:  # the common slot of one type (slot[1]{core[1]})
+            r = members[0]
+            rtype = r.type
+            chunks = order.chunks
+            # a vertex of up to 512 children walked in its own order: start from the first
+            # child not known to give nothing during this window (see freed), rather than
+            # read again the busy leaves every match passes by
+            remember = children is order and len(chunks) == 1
+            start = 0
+            if remember:
+                these = chunks[0]
+                busy = self._busy.get(u)
+                if busy is not None and busy[0] is order and busy[1] == order.ver \
+                        and busy[2] == at and busy[3] == duration and busy[4] is r:
+                    start = busy[5]
+                children = islice(these, start, None)
+            for i, c in enumerate(children, start):
+                if held is not None and c in held.kids:
+                    continue
+                if gtype[c] != rtype:
+                    continue  # the traversal tests it and finds nothing of the slot in it
+                if kids[c]:
+                    raise _Abort  # a member type with children: the general visit decides
+                p = sched.get(c)
+                if p is not None and p.avail_during(at, duration) == 0:
+                    continue  # (what Traverser._leaf answers first for a busy leaf)
+                hit = leaf(meta, c, r, True)
+                if hit is not None:
+                    if remember:
+                        self._busy[u] = (order, order.ver, at, duration, r, i)
+                    return [(c, hit[1])]
+            if remember:
+                self._busy[u] = (order, order.ver, at, duration, r, len(these))
+            return None
+        got: dict[str, tuple[int, int]] = {}
         for c in children:
             if held is not None and c in held.kids:
                 continue
@@ -296,11 +384,10 @@ class Express:
             if kids[c]:
                 raise _Abort  # a member type with children: the general visit decides
             hit = leaf(meta, c, r, True)
-            if hit is None:
-                continue
-            got[ctype] = (c, hit[1])
-            if len(got) == len(want):
-                return [got[r.type] for r in members]
+            if hit is not None:
+                got[ctype] = (c, hit[1])
+                if len(got) == len(want):
+                    return [got[r.type] for r in members]
         return None
 
     def _chain(self, v: int) -> tuple[tuple[int, ...], frozenset[str]]:
@@ -394,9 +481,12 @@ class Express:
         t = self.t
         g = t.g
         size, gtype = g.size, g.type
+        leaf_node = False
         for c, amount in leaves:
             if amount < size[c] or gtype[c] in t.excl_types:
                 return None
+            if gtype[c] == "node":
+                leaf_node = True
         at, duration, jobid = meta.at, meta.duration, meta.jobid
         level = len(path)  # the slot's vertex (the root's level is 1)
         raw = job.raw_vertices
@@ -405,6 +495,7 @@ class Express:
         first = t.policy.stop_on_k > 0
         reweigh = job.reweigh
         u = path[0]
+        totals = t.totals
         amounts: dict[str, int] = {}
         for c, amount in leaves:
             dirty.append(c)
@@ -423,10 +514,13 @@ class Express:
             amounts[ctype] = amounts.get(ctype, 0) + amount
             job.used[c] = {ctype: amount}
             raw.append((level + 1, c, amount, True, False))
-            if first:
-                reweigh.append((u, c))
-        xcheck, agg, totals = t.xcheck, t.agg, t.totals
+            if first and totals(c):
+                reweigh.append((u, c))  # (a leaf with nothing below keeps its rank)
+        xcheck, agg = t.xcheck, t.agg
         xspans, job_agg, owners = job.xspans, job.agg, job.agg_owners
+        kids = g.children[t.sub]
+        weigh_type, whole, weights, now = t._weigh_type, t._whole, t.weights, meta.now
+        last = len(path) - 1
         for i, a in enumerate(path):
             dirty.append(a)
             x = xcheck.get(a)
@@ -438,9 +532,36 @@ class Express:
                 pl = agg[a] = MultiPlanner(totals(a))
             job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
             owners.add(a)
-            raw.append((level - i, a, size[a] if i + 1 < len(path) else 1, False, False))
-            if first and i + 1 < len(path):
-                reweigh.append((path[i + 1], a))
+            raw.append((level - i, a, size[a] if i < last else 1, False, False))
+            if not first or i == last:
+                continue
+            # ``first`` re-ranks a under its parent now, as Traverser.reweigh would after
+            # the commit (what it reads of a is booked already; nothing above a counts)
+            p = path[i + 1]
+            if len(kids[p]) < 2:
+                continue  # a sole child has no siblings to be ranked against
+            below = totals(a)
+            if not below:
+                reweigh.append((p, a))  # two-parent aggregates: Traverser.reweigh decides
+                continue
+            rtype = weigh_type.get(gtype[a], 0)
+            if rtype == 0:
+                rtype = t._weigh_type_of(a)
+            if rtype is None:
+                continue
+            if a in whole and sched[a].used_during(now, 1):
+                avail = 0  # held whole (sub_avail's first answer)
+            else:
+                total = below.get(rtype)
+                avail = 0 if total is None else total - pl.used_during(rtype, now, 1)
+            w = weights.get(p)
+            if w is None or w.get(a, _UNTOUCHED) != avail:
+                t._weigh(p, a, avail)
+        if not leaf_node:  # (else Job.node_vertices reads the entries)
+            nodes = self._path_nodes.get(u)
+            if nodes is None:
+                nodes = self._path_nodes[u] = [a for a in path if gtype[a] == "node"]
+            job.node_hint = nodes  # Job.node_vertices: the nodes emitted, in order
         return len(leaves)
 
     def _facts(self, n: int, shape: int | None) -> tuple[int, dict[str, int], dict[str, int]]:
@@ -625,6 +746,15 @@ class Express:
             return self.t._template_key(c, plan[1].with_, bool(plan[1].exclusive), False, meta)
         return self.t._template_key(c, resources, False, True, meta)
 
+    def freed(self, vertices) -> None:
+        """Spans of ``vertices`` went (a cancel, a shrink): what was known to give nothing
+        below their parents may give again."""
+        busy = self._busy
+        if busy:
+            parent = self.t.g.parent[self.t.sub]
+            for v in vertices:
+                busy.pop(parent[v], None)
+
     # -- learning shape B from the general traversal ----------------------------------------
     def learn(self) -> None:
         """After a general selection that express declined for lack of a slot template:
@@ -659,6 +789,9 @@ class Express:
         self._slot_tpl.clear()
         self._chains.clear()
         self._node_facts.clear()
+        self._path_nodes.clear()
+        self._above.clear()
+        self._busy.clear()
         self._plans.clear()  # their caches read the tree and its shapes
         self._hit = None
 
@@ -673,7 +806,7 @@ def _leaf_members(slot: Resource, policy) -> tuple[tuple[Resource, ...], frozens
             r.type == "slot" or r.with_ or r.count_min != 1 or r.count_max != 1
             or r.type in policy.factors for r in members):
         return None
-    return members, frozenset(types) | {"slot"}
+    return members, frozenset(types) | {"slot"}, {r.type: r for r in members}
 
 
 def _second(item: tuple[int, int]) -> int:

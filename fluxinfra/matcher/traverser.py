@@ -642,9 +642,9 @@ class Traverser:
     def _slot_match(self, u: int, slot: Resource) -> bool:
         kid_types = self._kid_types.get(u)
         if kid_types is None:
-            gtype = self.g.type
-            kid_types = self._kid_types[u] = frozenset(
-                gtype[c] for kids in self.g.children.values() for c in kids[u])
+            get = self.g.type.__getitem__
+            kid_types = self._kid_types[u] = frozenset().union(
+                *(map(get, kids[u]) for kids in self.g.children.values()))
         return all(c.type in kid_types for c in slot.with_)
 
     def _cannot_supply(self, meta: Meta, u: int, resources: list[Resource]) -> bool:
@@ -1248,9 +1248,15 @@ class Traverser:
                               key=lambda c: (w.get(c, _UNTOUCHED), uid[c]), reverse=True)
                 keys = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in kids]
             else:  # no child weighed yet (first visits of a spreading ``first``): by uniq_id
-                kids = sorted(self._children(u), key=uid.__getitem__, reverse=True)
-                base = _order_key(_UNTOUCHED, 0)
-                keys = [base - i for i in map(uid.__getitem__, kids)]
+                kids = self._children(u)
+                ids = list(map(uid.__getitem__, kids))
+                if ids == sorted(ids):  # made in uniq_id order (a generated graph): reversed
+                    kids = kids[::-1]
+                else:
+                    kids = sorted(kids, key=uid.__getitem__, reverse=True)
+                # the keys only once a move needs them (a vertex of leaves never moves any)
+                cached = self._order_cache[u] = _Order(kids, make=partial(_untouched_keys, uid))
+                return cached
             # the sort keys, ascending, beside the order (moves bisect them at C speed)
             cached = self._order_cache[u] = _Order(kids, keys)
         return cached
@@ -1966,6 +1972,8 @@ class Traverser:
         released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
         parent = self.g.parent[self.sub]
         self._dirty += vertices
+        if self.express is not None:
+            self.express.freed(vertices)
         for u in vertices:
             span = job.sched.pop(u, None)
             if span is not None:
@@ -2029,6 +2037,8 @@ class Traverser:
         if amount <= 0:
             return
         self._dirty.append(u)
+        if self.express is not None:
+            self.express.freed((u,))
         span = job.sched.get(u)
         if span is not None:
             new = _resize(self.sched[u], span, have - amount)
@@ -2072,11 +2082,12 @@ class Traverser:
         weigh_type = self._weigh_type
         whole = self._whole
         kids = g.children[self.sub]
+        totals_of, agg, weights = self.totals, self.agg, self.weights
         walked: set[int] | None = None  # vertices the job was committed below
         for u, c in pairs:
             if len(kids[u]) < 2:
                 continue  # a sole child has no siblings to be ranked against
-            totals = self.totals(c)
+            totals = totals_of(c)
             if not totals and not kids[c]:
                 continue  # leaves keep their initial rank
             rtype = weigh_type.get(gtype[c], 0)
@@ -2095,10 +2106,20 @@ class Traverser:
             elif c in whole and self.sched[c].used_during(now, 1):
                 avail = 0  # held whole (sub_avail's first answer)
             else:
-                avail = self.sub_avail(c, rtype, now, 1) if rtype in totals else 0
-                held = self.agg.get(c)
+                # sub_avail(c, rtype, now, 1), its held-whole answer ruled out just above
+                held = agg.get(c)
+                total = totals.get(rtype)
+                if total is None:
+                    avail = 0
+                elif held is None:
+                    avail = total
+                else:
+                    avail = total - held.used_during(rtype, now, 1)
                 if avail == 0 and c not in whole and (held is None or not held.spans):
                     continue
+            w = weights.get(u)
+            if w is not None and w.get(c, _UNTOUCHED) == avail:
+                continue  # already ranked so (_weigh would change nothing)
             self._weigh(u, c, avail)
 
     def _reweigh_inner(self, inner: list[tuple[int, int]], now: int, held_now: bool) -> None:
@@ -2263,15 +2284,38 @@ class _Order:
     list of a vertex with thousands of children. Iterates like the flat list; every operation
     gives what the same operation on the flat lists would (ties included)."""
 
-    __slots__ = ("chunks", "kchunks", "maxes")
+    __slots__ = ("chunks", "_kchunks", "_maxes", "_make", "ver")
 
     SIZE = 256  # entries per chunk (a chunk splits in two past twice this)
 
-    def __init__(self, kids: list[int], keys: list[int]) -> None:
+    def __init__(self, kids: list[int], keys: list[int] | None = None, make=None) -> None:
+        """``keys``, or ``make``: what makes them from the children when first needed (a
+        vertex whose order is only walked never pays for its keys)."""
         size = self.SIZE
         self.chunks = [kids[i:i + size] for i in range(0, len(kids), size)]
-        self.kchunks = [keys[i:i + size] for i in range(0, len(keys), size)]
-        self.maxes = [kc[-1] for kc in self.kchunks]
+        self._kchunks = self._maxes = None
+        self._make = make
+        self.ver = 0  # moves made (what was read of the order stays true while it holds)
+        if keys is not None:
+            self._keys(keys)
+
+    def _keys(self, keys: list[int]) -> None:
+        size = self.SIZE
+        self._kchunks = kchunks = [keys[i:i + size] for i in range(0, len(keys), size)]
+        self._maxes = [kc[-1] for kc in kchunks]
+        self._make = None
+
+    @property
+    def kchunks(self) -> list[list[int]]:
+        if self._kchunks is None:
+            self._keys(self._make(list(self)))
+        return self._kchunks
+
+    @property
+    def maxes(self) -> list[int]:
+        if self._maxes is None:
+            self._keys(self._make(list(self)))
+        return self._maxes
 
     def __iter__(self):
         chunks = self.chunks
@@ -2295,6 +2339,7 @@ class _Order:
         i = bisect_left(kc, key)
         if i == len(ch) or ch[i] != c:
             return False
+        self.ver += 1
         del ch[i]
         del kc[i]
         if not kc:
@@ -2307,6 +2352,7 @@ class _Order:
 
     def insert(self, c: int, key: int) -> None:
         """Place ``c`` under ``key`` after every entry whose key is <= it (bisect_right)."""
+        self.ver += 1
         maxes = self.maxes
         if not maxes:
             self.chunks.append([c])
@@ -2505,6 +2551,11 @@ def expand_slots(items: list) -> list[list[tuple[int, int]]]:
         else:
             out.append(item)
     return out
+
+
+def _untouched_keys(uid: list[int], kids: list[int]) -> list[int]:
+    """``first``'s sort keys of children no job touched yet (by uniq_id alone)."""
+    return list(map(_order_key(_UNTOUCHED, 0).__sub__, map(uid.__getitem__, kids)))
 
 
 def _order_key(weight: int, uniq_id: int) -> int:

@@ -23,16 +23,35 @@ Emitted = list[tuple[int, int, int, bool, bool]]
 def write_simple(g: ResourceGraph, emitted: Emitted) -> str:
     """resource-query's ``simple`` lines. ``emitted`` may also hold the matcher's lazy
     entries for subtrees held whole (anything with ``simple_text(names)``, see
-    ``MatchResult.raw_emitted``): they write their lines without a tuple per vertex."""
+    ``MatchResult.raw_emitted``): they write their lines without a tuple per vertex. The
+    lines of the vertices above a match (the same racks and nodes, match after match) are
+    kept, per graph, and written again rather than formatted again."""
     out = []
     names = g.name
+    lines = _SIMPLE_LINES.get(id(names))
+    if lines is None or lines[0] is not names or lines[1] != len(names):
+        if len(_SIMPLE_LINES) >= 4:
+            _SIMPLE_LINES.clear()
+        lines = _SIMPLE_LINES[id(names)] = (names, len(names), {})
+    lines = lines[2]
     for entry in emitted:
         if len(entry) != 5:
             out.append(entry.simple_text(names))
             continue
-        level, v, amount, excl, _ = entry
-        out.append(f"      {'---' * level}{names[v]}[{amount}:{'x' if excl else 's'}]\n")
+        text = lines.get(entry)
+        if text is None:
+            level, v, amount, excl, _ = entry
+            text = f"      {'---' * level}{names[v]}[{amount}:{'x' if excl else 's'}]\n"
+            if len(lines) >= _MAX_SIMPLE_LINES:
+                lines.clear()
+            lines[entry] = text
+        out.append(text)
     return "".join(out)
+
+
+#: id(graph's names) -> (the names, how many, {simple entry: its line}); names only grow
+_SIMPLE_LINES: dict[int, tuple[list[str], int, dict[tuple, str]]] = {}
+_MAX_SIMPLE_LINES = 1 << 16
 
 
 def write_pretty_simple(g: ResourceGraph, emitted: Emitted) -> str:

@@ -228,3 +228,65 @@ def test_one_core_stream_fills_a_machine_the_same_either_way() -> None:
         assert weights_state(fast) == weights_state(ref)
         assert jobs_state(fast) == jobs_state(ref)
     assert len(fast.jobs) == 36
+
+
+def shared_slot_op(specs: dict):
+    """slot_op, but a request of the same members and duration is the same object every
+    time (as a scheduler's repeated request is): the lane then keeps, per vertex, how many
+    of its leaves it already found busy in that window, and must forget it when a cancel,
+    a partial cancel, a status change or time moving on makes one free again."""
+
+    def make(rng: random.Random):
+        if rng.random() < 0.6:
+            members = rng.choice([("core",), ("core",), ("core",), ("core", "gpu")])
+            duration = rng.choice([10, 100])
+            spec = specs.setdefault((members, duration), slot_job(list(members), duration))
+            return lambda m: m.match(spec)
+        return single_node_op(rng)
+    return make
+
+
+@pytest.mark.parametrize("policy", SLOT_POLICIES)
+def test_one_slot_lane_remembers_busy_leaves_only_while_they_are(policy: str) -> None:
+    used = 0
+    for seed in range(10):
+        specs: dict = {}
+        rng = random.Random(f"shared-slot/{policy}/{seed}")
+        seen = []
+        slot_members = Express._slot_members
+
+        def spied(self, u, members, meta, _orig=slot_members, _seen=seen):
+            before = self._busy.get(u)
+            _seen.append(before is not None and before[5] > 0)
+            return _orig(self, u, members, meta)
+
+        Express._slot_members = spied
+        try:
+            replay_both(policy, rng, shared_slot_op(specs), 90)
+        finally:
+            Express._slot_members = slot_members
+        used += sum(seen)
+    assert used >= 50, used  # the remembered prefix really was used
+
+
+def test_one_core_stream_passes_the_busy_cores_it_knows() -> None:
+    """One request object, matched again and again: each match starts past the cores the
+    last one found busy (not at the socket's first core), and a cancel brings the freed
+    core back first, as the traversal would pick it."""
+    recipe = {"cluster": "c", "racks": 1, "nodes_per_rack": 1, "sockets": 1,
+              "cores_per_socket": 6, "gpus_per_socket": 1, "memory_per_socket": [1, 4]}
+    fast = Matcher(graph_from_recipe(recipe), policy="first")
+    ref = Matcher(graph_from_recipe(recipe), policy="first")
+    ref.trav.express = None
+    spec = core_job(1)
+    for _ in range(4):
+        assert fast.match(spec).emitted == ref.match(spec).emitted
+    socket = next(v for v in range(len(fast.graph)) if fast.graph.type[v] == "socket")
+    known = fast.trav.express._busy[socket]
+    assert known[5] > 0  # cores passed by next time
+    fast.cancel(2)
+    ref.cancel(2)
+    assert socket not in fast.trav.express._busy  # forgotten: a core below went free
+    for _ in range(3):
+        assert fast.match(spec).emitted == ref.match(spec).emitted
+    assert planner_state(fast) == planner_state(ref)
