@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from functools import partial
-from itertools import chain, pairwise, repeat
+from itertools import chain, groupby, pairwise, repeat
+from operator import sub
 
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
@@ -237,8 +238,8 @@ class _Evals:
         the scores alone (see stdsort.sorted_prefix), then only those groups read."""
         n = self.n
         if runs:
-            run = _score_runs_of(self.distinct())
-            one = len(set(run.values())) == 1
+            rank_of, nruns = _run_ranks(self.distinct())
+            one = nruns == 1
         else:
             lo, hi = self.bounds()
             one = lo == hi
@@ -266,10 +267,9 @@ class _Evals:
         else:
             scores = self.scores()
             if runs:
-                ranks = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
-                keys = [ranks[run[s]] for s in scores]
-                order = (sorted_prefix_bytes(bytes(keys), enough) if len(ranks) < 256
-                         else sorted_prefix(keys, enough))
+                keys = map(rank_of.__getitem__, scores)
+                order = (sorted_prefix_bytes(bytes(keys), enough) if nruns < 256
+                         else sorted_prefix(list(keys), enough))
             else:
                 order = sorted_prefix([-s for s in scores] if high else scores, enough)
         eg = [self.group(i) for i in order]
@@ -305,6 +305,22 @@ def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
     the intervals lexicographically)."""
     return _score_runs_of(map(_score, groups))
+
+
+def _run_ranks(distinct) -> tuple[dict[int, int], int]:
+    """For locality's top-level ranking: score -> the rank of its run of consecutive
+    integers among ``distinct`` (0: the highest run, as _score_runs_of's runs compared in
+    reverse), and how many runs; worked out with C-speed iterators, not a loop per score
+    (a 16,384-node machine ranks that many scores every match)."""
+    scores = sorted(distinct)
+    n = len(scores)
+    if not n:
+        return {}, 0
+    # score less its position is the same all along a run of consecutive scores
+    lengths = [len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
+    nruns = len(lengths)
+    ranks = chain.from_iterable(map(repeat, range(nruns - 1, -1, -1), lengths))
+    return dict(zip(scores, ranks, strict=True)), nruns
 
 
 def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:

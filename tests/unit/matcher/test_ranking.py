@@ -126,3 +126,18 @@ def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
     pieces = [groups_of([1] * (_FLAT + 1), [1] * (_FLAT + 1), 0)]
     top = merged(pieces)
     assert top.parts is not None and top.n == _FLAT + 1
+
+
+def test_run_ranks_are_the_runs_in_reverse_order() -> None:
+    """locality's top-level ranking keys (score -> rank of its run of consecutive scores,
+    0 the highest run) as the per-run definition gives them, on random score sets."""
+    import random
+
+    from fluxinfra.matcher.traverser import _run_ranks, _score_runs_of
+
+    rng = random.Random(12)
+    for _ in range(500):
+        scores = set(rng.sample(range(-5, 80), rng.randint(0, 50)))
+        run = _score_runs_of(scores)
+        order = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
+        assert _run_ranks(scores) == ({s: order[run[s]] for s in scores}, len(order))
