@@ -20,7 +20,8 @@ from itertools import compress, islice
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["introsort", "sorted_prefix", "sorted_prefix_bytes", "equal_prefix"]
+__all__ = ["introsort", "sorted_prefix", "sorted_prefix_bytes", "sorted_prefix_words",
+           "equal_prefix"]
 
 _THRESHOLD = 16
 
@@ -286,32 +287,49 @@ def sorted_prefix_bytes(keys: bytes | bytearray,
     >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
     True
     """
-    n = len(keys)
+    return _sorted_prefix_masked(_ByteKeys(keys), len(keys), enough)
+
+
+def sorted_prefix_words(keys, enough: Callable[[list[int]], bool]) -> list[int]:
+    """:func:`sorted_prefix_bytes` for keys below 65,536 (each kept as two bytes: the
+    partitions compare the high bytes, then the low ones where the high ones tie).
+
+    >>> keys = [300, 1, 300, 2, 70_000 % 65_536] * 10
+    >>> order = sorted_prefix_words(keys, lambda got: len(got) >= 3)
+    >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
+    True
+    """
+    keys = list(keys)
+    return _sorted_prefix_masked(_WordKeys(keys), len(keys), enough)
+
+
+def _sorted_prefix_masked(store, n: int, enough: Callable[[list[int]], bool]) -> list[int]:
+    """sorted_prefix over keys kept in ``store`` (_ByteKeys or _WordKeys)."""
     out: list[int] = []
     if n == 0:
         return out
-    vals = bytearray(keys)
-    # partitions in order: (first, pick, swapped-left positions, swapped-right positions)
-    ops: list[tuple[int, int, list[int], list[int]]] = []
+    key = store.getter()
+    # partitions in order: (first, pick, swapped-left positions, swapped-right positions,
+    # what the left positions held before)
+    ops: list[tuple[int, int, list[int], list[int], object]] = []
     pending = [(0, n, 2 * (n.bit_length() - 1), -1)]
     while pending:
         first, last, depth, made_by = pending.pop()
         if made_by >= 0:  # the right side of the partition that made this part
             _, _, _, right, outgoing = ops[made_by]
-            for b, v in zip(right, outgoing, strict=True):
-                vals[b] = v
+            store.restore(right, outgoing)
         while last - first > _THRESHOLD and depth > 0:
             depth -= 1
-            cut = _partition_bytes(vals, first, last, ops)
+            cut = _partition_masked(store, key, first, last, ops)
             pending.append((cut, last, depth, len(ops) - 1))
             last = cut
         if last - first > _THRESHOLD:  # depth limit: heap-sort this run
-            pairs = [(vals[i], i) for i in range(first, last)]
+            pairs = [(key(i), i) for i in range(first, last)]
             _heapsort(pairs, 0, len(pairs), _less_first)
             run = [i for _, i in pairs]
             out += [_trace(ops, p) for p in run]
         else:
-            run = sorted(range(first, last), key=vals.__getitem__)
+            run = sorted(range(first, last), key=key)
             out += [_trace(ops, p) for p in run]
         if enough(out):
             break
@@ -320,14 +338,105 @@ def sorted_prefix_bytes(keys: bytes | bytearray,
 
 _GE = [bytes(int(v >= p) for v in range(256)) for p in range(256)]
 _LE = [bytes(int(v <= p) for v in range(256)) for p in range(256)]
+_GT = [bytes(int(v > p) for v in range(256)) for p in range(256)]
+_LT = [bytes(int(v < p) for v in range(256)) for p in range(256)]
+_EQ = [bytes(int(v == p) for v in range(256)) for p in range(256)]
 
 
-def _partition_bytes(vals: bytearray, first: int, last: int, ops: list) -> int:
-    pick = _median_of_three(vals, first, last)
-    vals[first], vals[pick] = vals[pick], vals[first]
-    p = vals[first]
-    seg = vals[first + 1:last]
-    ge_mask, le_mask = seg.translate(_GE[p]), seg.translate(_LE[p])
+class _ByteKeys:
+    """Keys of one byte each, for _sorted_prefix_masked."""
+
+    __slots__ = ("vals",)
+
+    def __init__(self, keys) -> None:
+        self.vals = bytearray(keys)
+
+    def getter(self):
+        return self.vals.__getitem__
+
+    def swap(self, i: int, j: int) -> None:
+        vals = self.vals
+        vals[i], vals[j] = vals[j], vals[i]
+
+    def masks(self, first: int, last: int, p: int) -> tuple[bytes, bytes]:
+        """Over positions first+1 .. last-1: 1 where the key is >= p, and where it is <= p."""
+        seg = self.vals[first + 1:last]
+        return seg.translate(_GE[p]), seg.translate(_LE[p])
+
+    def move(self, left: list[int], right: list[int]) -> bytes:
+        """Each left position takes the key of its right position; returns what the left
+        positions held."""
+        vals = self.vals
+        outgoing = _pick(vals, left)
+        for a, b in zip(left, right, strict=True):
+            vals[a] = vals[b]
+        return outgoing
+
+    def restore(self, right: list[int], outgoing: bytes) -> None:
+        vals = self.vals
+        for b, v in zip(right, outgoing, strict=True):
+            vals[b] = v
+
+
+class _WordKeys(_ByteKeys):
+    """Keys below 65,536 as a byte of their high half (``vals``) and one of their low half
+    (``low``), for _sorted_prefix_masked."""
+
+    __slots__ = ("low",)
+
+    def __init__(self, keys: list[int]) -> None:
+        super().__init__(map((8).__rrshift__, keys))
+        self.low = bytearray(map((255).__and__, keys))
+
+    def getter(self):
+        high, low = self.vals, self.low
+        return lambda i: high[i] << 8 | low[i]
+
+    def swap(self, i: int, j: int) -> None:
+        super().swap(i, j)
+        low = self.low
+        low[i], low[j] = low[j], low[i]
+
+    def masks(self, first: int, last: int, p: int) -> tuple[bytes, bytes]:
+        ph, pl = p >> 8, p & 255
+        high, low = self.vals[first + 1:last], self.low[first + 1:last]
+        tie = high.translate(_EQ[ph])
+        return (_or(high.translate(_GT[ph]), _and(tie, low.translate(_GE[pl]))),
+                _or(high.translate(_LT[ph]), _and(tie, low.translate(_LE[pl]))))
+
+    def move(self, left: list[int], right: list[int]) -> tuple[bytes, bytes]:
+        low = self.low
+        outgoing = _pick(low, left)
+        for a, b in zip(left, right, strict=True):
+            low[a] = low[b]
+        return super().move(left, right), outgoing
+
+    def restore(self, right: list[int], outgoing: tuple[bytes, bytes]) -> None:
+        super().restore(right, outgoing[0])
+        low = self.low
+        for b, v in zip(right, outgoing[1], strict=True):
+            low[b] = v
+
+
+def _pick(vals: bytearray, at: list[int]) -> bytes:
+    return bytes(itemgetter(*at)(vals)) if len(at) > 1 else bytes(vals[a] for a in at)
+
+
+def _or(a: bytes, b: bytes) -> bytes:
+    """Byte-wise OR of two 0/1 masks of one length (as one big integer: C speed)."""
+    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
+
+def _and(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
+
+def _partition_masked(store, key, first: int, last: int, ops: list) -> int:
+    """libstdc++'s __unguarded_partition_pivot on the keys in ``store`` (``key(i)`` reads
+    one), recording the swaps in ``ops``; returns the cut."""
+    pick = _median_of_three(_Indexed(key), first, last)
+    store.swap(first, pick)
+    ge_mask, le_mask = store.masks(first, last, key(first))
     # lo stops at each key >= p from the left, hi at each key <= p from the right; at most
     # as many swaps as the rarer kind has, so only that many of the other are listed
     most = min(ge_mask.count(1), le_mask.count(1)) + 1
@@ -350,12 +459,21 @@ def _partition_bytes(vals: bytearray, first: int, last: int, ops: list) -> int:
     left = ge[:m]
     right = le[:m]
     # the left part is walked next: its side of each swap now; the right part's side only if
-    # the walk ever gets there (sorted_prefix_bytes applies it then)
-    outgoing = bytes(itemgetter(*left)(vals)) if m > 1 else bytes(vals[a] for a in left)
-    for a, b in zip(left, right, strict=True):
-        vals[a] = vals[b]
-    ops.append((first, pick, left, right, outgoing))
+    # the walk ever gets there (_sorted_prefix_masked restores it then)
+    ops.append((first, pick, left, right, store.move(left, right)))
     return cut
+
+
+class _Indexed:
+    """``key`` read as ``obj[i]`` (what _median_of_three reads)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key) -> None:
+        self.key = key
+
+    def __getitem__(self, i: int) -> int:
+        return self.key(i)
 
 
 def _trace(ops: list, p: int) -> int:

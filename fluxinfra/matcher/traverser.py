@@ -29,6 +29,7 @@ from fluxinfra.matcher.stdsort import (
     introsort,
     sorted_prefix,
     sorted_prefix_bytes,
+    sorted_prefix_words,
 )
 
 __all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
@@ -268,8 +269,12 @@ class _Evals:
             scores = self.scores()
             if runs:
                 keys = map(rank_of.__getitem__, scores)
-                order = (sorted_prefix_bytes(bytes(keys), enough) if nruns < 256
-                         else sorted_prefix(list(keys), enough))
+                if nruns <= 256:
+                    order = sorted_prefix_bytes(bytes(keys), enough)
+                elif nruns <= 65_536:
+                    order = sorted_prefix_words(keys, enough)
+                else:
+                    order = sorted_prefix(list(keys), enough)
             else:
                 order = sorted_prefix([-s for s in scores] if high else scores, enough)
         eg = [self.group(i) for i in order]

@@ -12,7 +12,13 @@ import random
 
 import pytest
 
-from fluxinfra.matcher.stdsort import equal_prefix, introsort, sorted_prefix, sorted_prefix_bytes
+from fluxinfra.matcher.stdsort import (
+    equal_prefix,
+    introsort,
+    sorted_prefix,
+    sorted_prefix_bytes,
+    sorted_prefix_words,
+)
 from fluxinfra.matcher.traverser import _FLAT, _Evals
 
 
@@ -55,6 +61,25 @@ def test_sorted_prefix_bytes_is_std_sorts_front(seed: int) -> None:
     want = std_order(keys)
     for k in (1, 2, rng.randint(1, max(1, n))):
         got = sorted_prefix_bytes(bytes(keys), lambda order, k=k: len(order) >= k)
+        assert got == want[:len(got)] and len(got) >= min(k, n)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sorted_prefix_words_is_std_sorts_front(seed: int) -> None:
+    """Two-byte keys (locality's run ranks past 255 runs): high bytes tie often, so the
+    low bytes decide; runs, few distinct keys and keys spread over the whole range."""
+    rng = random.Random(f"words/{seed}")
+    n = rng.choice([0, 1, 16, 17, 200, 3000])
+    shape = rng.random()
+    if shape < 0.4:  # descending runs of ranks, as locality's keys come
+        keys = sorted((rng.randrange(700) for _ in range(n)), reverse=True)
+    elif shape < 0.7:
+        keys = [rng.choice([255, 256, 257, 511, 512, 0, 65_535]) for _ in range(n)]
+    else:
+        keys = [rng.randrange(65_536) for _ in range(n)]
+    want = std_order(keys)
+    for k in (1, 2, rng.randint(1, max(1, n))):
+        got = sorted_prefix_words(keys, lambda order, k=k: len(order) >= k)
         assert got == want[:len(got)] and len(got) >= min(k, n)
 
 
