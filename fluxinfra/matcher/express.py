@@ -88,13 +88,14 @@ class Express:
         self._chains: dict[int, tuple[tuple[int, ...], frozenset[str]]] = {}
         #: node shape -> what holding such a node whole books (see _facts)
         self._node_facts: dict[int, tuple[int, dict[str, int], dict[str, int]]] = {}
-        #: shape C: slot vertex -> the node vertices on its path up (emission order), and
-        #: its marks and those of the vertices above it (_marks_above)
+        #: shape C: slot vertex -> its marks and those of the vertices above it
+        #: (_marks_above)
         self._above: dict[int, tuple] = {}
         #: shape C: vertex -> (its order, the order's version, at, duration, member request,
         #: n): its first n children in that order give nothing of the member during that
         #: window (true until a span below it goes: freed, or the order moves)
         self._busy: dict[int, tuple] = {}
+        #: shape C: slot vertex -> the node vertices on its path up (emission order)
         self._path_nodes: dict[int, list[int]] = {}
         self._pending: tuple | None = None
         #: the last selection, for :meth:`commit`: (marks dict, node, ancestors bottom-up),
