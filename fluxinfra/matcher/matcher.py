@@ -45,20 +45,6 @@ __all__ = ["Matcher", "MatchResult", "OPS"]
 
 #: above this many vertices the cyclic GC is told to leave the (long-lived) graph alone
 LARGE_GRAPH = 50_000
-
-
-def _freeze_survivors(phase: str, info: dict) -> None:
-    """After a full collection: what survived it is reachable, so hand it to the permanent
-    generation (``gc.freeze``) rather than let the next full collection scan it all again.
-
-    A matcher on a large graph keeps planners, orders and shapes for every vertex a job
-    touched, millions of objects that live as long as the graph; every full collection
-    re-scanned them, a pause of 30-120 ms in whatever match it fell on (at 16,384 nodes).
-    Frozen objects are still freed when their last reference goes; only one that later
-    becomes part of an unreachable reference cycle is never reclaimed (the matcher's state
-    makes none). Installed once a matcher on a large graph exists."""
-    if phase == "stop" and info.get("generation") == 2:
-        gc.freeze()
 #: parsed requests kept by Matcher._parse
 _MAX_PARSED = 256
 
@@ -136,15 +122,13 @@ class Matcher:
             graph.finalize()
         if len(graph) > LARGE_GRAPH:
             # a million-vertex graph is long-lived: keep the cyclic GC from re-scanning it
-            # (gen-2 collections otherwise add 100 ms pauses to random matches), nor what
-            # the matcher builds on it as it runs (see _freeze_survivors)
+            # (gen-2 collections otherwise add 100 ms pauses to random matches)
             gc.freeze()
-            if _freeze_survivors not in gc.callbacks:
-                gc.callbacks.append(_freeze_survivors)
-            # and collect young objects less often: each collection also walks every young
-            # container in full (a fresh list of a million vertices costs 20 ms to look at),
-            # so at 700 allocations (CPython's default) a 64-node fill met a 5-20 ms pause
-            # every few matches. Only ever raised (never lowered), like `fluxinfra query`'s.
+            # and collect less often: a young collection walks every young container in full
+            # (a fresh list of a million entries costs 20 ms to look at) and a full one every
+            # object the matcher made since the freeze (74-120 ms at 16,384 nodes): at
+            # CPython's defaults (700, 10, 10) they landed on random matches, a 64-node fill's
+            # p99 29-146 ms. Only ever raised (never lowered), like `fluxinfra query`'s.
             limits = gc.get_threshold()
             if limits[0]:  # (0: the host turned automatic collection off; leave it so)
                 gc.set_threshold(max(limits[0], 10_000), max(limits[1], 100),
