@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from functools import partial
-from itertools import chain, groupby, pairwise, repeat
-from operator import sub
+from itertools import chain, groupby, islice, pairwise, repeat
+from operator import add, gt, lt, sub
 
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
@@ -238,8 +238,18 @@ class _Evals:
         """choose_best_k over a large concatenation: std::sort's first groups worked out from
         the scores alone (see stdsort.sorted_prefix), then only those groups read."""
         n = self.n
+        run_keys = None
         if runs:
-            rank_of, nruns = _run_ranks(self.distinct())
+            # every score distinct and strictly monotonic in group order (locality walks ids
+            # in order): the runs read off the list as it is; otherwise ranked through the
+            # distinct scores (kept per part: cheap when many groups share few scores)
+            distinct = self.distinct()
+            if len(distinct) == n:
+                run_keys = _monotonic_run_keys(self.scores())
+            if run_keys is not None:
+                nruns = run_keys[1]
+            else:
+                rank_of, nruns = _run_ranks(distinct)
             one = nruns == 1
         else:
             lo, hi = self.bounds()
@@ -268,7 +278,7 @@ class _Evals:
         else:
             scores = self.scores()
             if runs:
-                keys = map(rank_of.__getitem__, scores)
+                keys = run_keys[0] if run_keys is not None else map(rank_of.__getitem__, scores)
                 if nruns <= 256:
                     order = sorted_prefix_bytes(bytes(keys), enough)
                 elif nruns <= 65_536:
@@ -310,6 +320,30 @@ def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
     the intervals lexicographically)."""
     return _score_runs_of(map(_score, groups))
+
+
+def _monotonic_run_keys(scores: list[int]):
+    """locality's top-level keys (the rank of each score's run, 0 the highest run) when
+    ``scores`` are strictly decreasing or strictly increasing in group order, read off the
+    list without sorting it: (an iterator of the keys in group order, how many runs); None
+    otherwise (then _run_ranks)."""
+    n = len(scores)
+    if n < 2:
+        return None
+    rest = islice(scores, 1, None)
+    if scores[0] > scores[1]:
+        if not all(map(gt, scores, rest)):
+            return None
+        # descending: score plus position is the same all along a run; the first run is
+        # the highest (rank 0)
+        lengths = [len(list(run)) for _, run in groupby(map(add, scores, range(n)))]
+        ranks = range(len(lengths))
+    else:
+        if not all(map(lt, scores, rest)):
+            return None
+        lengths = [len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
+        ranks = range(len(lengths) - 1, -1, -1)
+    return chain.from_iterable(map(repeat, ranks, lengths)), len(lengths)
 
 
 def _run_ranks(distinct) -> tuple[dict[int, int], int]:

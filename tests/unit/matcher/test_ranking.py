@@ -166,3 +166,27 @@ def test_run_ranks_are_the_runs_in_reverse_order() -> None:
         run = _score_runs_of(scores)
         order = {r: i for i, r in enumerate(sorted(set(run.values()), reverse=True))}
         assert _run_ranks(scores) == ({s: order[run[s]] for s in scores}, len(order))
+
+
+def test_monotonic_run_keys_are_the_run_ranks_in_group_order() -> None:
+    """Scores strictly descending or ascending in group order (locality walks ids in order):
+    the keys read off the list equal the ranks worked out through the sorted distinct scores;
+    any other list is left to that general path (None)."""
+    from fluxinfra.matcher.traverser import _monotonic_run_keys, _run_ranks
+
+    rng = random.Random(13)
+    for _ in range(500):
+        scores = sorted(rng.sample(range(-5, 300), rng.randint(0, 80)))
+        if rng.random() < 0.5:
+            scores.reverse()
+        monotonic = True
+        if len(scores) > 2 and rng.random() < 0.2:
+            scores[1], scores[2] = scores[2], scores[1]
+            monotonic = False
+        got = _monotonic_run_keys(scores)
+        if len(scores) < 2 or not monotonic:
+            assert got is None
+            continue
+        rank_of, nruns = _run_ranks(set(scores))
+        keys, n = got
+        assert (list(keys), n) == ([rank_of[s] for s in scores], nruns)
