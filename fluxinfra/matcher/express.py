@@ -45,12 +45,12 @@ _MAX_SLOT_TEMPLATES = 4096
 
 # names from traverser.py (which imports this module), bound once by _bind()
 _TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = _UNTOUCHED = None
+_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = None
 
 
 def _bind() -> None:
     global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN, _UNTOUCHED
+    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN
     if _TRAVERSER is None:
         from fluxinfra.matcher import traverser as tr
 
@@ -58,7 +58,7 @@ def _bind() -> None:
         _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
         _PER_REQUEST, _HELD = tr.per_request, tr._Held
         _X_NJOBS = tr.X_NJOBS
-        _STD_SORTED, _CHOSEN, _UNTOUCHED = tr.std_sorted, tr._Chosen, tr._UNTOUCHED
+        _STD_SORTED, _CHOSEN = tr.std_sorted, tr._Chosen
 
 
 _UNKNOWN = object()  # nothing recorded (yet) under a template key
@@ -129,11 +129,8 @@ class Express:
             hit = verdicts[u] = self.t._test(u, resources, True)[2] == _PRISTINE_NONE
         return hit
 
-    def usable(self, meta: Meta, excl: bool) -> bool:
-        """Shapes A and B apply (whole nodes under a first-fit policy, allocating now)."""
-        return self._now(meta, excl) and "node" in self.t.excl_types
-
     def _now(self, meta: Meta, excl: bool) -> bool:
+        """A first-fit allocation now, on a graph the lane knows (each shape asks more)."""
         t = self.t
         return (t.fast and t.policy.stop_on_k > 0 and type(t) is _TRAVERSER
                 and not t.g.multi_parent and not excl and meta.alloc_type == _AT_ALLOC
@@ -520,7 +517,7 @@ class Express:
         xcheck, agg = t.xcheck, t.agg
         xspans, job_agg, owners = job.xspans, job.agg, job.agg_owners
         kids = g.children[t.sub]
-        weigh_type, whole, weights, now = t._weigh_type, t._whole, t.weights, meta.now
+        now = meta.now
         last = len(path) - 1
         for i, a in enumerate(path):
             dirty.append(a)
@@ -542,22 +539,10 @@ class Express:
             if len(kids[p]) < 2:
                 continue  # a sole child has no siblings to be ranked against
             below = totals(a)
-            if not below:
-                reweigh.append((p, a))  # two-parent aggregates: Traverser.reweigh decides
-                continue
-            rtype = weigh_type.get(gtype[a], 0)
-            if rtype == 0:
-                rtype = t._weigh_type_of(a)
-            if rtype is None:
-                continue
-            if a in whole and sched[a].used_during(now, 1):
-                avail = 0  # held whole (sub_avail's first answer)
+            if below:
+                t.rerank(p, a, now, below)
             else:
-                total = below.get(rtype)
-                avail = 0 if total is None else total - pl.used_during(rtype, now, 1)
-            w = weights.get(p)
-            if w is None or w.get(a, _UNTOUCHED) != avail:
-                t._weigh(p, a, avail)
+                reweigh.append((p, a))  # two-parent aggregates: Traverser.reweigh decides
         if not leaf_node:  # (else Job.node_vertices reads the entries)
             nodes = self._path_nodes.get(u)
             if nodes is None:

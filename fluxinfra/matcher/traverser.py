@@ -352,14 +352,10 @@ def _run_ranks(distinct) -> tuple[dict[int, int], int]:
     reverse), and how many runs; worked out with C-speed iterators, not a loop per score
     (a 16,384-node machine ranks that many scores every match)."""
     scores = sorted(distinct)
-    n = len(scores)
-    if not n:
-        return {}, 0
-    # score less its position is the same all along a run of consecutive scores
-    lengths = [len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
-    nruns = len(lengths)
-    ranks = chain.from_iterable(map(repeat, range(nruns - 1, -1, -1), lengths))
-    return dict(zip(scores, ranks, strict=True)), nruns
+    if len(scores) < 2:
+        return dict.fromkeys(scores, 0), len(scores)
+    keys, nruns = _monotonic_run_keys(scores)  # (ascending: always monotonic)
+    return dict(zip(scores, keys, strict=True)), nruns
 
 
 def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:
@@ -2135,46 +2131,57 @@ class Traverser:
         g = self.g
         gtype = g.type
         weigh_type = self._weigh_type
-        whole = self._whole
         kids = g.children[self.sub]
-        totals_of, agg, weights = self.totals, self.agg, self.weights
+        totals_of = self.totals
         walked: set[int] | None = None  # vertices the job was committed below
         for u, c in pairs:
             if len(kids[u]) < 2:
                 continue  # a sole child has no siblings to be ranked against
             totals = totals_of(c)
-            if not totals and not kids[c]:
+            if totals:
+                self.rerank(u, c, now, totals)
+                continue
+            if not kids[c]:
                 continue  # leaves keep their initial rank
             rtype = weigh_type.get(gtype[c], 0)
             if rtype == 0:
                 rtype = self._weigh_type_of(c)
             if rtype is None:
                 continue
-            if not totals:
-                # children that all count below another parent (two-parent graphs): an
-                # all-zero aggregate, which reads as nothing free once a job went below it
-                if walked is None:
-                    walked = {p for p, _ in pairs}
-                if c not in walked:
-                    continue
+            # children that all count below another parent (two-parent graphs): an
+            # all-zero aggregate, which reads as nothing free once a job went below it
+            if walked is None:
+                walked = {p for p, _ in pairs}
+            if c in walked:
+                self._weigh(u, c, 0)
+
+    def rerank(self, u: int, c: int, now: int, totals: dict[str, int]) -> None:
+        """``first``'s rank of child ``c`` under ``u`` once a job was committed below ``c``
+        (``totals``: what ``c`` has below it, not empty): by the free amount at ``now`` of
+        the last pruning type below it (nothing while a job holds ``c`` whole); left as it
+        is when ``c`` has none of that type free and no aggregate span was ever booked."""
+        rtype = self._weigh_type.get(self.g.type[c], 0)
+        if rtype == 0:
+            rtype = self._weigh_type_of(c)
+        if rtype is None:
+            return
+        whole = self._whole
+        if c in whole and self.sched[c].used_during(now, 1):
+            avail = 0  # held whole (sub_avail's first answer)
+        else:
+            # sub_avail(c, rtype, now, 1), its held-whole answer ruled out just above
+            held = self.agg.get(c)
+            total = totals.get(rtype)
+            if total is None:
                 avail = 0
-            elif c in whole and self.sched[c].used_during(now, 1):
-                avail = 0  # held whole (sub_avail's first answer)
+            elif held is None:
+                avail = total
             else:
-                # sub_avail(c, rtype, now, 1), its held-whole answer ruled out just above
-                held = agg.get(c)
-                total = totals.get(rtype)
-                if total is None:
-                    avail = 0
-                elif held is None:
-                    avail = total
-                else:
-                    avail = total - held.used_during(rtype, now, 1)
-                if avail == 0 and c not in whole and (held is None or not held.spans):
-                    continue
-            w = weights.get(u)
-            if w is not None and w.get(c, _UNTOUCHED) == avail:
-                continue  # already ranked so (_weigh would change nothing)
+                avail = total - held.used_during(rtype, now, 1)
+            if avail == 0 and c not in whole and (held is None or not held.spans):
+                return
+        w = self.weights.get(u)
+        if w is None or w.get(c, _UNTOUCHED) != avail:
             self._weigh(u, c, avail)
 
     def _reweigh_inner(self, inner: list[tuple[int, int]], now: int, held_now: bool) -> None:
