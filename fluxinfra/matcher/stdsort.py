@@ -336,11 +336,13 @@ def _sorted_prefix_masked(store, n: int, enough: Callable[[list[int]], bool]) ->
     return out
 
 
-_GE = [bytes(int(v >= p) for v in range(256)) for p in range(256)]
-_LE = [bytes(int(v <= p) for v in range(256)) for p in range(256)]
-_GT = [bytes(int(v > p) for v in range(256)) for p in range(256)]
-_LT = [bytes(int(v < p) for v in range(256)) for p in range(256)]
-_EQ = [bytes(int(v == p) for v in range(256)) for p in range(256)]
+# bytes.translate tables, one per pivot p: byte v -> 1 where v >= p (``_GE``), v <= p, v > p,
+# v < p, v == p, else 0 (made by slicing: every process that imports the matcher makes them)
+_GE = [bytes(p) + b"\1" * (256 - p) for p in range(256)]
+_LE = [b"\1" * (p + 1) + bytes(255 - p) for p in range(256)]
+_GT = [*_GE[1:], bytes(256)]
+_LT = [bytes(256), *_LE[:-1]]
+_EQ = [bytes(p) + b"\1" + bytes(255 - p) for p in range(256)]
 
 
 class _ByteKeys:
