@@ -60,6 +60,7 @@ from fluxinfra.queue.kube import QueueApi
 from fluxinfra.queue.metrics import QueueMetrics
 from fluxinfra.queue.placement import jobspec_text
 from fluxinfra.queue.policy import Usage, demand, limits_of, order_key, over
+from fluxinfra.scheduler.binder import done
 from fluxinfra.scheduler.events import micro_time, parse_time
 from fluxinfra.scheduler.kube import ApiError
 from fluxinfra.scheduler.pods import (
@@ -250,7 +251,7 @@ class QueueBinder:
         for i, (pod, node) in enumerate(assignments):
             if pod.uid.startswith(SLOT_PREFIX):
                 self.owner.slot_placed(pod.uid, node)
-                futures[i] = _done(None)
+                futures[i] = done(None)
             elif pod.uid in self.owner.ungate:
                 futures[i] = self.owner.pool_submit(self.owner.ungate_and_bind, pod, node)
             else:
@@ -260,7 +261,7 @@ class QueueBinder:
             if inner is not None:
                 started = inner([assignments[i] for i in plain])
             else:
-                started = [_done(r) for r in self.inner.bind([assignments[i] for i in plain])]
+                started = [done(r) for r in self.inner.bind([assignments[i] for i in plain])]
             for i, future in zip(plain, started, strict=True):
                 futures[i] = future
         return futures  # type: ignore[return-value]
@@ -360,7 +361,7 @@ class QueueCore:
     def pool_submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """``fn(*args)`` on the queue's pool (at once without one); its Future."""
         if self._pool is None:
-            return _done(fn(*args))
+            return done(fn(*args))
         return self._pool.submit(fn, *args)
 
     def pool_map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
@@ -1387,12 +1388,6 @@ class QueueCore:
                 self._event_queue.put_nowait(event)
             except queue.Full:
                 self.metrics.errors.inc(source="event_dropped")
-
-
-def _done(result: Any) -> Future:
-    future: Future = Future()
-    future.set_result(result)
-    return future
 
 
 def _guarded(call: Callable[[], Any]) -> Any:

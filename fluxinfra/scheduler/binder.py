@@ -32,7 +32,7 @@ from fluxinfra.scheduler.kube import ApiError, KubeApi
 from fluxinfra.scheduler.metrics import Metrics
 from fluxinfra.scheduler.pods import PodInfo
 
-__all__ = ["KubeBinder"]
+__all__ = ["KubeBinder", "done"]
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,7 @@ class KubeBinder:
         whose result is None (bound) or the error."""
         if self._pool is not None:
             return [self._pool.submit(self._bind_one, a) for a in assignments]
-        out = []
-        for a in assignments:
-            future: Future = Future()
-            future.set_result(self._bind_one(a))
-            out.append(future)
-        return out
+        return [done(self._bind_one(a)) for a in assignments]
 
     # -- reporting ------------------------------------------------------------------------------
     def _submit(self, send: Callable[[], None]) -> None:
@@ -160,3 +155,10 @@ class KubeBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._submit(lambda: self.api.patch_podgroup_status(namespace, name,
                                                             {"status": status}))
+
+
+def done(result: Any) -> Future:
+    """A future already holding ``result`` (work done at once, where a caller takes futures)."""
+    future: Future = Future()
+    future.set_result(result)
+    return future
