@@ -22,11 +22,14 @@ No Kubernetes client library: ``kubectl`` is the interface (what an operator alr
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import subprocess
 from collections.abc import Sequence
+from importlib import resources
 
 from fluxinfra.distribute.errors import DistributeError, last_line
 from fluxinfra.distribute.flux import FluxClient
@@ -40,27 +43,22 @@ INSTALLER_COMPONENT = "flux-installer"
 #: how an installer pod enters its node (as node-watch.py does at the default hostTarget, PID 1)
 NSENTER = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
 
-#: run in an installer pod (host PID namespace, python3 in the image): the PID of the host
-#: process named argv[1], chosen as node-watch.py's host_target() chooses (where several run,
-#: the one whose command line names this node, $NODE_NAME; then the oldest)
-_FIND_HOST_PROCESS = """
-import os, sys
-target, node = sys.argv[1], os.environ.get("NODE_NAME", "").encode()
-found = []
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        if open(f"/proc/{pid}/comm").read().strip() != target:
-            continue
-        args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[1:]
-    except OSError:
-        continue
-    names = bool(node) and any(a == node or a.endswith(b"=" + node) for a in args)
-    found.append((not names, int(pid)))
-if not found:
-    sys.exit(f"no process named {target!r} on this node: check --host-target (the installer's "
-             "hostTarget)")
-print(min(found)[1])
-"""
+
+@functools.cache
+def find_host_process() -> str:
+    """A script to run in an installer pod (host PID namespace, python3 in the image): the PID
+    of the host process named argv[1], chosen by the installer's own ``host_target`` (read
+    from the node-watch.py the installer ships: where several run, the one whose command
+    line names this node, $NODE_NAME, then the oldest)."""
+    text = resources.files("fluxinfra.templates").joinpath("node-watch.py").read_text()
+    source = next(ast.get_source_segment(text, node) for node in ast.parse(text).body
+                  if isinstance(node, ast.FunctionDef) and node.name == "host_target")
+    return ("from __future__ import annotations\nimport os, sys\nfrom typing import Any\n"
+            f"{source}\n"
+            "try:\n"
+            "    print(host_target({'hostTarget': sys.argv[1]}))\n"
+            "except RuntimeError as exc:\n"
+            "    sys.exit(f\"{exc}: check --host-target (the installer's hostTarget)\")\n")
 
 
 @dataclasses.dataclass
@@ -90,7 +88,7 @@ class KubeTarget:
             return self.host_target
         if pod not in self._host_pids:
             argv = self._kubectl() + ["exec", "-i", pod, "--", "python3", "-c",
-                                      _FIND_HOST_PROCESS, self.host_target]
+                                      find_host_process(), self.host_target]
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
             if proc.returncode != 0 or not proc.stdout.strip().isdigit():
                 raise DistributeError(f"installer pod {pod}: {last_line(proc.stderr)}")

@@ -14,7 +14,12 @@ import pytest
 
 import fluxinfra
 from fluxinfra.distribute import DistributeError, Options
-from fluxinfra.distribute.kube import INSTALLER_COMPONENT, NSENTER, KubeTarget
+from fluxinfra.distribute.kube import (
+    INSTALLER_COMPONENT,
+    NSENTER,
+    KubeTarget,
+    find_host_process,
+)
 
 from .conftest import make_tar
 
@@ -193,6 +198,29 @@ def test_a_host_target_by_name_is_looked_up_once_per_pod_in_the_pod(tmp_path):
     with pytest.raises(DistributeError, match="installer pod pod-b: no process named"):
         bad.exec_prefix("pod-b", owner=False)
     assert KubeTarget().exec_prefix("p", owner=False)[-len(NSENTER):] == NSENTER
+
+
+def test_the_pod_side_lookup_is_the_installer_s_own_choice():
+    """The script asked of an installer pod runs node-watch.py's host_target (not a copy):
+    here, against this machine's /proc, it finds a process by its command name and names
+    --host-target when there is none."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        proc = subprocess.run([sys.executable, "-c", find_host_process(), "sleep"],
+                              capture_output=True, text=True, env={}, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        pid = proc.stdout.strip()
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
+        assert int(pid) <= sleeper.pid  # the oldest of them (no node named: none preferred)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    proc = subprocess.run([sys.executable, "-c", find_host_process(), "no-such-process-x"],
+                          capture_output=True, text=True, env={}, timeout=30)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "installer.hostTarget 'no-such-process-x': no such process on this node: check " \
+        "--host-target (the installer's hostTarget)" in proc.stderr
+    assert "def host_target(settings" in find_host_process()
 
 
 def test_the_cli_refuses_flux_command_with_kubernetes():
