@@ -33,7 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pulumi": ("pulumi", "pulumi_kubernetes", "pulumi_command", "kubernetes_validate",
                "cryptography"),
-    "scheduler": ("kubernetes", "grpc", "google", "grpc_health"),
+    "scheduler": ("kubernetes", "grpc", "google", "grpc_health", "numpy"),
+    "fast": ("numpy",),  # optional everywhere: the matcher ranks in plain Python without it
 }
 
 

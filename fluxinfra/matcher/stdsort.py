@@ -14,6 +14,7 @@ need it.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
 from collections.abc import Callable
 from itertools import compress, islice
@@ -21,7 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 __all__ = ["introsort", "sorted_prefix", "sorted_prefix_bytes", "sorted_prefix_words",
-           "equal_prefix"]
+           "equal_prefix", "vectorized"]
 
 _THRESHOLD = 16
 
@@ -164,6 +165,8 @@ def sorted_prefix(keys: list, enough: Callable[[list[int]], bool]) -> list[int]:
     out: list[int] = []
     if n == 0:
         return out
+    if n >= VECTOR_FROM and (np := _numpy()) is not None and _fits_int64(keys):
+        return _sorted_prefix_np(np.array(keys, dtype=np.int64), enough)
     vals = list(keys)
     idx = list(range(n))
     pending = [(0, n, 2 * (n.bit_length() - 1))]
@@ -287,6 +290,8 @@ def sorted_prefix_bytes(keys: bytes | bytearray,
     >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
     True
     """
+    if len(keys) >= VECTOR_FROM and (np := _numpy()) is not None:
+        return _sorted_prefix_np(np.frombuffer(keys, dtype=np.uint8).copy(), enough)
     return _sorted_prefix_masked(_ByteKeys(keys), len(keys), enough)
 
 
@@ -300,6 +305,8 @@ def sorted_prefix_words(keys, enough: Callable[[list[int]], bool]) -> list[int]:
     True
     """
     keys = list(keys)
+    if len(keys) >= VECTOR_FROM and (np := _numpy()) is not None:
+        return _sorted_prefix_np(np.array(keys, dtype=np.uint16), enough)
     return _sorted_prefix_masked(_WordKeys(keys), len(keys), enough)
 
 
@@ -505,3 +512,227 @@ def _index_desc(desc: list[int], p: int) -> int:
         else:
             hi = m
     return lo if lo < len(desc) and desc[lo] == p else -1
+
+
+# -- vectorized: the same partitions with numpy, when it is installed ---------------------------
+#
+# A top-level ranking under ``low``/``high`` holds every core of the machine (a million at
+# 16,384 nodes); the partitions above, though their scans run at C speed, still list and swap
+# the positions one Python object at a time. With numpy each partition is a few whole-array
+# operations. The partitions, the order they run in and the positions traced back are the same
+# as _sorted_prefix_masked's, so the answers are too (tests/unit/matcher/test_ranking.py runs
+# every prefix both ways). numpy is optional (``pip install 'fluxinfra[fast]'``; the scheduler
+# image and the dev install have it); it is imported only when a list this long is ranked.
+
+#: lists from this many keys on are ranked with numpy when it is importable
+VECTOR_FROM = 32_768
+
+_np_module: Any = None  # numpy once looked for; False: not installed (or turned off)
+
+
+def _numpy():
+    global _np_module
+    if _np_module is None:
+        try:
+            import numpy
+        except ImportError:
+            numpy = False
+        _np_module = numpy
+    return _np_module or None
+
+
+def vectorized(on: bool | None = None) -> bool:
+    """Whether long rankings use numpy (``on``: turn it on or off, for comparisons and
+    tests; on only if numpy imports). Returns the setting now."""
+    global _np_module
+    if on is not None:
+        _np_module = None if on else False
+    return _numpy() is not None
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _fits_int64(keys) -> bool:
+    return _INT64[0] <= min(keys) and max(keys) <= _INT64[1]
+
+
+def _sorted_prefix_np(vals, enough: Callable[[list[int]], bool]) -> list[int]:
+    """_sorted_prefix_masked over ``vals`` (a numpy array of the keys, changed in place)."""
+    np = _np_module
+    n = len(vals)
+    out: list[int] = []
+    # partitions in order: (first, pick, left positions, right positions ascending, what
+    # the left positions held); positions relative to first + 1
+    ops: list[tuple] = []
+    kept = _Kept(np, n)
+    pending = [(0, n, 2 * (n.bit_length() - 1), -1)]
+    while pending:
+        first, last, depth, made_by = pending.pop()
+        if made_by >= 0:  # the right side of the partition that made this part
+            base, _, _, right, outgoing = ops[made_by]
+            vals[base + 1:][right[::-1]] = outgoing
+        while last - first > _THRESHOLD and depth > 0:
+            depth -= 1
+            cut = _partition_np(np, vals, first, last, ops, kept)
+            pending.append((cut, last, depth, len(ops) - 1))
+            last = cut
+        seg = vals[first:last].tolist()
+        if last - first > _THRESHOLD:  # depth limit: heap-sort this run
+            pairs = [(v, i) for i, v in enumerate(seg)]
+            _heapsort(pairs, 0, len(pairs), _less_first)
+            run = [first + i for _, i in pairs]
+        else:
+            run = [first + i for i in sorted(range(len(seg)), key=seg.__getitem__)]
+        out += _trace_np(np, ops, run)
+        if enough(out):
+            break
+    return out
+
+
+def _partition_np(np, vals, first: int, last: int, ops: list, kept: _Kept) -> int:
+    """_partition_masked on a numpy array."""
+    item = vals.item
+    mid = first + (last - first) // 2
+    three = {first + 1: item(first + 1), mid: item(mid), last - 1: item(last - 1)}
+    pick = _median_of_three(three, first, last)
+    p = three[pick]
+    vals[pick] = item(first)
+    vals[first] = p
+    seg = vals[first + 1:last]
+    # lo stops at each key >= p from the left, hi at each key <= p from the right: the
+    # pairs (i-th such stop from the left, i-th from the right) swap while the first is
+    # left of the second. Only the stops near where they meet are listed (see _near_cut);
+    # positions are picked from a kept 0, 1, 2 ... by mask (a third of np.flatnonzero's
+    # time)
+    at = _positions(np, len(seg))
+    ge_mask, le_mask = kept.masks(len(seg))
+    np.greater_equal(seg, p, out=ge_mask)
+    np.less_equal(seg, p, out=le_mask)
+    count = np.count_nonzero
+    ng_all, nl_all = count(ge_mask), count(le_mask)
+    a, b = _near_cut(count, ge_mask, le_mask, nl_all) if len(seg) > _NEAR_FROM else (0, len(seg))
+    ge = at[:b][ge_mask[:b]]  # the first stops from the left
+    le = at[a:][le_mask[a:]]  # the first from the right (ascending: the i-th is le[-1 - i])
+    m = _swaps(ge, le)
+    ng, nl = len(ge), len(le)
+    k = min(ng, nl)
+    if (m == k and not (k == ng == ng_all or k == nl == nl_all)) or m == ng < ng_all:
+        # (never seen: _near_cut's window holds the meeting point) every stop, as is
+        ge, le = at[ge_mask], at[le_mask]
+        m = _swaps(ge, le)
+        ng, nl = len(ge), len(le)
+    ge_at, le_at = ge.item, le.item
+    if m == 0:
+        cut = ge_at(0)
+    else:
+        cut = le_at(nl - m)
+        if m < ng and ge_at(m) < cut:
+            cut = ge_at(m)
+    left, right = kept.keep(ge[:m]), kept.keep(le[nl - m:])
+    outgoing = seg[left]
+    seg[left] = seg[right[::-1]]
+    ops.append((first, pick, left, right, outgoing))
+    return first + 1 + cut
+
+
+def _swaps(ge, le) -> int:
+    """How many pairs (ge[i], le[-1 - i]) have ge[i] < le[-1 - i] (true up to some i, then
+    false), over the pairs both lists hold."""
+    ge_at, le_at = ge.item, le.item
+    nl = len(le)
+    lo, hi = 0, min(len(ge), nl)
+    while lo < hi:
+        m = (lo + hi) // 2
+        if ge_at(m) < le_at(nl - 1 - m):
+            lo = m + 1
+        else:
+            hi = m
+    return lo
+
+
+#: _near_cut narrows to this many positions, and lists this many more either side; it is
+#: asked only for longer ranges (on shorter ones the halving costs more than it saves)
+_NEAR = 64
+_NEAR_FROM = 1 << 16
+
+
+def _near_cut(count, ge_mask, le_mask, nl_all: int) -> tuple[int, int]:
+    """Positions [a, b) around where the partition's two scans meet: (stops >= p left of
+    x) - (stops <= p from x on) rises by one or two at every x (every key is >= p or <= p)
+    and is 0 or -1 at the cut, so halving the range on its sign finds the cut. Counts are
+    taken over the new half only: the whole costs two passes over the masks, at C speed."""
+    lo, hi = 0, len(ge_mask)
+    g_lo = l_lo = 0  # stops of each kind left of lo
+    while hi - lo > _NEAR:
+        mid = (lo + hi) // 2
+        g = g_lo + count(ge_mask[lo:mid])
+        l_ = l_lo + count(le_mask[lo:mid])
+        if g - (nl_all - l_) >= 0:
+            hi = mid
+        else:
+            lo, g_lo, l_lo = mid, g, l_
+    return max(lo - _NEAR, 0), min(hi + _NEAR, len(ge_mask))
+
+
+class _Kept:
+    """Where one ranking keeps its partitions' swap positions and computes its masks: buffers
+    per thread, reused by the next ranking, so they are not new memory each time (the
+    kernel's first touch of new pages was half the time of a million-key ranking)."""
+
+    __slots__ = ("buf", "off", "ge", "le")
+    _local = threading.local()
+
+    def __init__(self, np, n: int) -> None:
+        local = self._local
+        buf = getattr(local, "buf", None)
+        if buf is None or len(buf) < 2 * n:
+            buf = local.buf = np.empty(2 * n + 64, dtype=np.intp)
+            local.ge, local.le = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        self.buf, self.off, self.ge, self.le = buf, 0, local.ge, local.le
+
+    def masks(self, n: int):
+        """Two boolean arrays of ``n`` to compute into (the same for every partition)."""
+        return self.ge[:n], self.le[:n]
+
+    def keep(self, positions):
+        """``positions`` as numpy's index type (a narrower one is converted on every
+        fancy-indexed read and write: 4x their time), in the buffer while there is room."""
+        off, m = self.off, len(positions)
+        if off + m > len(self.buf):
+            return positions.astype(self.buf.dtype)
+        into = self.buf[off:off + m]
+        into[:] = positions
+        self.off = off + m
+        return into
+
+
+_POSITIONS: list = [None]
+
+
+def _positions(np, n: int):
+    """0, 1, ... n - 1 as 4-byte integers (one array kept, grown as needed; only read)."""
+    at = _POSITIONS[0]
+    if at is None or len(at) < n:
+        at = _POSITIONS[0] = np.arange(max(n, 1 << 16), dtype=np.int32)
+    return at[:n]
+
+
+def _trace_np(np, ops: list, positions: list[int]) -> list[int]:
+    """_trace for several positions at once."""
+    ps = np.array(positions, dtype=np.intp)  # (as the positions kept: no conversions)
+    for first, pick, left, right, _ in reversed(ops):
+        m = len(left)
+        if m:
+            rel = ps - (first + 1)
+            i = np.minimum(np.searchsorted(left, rel), m - 1)
+            in_left = left[i] == rel
+            j = np.minimum(np.searchsorted(right, rel), m - 1)
+            in_right = right[j] == rel
+            # left[i] took the key of right[m - 1 - i], and the other way round
+            ps = np.where(in_left, right[m - 1 - i] + (first + 1),
+                          np.where(in_right, left[m - 1 - j] + (first + 1), ps))
+        is_first, is_pick = ps == first, ps == pick
+        ps[is_first] = pick
+        ps[is_pick] = first
+    return ps.tolist()

@@ -3,7 +3,9 @@
 ``stdsort.sorted_prefix`` and ``stdsort.equal_prefix`` give the first elements of libstdc++'s
 ``std::sort`` without sorting the rest; a candidate list merged by reference from remembered
 subtrees (``_Evals`` parts) is ranked from its scores alone. Each must give exactly what
-``introsort`` (the replay of std::sort) of the whole flat list gives.
+``introsort`` (the replay of std::sort) of the whole flat list gives. The prefixes are checked
+both ways they can be worked out: in plain Python and, where numpy is installed, vectorized
+(which the matcher uses from ``stdsort.VECTOR_FROM`` keys on; here from the first key).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import random
 
 import pytest
 
+from fluxinfra.matcher import stdsort
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
     introsort,
@@ -21,6 +24,35 @@ from fluxinfra.matcher.stdsort import (
 )
 from fluxinfra.matcher.traverser import _FLAT, _Evals
 
+HAVE_NUMPY = stdsort.vectorized()
+
+
+@pytest.fixture(params=["python", "numpy"])
+def way(request, monkeypatch) -> str:
+    """Rank in plain Python, or with numpy for every list (skipped, saying so, where numpy is
+    not installed: ``pip install 'fluxinfra[fast]'``)."""
+    if request.param == "numpy":
+        if not HAVE_NUMPY:
+            pytest.skip("numpy is not installed: the vectorized ranking is not available")
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
+    else:
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+    used = {"numpy": 0, "python": 0}
+
+    def counted(name: str, real):
+        def run(*args):
+            used[name] += 1
+            return real(*args)
+        return run
+
+    monkeypatch.setattr(stdsort, "_sorted_prefix_np",
+                        counted("numpy", stdsort._sorted_prefix_np))
+    for name in ("_sorted_prefix_masked", "_partition_pair"):  # the plain Python ways
+        monkeypatch.setattr(stdsort, name, counted("python", getattr(stdsort, name)))
+    yield request.param
+    other = "python" if request.param == "numpy" else "numpy"
+    assert used[other] == 0, f"ranked the {other} way"
+
 
 def std_order(keys: list[int]) -> list[int]:
     order = list(range(len(keys)))
@@ -29,7 +61,7 @@ def std_order(keys: list[int]) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_sorted_prefix_is_std_sorts_front(seed: int) -> None:
+def test_sorted_prefix_is_std_sorts_front(seed: int, way: str) -> None:
     rng = random.Random(seed)
     n = rng.choice([0, 1, 17, 100, 1000, 5000])
     spread = rng.choice([1, 2, 3, 64, 10_000])
@@ -46,7 +78,7 @@ def test_sorted_prefix_is_std_sorts_front(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_sorted_prefix_bytes_is_std_sorts_front(seed: int) -> None:
+def test_sorted_prefix_bytes_is_std_sorts_front(seed: int, way: str) -> None:
     rng = random.Random(f"bytes/{seed}")
     n = rng.choice([0, 1, 16, 17, 200, 3000])
     keys: list[int] = []
@@ -65,7 +97,7 @@ def test_sorted_prefix_bytes_is_std_sorts_front(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_sorted_prefix_words_is_std_sorts_front(seed: int) -> None:
+def test_sorted_prefix_words_is_std_sorts_front(seed: int, way: str) -> None:
     """Two-byte keys (locality's run ranks past 255 runs): high bytes tie often, so the
     low bytes decide; runs, few distinct keys and keys spread over the whole range."""
     rng = random.Random(f"words/{seed}")
@@ -81,6 +113,71 @@ def test_sorted_prefix_words_is_std_sorts_front(seed: int) -> None:
     for k in (1, 2, rng.randint(1, max(1, n))):
         got = sorted_prefix_words(keys, lambda order, k=k: len(order) >= k)
         assert got == want[:len(got)] and len(got) >= min(k, n)
+
+
+def killer(n: int) -> list[int]:
+    """Keys that drive libstdc++'s quicksort to its depth limit (McIlroy's adversary: keys
+    are fixed lazily as the sort compares them, always against the pivot candidate), so that
+    introsort heap-sorts runs."""
+    gas = n
+    val = [gas] * n
+    solid = [0]
+    candidate = [-1]
+
+    def less(x: int, y: int) -> bool:
+        if val[x] == gas and val[y] == gas:
+            z = x if x == candidate[0] else y
+            val[z] = solid[0]
+            solid[0] += 1
+        if val[x] == gas:
+            candidate[0] = x
+        elif val[y] == gas:
+            candidate[0] = y
+        return val[x] < val[y]
+
+    introsort(list(range(n)), less)
+    return val
+
+
+@pytest.mark.parametrize("n", [60, 200, 255])
+def test_prefix_past_the_depth_limit_is_std_sorts_front(n: int, way: str, monkeypatch) -> None:
+    """Runs std::sort heap-sorts (the depth limit reached) come out as introsort leaves
+    them, both ways; the heap-sort is really reached."""
+    keys = killer(n)
+    want = std_order(keys)
+    heaps = []
+    real = stdsort._heapsort
+    monkeypatch.setattr(stdsort, "_heapsort", lambda *a: heaps.append(1) or real(*a))
+    for k in (1, n // 2, n):
+        for prefix in (sorted_prefix, sorted_prefix_words, sorted_prefix_bytes):
+            got = prefix(bytes(keys) if prefix is sorted_prefix_bytes else keys,
+                         lambda order, k=k: len(order) >= k)
+            assert got == want[:len(got)] and len(got) >= k
+    assert heaps, "the adversary's keys never reached the depth limit"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorized_prefix_of_long_lists_is_the_python_prefix(seed: int) -> None:
+    """Lists as long as the matcher hands to numpy (a core per position: free cores' ids,
+    node after node, some taken), and longer than where the vectorized partition lists only
+    the stops near the cut: the same positions as the plain Python prefix."""
+    if not HAVE_NUMPY:
+        pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    rng = random.Random(f"long/{seed}")
+    n = rng.choice([stdsort.VECTOR_FROM, 3 * stdsort._NEAR_FROM, 300_000])
+    if seed % 2:
+        keys = [c for _ in range(n // 64 + 1) for c in range(64) if rng.random() > 0.1][:n]
+    else:
+        keys = [rng.randrange(rng.choice([2, 64, 255])) for _ in range(n)]
+    for k in (1, 2, 300):
+        def enough(order, k=k):
+            return len(order) >= k
+        stdsort.vectorized(False)
+        want = sorted_prefix_bytes(bytes(keys), enough)
+        words = sorted_prefix_words([key * 257 for key in keys], enough)
+        stdsort.vectorized(True)
+        assert sorted_prefix_bytes(bytes(keys), enough) == want
+        assert sorted_prefix_words([key * 257 for key in keys], enough) == words == want
 
 
 @pytest.mark.parametrize("n", [0, 1, 16, 17, 33, 100, 4097, 65_536])
@@ -190,3 +287,46 @@ def test_monotonic_run_keys_are_the_run_ranks_in_group_order() -> None:
         rank_of, nruns = _run_ranks(set(scores))
         keys, n = got
         assert (list(keys), n) == ([rank_of[s] for s in scores], nruns)
+
+
+@pytest.mark.parametrize("policy", ["low", "high", "locality"])
+def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, monkeypatch):
+    """The matcher on a 512-node GRUG machine (32,768 cores: one top-level list of them per
+    1-core match under low/high, one of the 512 nodes under locality), numpy ranking every
+    list past 256 keys and listing only the stops near each cut past 4,096: 1-core jobs and
+    whole nodes, with cancels between, allocate the same vertices as with the plain Python
+    ranking."""
+    if not HAVE_NUMPY:
+        pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    from fluxinfra.matcher import Matcher, load_graph
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    recipe = {"cluster": "t", "racks": 2, "nodes_per_rack": 256, "sockets": 2,
+              "cores_per_socket": 32, "gpus_per_socket": 2, "memory_per_socket": [4, 16]}
+    core = {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "task",
+                                         "with": [{"type": "core", "count": 1}]}],
+            "attributes": {"system": {"duration": 3600}},
+            "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
+    node = {**core, "resources": [{"type": "node", "count": 1, "exclusive": True,
+                                   "with": core["resources"]}]}
+    monkeypatch.setattr(stdsort, "_NEAR_FROM", 4096)
+
+    def run(vector_from: int) -> list:
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", vector_from)
+        m = Matcher(load_graph(recipe_to_grug(recipe), fmt="grug"), policy=policy)
+        out = []
+        for i in range(24):
+            r = m.match(node if i % 6 == 5 else core)
+            out.append(sorted(r.to_dict()["R"]["execution"]["R_lite"][0]["children"].items()))
+            out.append(r.to_dict()["R"]["execution"]["nodelist"])
+            if i % 4 == 3:
+                m.cancel(r.jobid - 2)
+        return out
+
+    used = []
+    real = stdsort._sorted_prefix_np
+    monkeypatch.setattr(stdsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
+    want = run(1 << 62)
+    assert not used
+    assert run(256) == want
+    assert used

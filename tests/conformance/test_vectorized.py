@@ -1,0 +1,51 @@
+"""Fluxion's own test cases with every long ranking done by numpy: the same bytes out.
+
+The matcher ranks candidate lists of ``stdsort.VECTOR_FROM`` keys or more with numpy (a
+16,384-node machine's million cores under ``low``/``high``); Fluxion's test graphs are far
+smaller, so here every list past std::sort's insertion-sort size goes that way. Each case runs
+under its own policy and the three ``test_full_walk`` rotates to it; where the vectorized
+ranking was reached, the ``-t`` output must be byte-identical to the plain Python ranking's
+(which ``test_conformance`` and ``test_full_walk`` hold to Fluxion's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from replay import TESTDATA, load_cases, run_case
+from test_full_walk import policies_for
+
+from fluxinfra.matcher import stdsort
+
+if not (TESTDATA / "manifest.tsv").exists():
+    pytest.skip(f"Fluxion test data not found at {TESTDATA}", allow_module_level=True)
+if not stdsort.vectorized():
+    pytest.skip("numpy is not installed: the vectorized ranking is not available "
+                "(pip install 'fluxinfra[fast]')", allow_module_level=True)
+
+CASES = load_cases()
+REACHED: list[str] = []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.index:03d}-{c.name}" for c in CASES])
+def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypatch):
+    used = []
+    real = stdsort._sorted_prefix_np
+    monkeypatch.setattr(stdsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
+    for policy in [case.policy, *policies_for(case.index)]:
+        other = dataclasses.replace(case, policy=policy)
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", stdsort._THRESHOLD + 1)
+        before = len(used)
+        vectorized = run_case(other)
+        if len(used) == before:
+            continue  # no list that long: the plain Python ranking ran, nothing to compare
+        REACHED.append(f"{case.name}/{policy}")
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+        assert run_case(other) == vectorized, f"{case.name} under {policy}"
+
+
+def test_the_vectorized_ranking_was_reached() -> None:
+    """(Runs after the cases.) Enough cases rank long lists for the comparison to mean
+    something."""
+    assert len(REACHED) >= 50, REACHED
