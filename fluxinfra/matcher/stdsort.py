@@ -685,11 +685,10 @@ class _Kept:
 
     def __init__(self, np, n: int) -> None:
         local = self._local
-        buf = getattr(local, "buf", None)
-        if buf is None or len(buf) < 2 * n:
-            buf = local.buf = np.empty(2 * n + 64, dtype=np.intp)
+        if getattr(local, "ge", None) is None or len(local.ge) < n:
+            local.buf = np.empty(2 * n + 64, dtype=np.intp)
             local.ge, local.le = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
-        self.buf, self.off, self.ge, self.le = buf, 0, local.ge, local.le
+        self.buf, self.off, self.ge, self.le = local.buf, 0, local.ge, local.le
 
     def masks(self, n: int):
         """Two boolean arrays of ``n`` to compute into (the same for every partition)."""

@@ -156,6 +156,19 @@ def test_prefix_past_the_depth_limit_is_std_sorts_front(n: int, way: str, monkey
     assert heaps, "the adversary's keys never reached the depth limit"
 
 
+def test_vectorized_rankings_of_growing_lengths_reuse_their_buffers(monkeypatch) -> None:
+    """Each ranking reuses the last one's buffers (per thread) while they are long enough:
+    one a few keys longer than the last gets new ones (the masks are sized by the keys)."""
+    if not HAVE_NUMPY:
+        pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
+    rng = random.Random("grow")
+    for n in (1000, 1001, 1020, 1064, 500, 1100):
+        keys = [rng.randrange(4) for _ in range(n)]
+        got = sorted_prefix_bytes(bytes(keys), lambda order: len(order) >= 3)
+        assert got == std_order(keys)[:len(got)]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_vectorized_prefix_of_long_lists_is_the_python_prefix(seed: int) -> None:
     """Lists as long as the matcher hands to numpy (a core per position: free cores' ids,
