@@ -311,33 +311,32 @@ def sorted_prefix_words(keys, enough: Callable[[list[int]], bool]) -> list[int]:
 
 
 def _sorted_prefix_masked(store, n: int, enough: Callable[[list[int]], bool]) -> list[int]:
-    """sorted_prefix over keys kept in ``store`` (_ByteKeys or _WordKeys)."""
+    """sorted_prefix over keys kept in ``store`` (_ByteKeys, _WordKeys or _NumpyKeys: each
+    partitions, restores a partition's right side and traces positions back its own way)."""
     out: list[int] = []
     if n == 0:
         return out
     key = store.getter()
     # partitions in order: (first, pick, swapped-left positions, swapped-right positions,
     # what the left positions held before)
-    ops: list[tuple[int, int, list[int], list[int], object]] = []
+    ops: list[tuple[int, int, Any, Any, object]] = []
     pending = [(0, n, 2 * (n.bit_length() - 1), -1)]
     while pending:
         first, last, depth, made_by = pending.pop()
         if made_by >= 0:  # the right side of the partition that made this part
-            _, _, _, right, outgoing = ops[made_by]
-            store.restore(right, outgoing)
+            store.restore(*ops[made_by])
         while last - first > _THRESHOLD and depth > 0:
             depth -= 1
-            cut = _partition_masked(store, key, first, last, ops)
+            cut = store.partition(key, first, last, ops)
             pending.append((cut, last, depth, len(ops) - 1))
             last = cut
         if last - first > _THRESHOLD:  # depth limit: heap-sort this run
             pairs = [(key(i), i) for i in range(first, last)]
             _heapsort(pairs, 0, len(pairs), _less_first)
             run = [i for _, i in pairs]
-            out += [_trace(ops, p) for p in run]
         else:
             run = sorted(range(first, last), key=key)
-            out += [_trace(ops, p) for p in run]
+        out += store.trace(ops, run)
         if enough(out):
             break
     return out
@@ -381,10 +380,20 @@ class _ByteKeys:
             vals[a] = vals[b]
         return outgoing
 
-    def restore(self, right: list[int], outgoing: bytes) -> None:
+    def partition(self, key, first: int, last: int, ops: list) -> int:
+        return _partition_masked(self, key, first, last, ops)
+
+    def restore(self, first: int, pick: int, left: list[int], right: list[int],
+                outgoing: bytes) -> None:
+        """Put back the keys partition ``(first, pick, left, right, outgoing)`` moved out of
+        its right side."""
         vals = self.vals
         for b, v in zip(right, outgoing, strict=True):
             vals[b] = v
+
+    @staticmethod
+    def trace(ops: list, run: list[int]) -> list[int]:
+        return [_trace(ops, p) for p in run]
 
 
 class _WordKeys(_ByteKeys):
@@ -420,8 +429,9 @@ class _WordKeys(_ByteKeys):
             low[a] = low[b]
         return super().move(left, right), outgoing
 
-    def restore(self, right: list[int], outgoing: tuple[bytes, bytes]) -> None:
-        super().restore(right, outgoing[0])
+    def restore(self, first: int, pick: int, left: list[int], right: list[int],
+                outgoing: tuple[bytes, bytes]) -> None:
+        super().restore(first, pick, left, right, outgoing[0])
         low = self.low
         for b, v in zip(right, outgoing[1], strict=True):
             low[b] = v
@@ -559,35 +569,29 @@ def _fits_int64(keys) -> bool:
 
 def _sorted_prefix_np(vals, enough: Callable[[list[int]], bool]) -> list[int]:
     """_sorted_prefix_masked over ``vals`` (a numpy array of the keys, changed in place)."""
-    np = _np_module
-    n = len(vals)
-    out: list[int] = []
-    # partitions in order: (first, pick, left positions, right positions ascending, what
-    # the left positions held); positions relative to first + 1
-    ops: list[tuple] = []
-    kept = _Kept(np, n)
-    pending = [(0, n, 2 * (n.bit_length() - 1), -1)]
-    while pending:
-        first, last, depth, made_by = pending.pop()
-        if made_by >= 0:  # the right side of the partition that made this part
-            base, _, _, right, outgoing = ops[made_by]
-            vals[base + 1:][right[::-1]] = outgoing
-        while last - first > _THRESHOLD and depth > 0:
-            depth -= 1
-            cut = _partition_np(np, vals, first, last, ops, kept)
-            pending.append((cut, last, depth, len(ops) - 1))
-            last = cut
-        seg = vals[first:last].tolist()
-        if last - first > _THRESHOLD:  # depth limit: heap-sort this run
-            pairs = [(v, i) for i, v in enumerate(seg)]
-            _heapsort(pairs, 0, len(pairs), _less_first)
-            run = [first + i for _, i in pairs]
-        else:
-            run = [first + i for i in sorted(range(len(seg)), key=seg.__getitem__)]
-        out += _trace_np(np, ops, run)
-        if enough(out):
-            break
-    return out
+    return _sorted_prefix_masked(_NumpyKeys(_np_module, vals), len(vals), enough)
+
+
+class _NumpyKeys:
+    """Keys in a numpy array, for _sorted_prefix_masked. Its partitions record positions
+    relative to first + 1, the right ones ascending (numpy arrays)."""
+
+    __slots__ = ("np", "vals", "kept")
+
+    def __init__(self, np, vals) -> None:
+        self.np, self.vals, self.kept = np, vals, _Kept(np, len(vals))
+
+    def getter(self):
+        return self.vals.item
+
+    def partition(self, key, first: int, last: int, ops: list) -> int:
+        return _partition_np(self.np, self.vals, first, last, ops, self.kept)
+
+    def restore(self, first: int, pick: int, left, right, outgoing) -> None:
+        self.vals[first + 1:][right[::-1]] = outgoing
+
+    def trace(self, ops: list, run: list[int]) -> list[int]:
+        return _trace_np(self.np, ops, run)
 
 
 def _partition_np(np, vals, first: int, last: int, ops: list, kept: _Kept) -> int:

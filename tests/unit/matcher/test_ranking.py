@@ -47,7 +47,7 @@ def way(request, monkeypatch) -> str:
 
     monkeypatch.setattr(stdsort, "_sorted_prefix_np",
                         counted("numpy", stdsort._sorted_prefix_np))
-    for name in ("_sorted_prefix_masked", "_partition_pair"):  # the plain Python ways
+    for name in ("_partition_masked", "_partition_pair"):  # the plain Python ways
         monkeypatch.setattr(stdsort, name, counted("python", getattr(stdsort, name)))
     yield request.param
     other = "python" if request.param == "numpy" else "numpy"
