@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxinfra.matcher import stdsort
 from fluxinfra.matcher.errors import Busy, GraphError, MatcherError, UnknownJob, Unsatisfiable
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Jobspec, aggregate
@@ -159,6 +160,12 @@ class Matcher:
         #: vertex of a subtree held whole booked); the default chooses the same, faster
         self.exact = bool(exact)
         self.trav.fast = not self.exact
+        if (self.exact or not self.policy.stop_on_k) and max(
+                graph.subtree_totals(graph.root).values(), default=0) >= stdsort.BYTES_FROM:
+            # a ranking policy on a machine this big ranks lists long enough for numpy (its
+            # cores under low/high, its nodes under locality): import it now, once per process
+            # (about 60 ms), not in the first match that needs it (when it is installed)
+            stdsort.vectorized()
         self.jobs: dict[int, JobState] = {}
         self.results: dict[int, MatchResult] = {}
         self.now = now

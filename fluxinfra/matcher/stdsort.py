@@ -166,7 +166,7 @@ def sorted_prefix(keys: list, enough: Callable[[list[int]], bool]) -> list[int]:
     if n == 0:
         return out
     if n >= VECTOR_FROM and (np := _numpy()) is not None and _fits_int64(keys):
-        return _sorted_prefix_np(np.array(keys, dtype=np.int64), enough)
+        return _sorted_prefix_np(_NumpyKeys(np, np.array(keys, dtype=np.int64)), enough)
     vals = list(keys)
     idx = list(range(n))
     pending = [(0, n, 2 * (n.bit_length() - 1))]
@@ -290,8 +290,8 @@ def sorted_prefix_bytes(keys: bytes | bytearray,
     >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
     True
     """
-    if len(keys) >= VECTOR_FROM and (np := _numpy()) is not None:
-        return _sorted_prefix_np(np.frombuffer(keys, dtype=np.uint8).copy(), enough)
+    if len(keys) >= BYTES_FROM and (np := _numpy()) is not None:
+        return _sorted_prefix_np(_MixedBytes(np, keys), enough)
     return _sorted_prefix_masked(_ByteKeys(keys), len(keys), enough)
 
 
@@ -306,7 +306,7 @@ def sorted_prefix_words(keys, enough: Callable[[list[int]], bool]) -> list[int]:
     """
     keys = list(keys)
     if len(keys) >= VECTOR_FROM and (np := _numpy()) is not None:
-        return _sorted_prefix_np(np.array(keys, dtype=np.uint16), enough)
+        return _sorted_prefix_np(_NumpyKeys(np, np.array(keys, dtype=np.uint16)), enough)
     return _sorted_prefix_masked(_WordKeys(keys), len(keys), enough)
 
 
@@ -533,9 +533,17 @@ def _index_desc(desc: list[int], p: int) -> int:
 # as _sorted_prefix_masked's, so the answers are too (tests/unit/matcher/test_ranking.py runs
 # every prefix both ways). numpy is optional (``pip install 'fluxinfra[fast]'``; the scheduler
 # image and the dev install have it); it is imported only when a list this long is ranked.
+# Byte keys go this way from far shorter lists (a 16,384-node machine's nodes under locality),
+# numpy partitioning only their long parts: one partition of a few hundred keys costs numpy
+# more in fixed overhead than the plain scans cost in all.
 
 #: lists from this many keys on are ranked with numpy when it is importable
 VECTOR_FROM = 32_768
+#: byte keys (what low, high and locality rank by) from this many on: their parts of
+#: PART_FROM keys or more are partitioned with numpy, shorter ones in plain Python (numpy's
+#: fixed cost per call outweighs its speed there); measured crossovers, docs/matcher.md
+BYTES_FROM = 2048
+PART_FROM = 1024
 
 _np_module: Any = None  # numpy once looked for; False: not installed (or turned off)
 
@@ -567,9 +575,10 @@ def _fits_int64(keys) -> bool:
     return _INT64[0] <= min(keys) and max(keys) <= _INT64[1]
 
 
-def _sorted_prefix_np(vals, enough: Callable[[list[int]], bool]) -> list[int]:
-    """_sorted_prefix_masked over ``vals`` (a numpy array of the keys, changed in place)."""
-    return _sorted_prefix_masked(_NumpyKeys(_np_module, vals), len(vals), enough)
+def _sorted_prefix_np(store, enough: Callable[[list[int]], bool]) -> list[int]:
+    """_sorted_prefix_masked over a store that partitions with numpy (_NumpyKeys, or
+    _MixedBytes for its long parts)."""
+    return _sorted_prefix_masked(store, len(store.vals), enough)
 
 
 class _NumpyKeys:
@@ -592,6 +601,45 @@ class _NumpyKeys:
 
     def trace(self, ops: list, run: list[int]) -> list[int]:
         return _trace_np(self.np, ops, run)
+
+
+class _MixedBytes(_ByteKeys):
+    """Byte keys partitioned with numpy while a part is long (``PART_FROM`` keys or more) and
+    as _ByteKeys does once it is short, where numpy's fixed cost per call outweighs its speed.
+    Both ways read and write one buffer (a numpy view of the bytearray); a partition's record
+    says which way made it (numpy arrays or lists of positions)."""
+
+    __slots__ = ("np", "arr", "kept")
+
+    def __init__(self, np, keys) -> None:
+        super().__init__(keys)
+        self.np = np
+        self.arr = np.frombuffer(self.vals, dtype=np.uint8)
+        self.kept = _Kept(np, len(self.vals))
+
+    def partition(self, key, first: int, last: int, ops: list) -> int:
+        if last - first >= PART_FROM:
+            return _partition_np(self.np, self.arr, first, last, ops, self.kept)
+        return _partition_masked(self, key, first, last, ops)
+
+    def restore(self, first: int, pick: int, left, right, outgoing) -> None:
+        if type(left) is list:
+            super().restore(first, pick, left, right, outgoing)
+        else:
+            self.arr[first + 1:][right[::-1]] = outgoing
+
+    def trace(self, ops: list, run: list[int]) -> list[int]:
+        """_trace_np over the partitions numpy made, _trace over the others, latest first."""
+        end = len(ops)
+        while end:
+            numpy = type(ops[end - 1][2]) is not list
+            start = end - 1
+            while start and (type(ops[start - 1][2]) is not list) == numpy:
+                start -= 1
+            part = ops[start:end]
+            run = _trace_np(self.np, part, run) if numpy else [_trace(part, p) for p in run]
+            end = start
+        return run
 
 
 def _partition_np(np, vals, first: int, last: int, ops: list, kept: _Kept) -> int:

@@ -1,8 +1,10 @@
 """Fluxion's own test cases with every long ranking done by numpy: the same bytes out.
 
 The matcher ranks candidate lists of ``stdsort.VECTOR_FROM`` keys or more with numpy (a
-16,384-node machine's million cores under ``low``/``high``); Fluxion's test graphs are far
-smaller, so here every list past std::sort's insertion-sort size goes that way. Each case runs
+16,384-node machine's million cores under ``low``/``high``; byte keys from ``BYTES_FROM``,
+their parts of ``PART_FROM`` keys or more); Fluxion's test graphs are far smaller, so here
+every list past std::sort's insertion-sort size goes that way, with every part partitioned by
+numpy and again with parts under 24 keys partitioned in plain Python. Each case runs
 under its own policy and the three ``test_full_walk`` rotates to it; where the vectorized
 ranking was reached, the ``-t`` output must be byte-identical to the plain Python ranking's
 (which ``test_conformance`` and ``test_full_walk`` hold to Fluxion's).
@@ -26,6 +28,7 @@ if not stdsort.vectorized():
 
 CASES = load_cases()
 REACHED: list[str] = []
+MIXED: list[str] = []
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.index:03d}-{c.name}" for c in CASES])
@@ -33,19 +36,37 @@ def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypa
     used = []
     real = stdsort._sorted_prefix_np
     monkeypatch.setattr(stdsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
+    plain = []
+    real_masked = stdsort._partition_masked
+    monkeypatch.setattr(stdsort, "_partition_masked",
+                        lambda *a: plain.append(1) or real_masked(*a))
     for policy in [case.policy, *policies_for(case.index)]:
         other = dataclasses.replace(case, policy=policy)
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", stdsort._THRESHOLD + 1)
-        before = len(used)
-        vectorized = run_case(other)
-        if len(used) == before:
-            continue  # no list that long: the plain Python ranking ran, nothing to compare
-        REACHED.append(f"{case.name}/{policy}")
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-        assert run_case(other) == vectorized, f"{case.name} under {policy}"
+        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+        want = None
+        # byte keys: every part partitioned with numpy, then parts under 24 keys in Python
+        for part_from in (0, 24):
+            monkeypatch.setattr(stdsort, "VECTOR_FROM", stdsort._THRESHOLD + 1)
+            monkeypatch.setattr(stdsort, "BYTES_FROM", stdsort._THRESHOLD + 1)
+            monkeypatch.setattr(stdsort, "PART_FROM", part_from)
+            before, plain_before = len(used), len(plain)
+            vectorized = run_case(other)
+            if len(used) == before:
+                break  # no list that long: the plain Python ranking ran, nothing to compare
+            if part_from == 0:
+                REACHED.append(f"{case.name}/{policy}")
+            elif len(plain) > plain_before:
+                MIXED.append(f"{case.name}/{policy}")
+            if want is None:
+                monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+                monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+                want = run_case(other)
+            assert vectorized == want, f"{case.name} under {policy}, PART_FROM {part_from}"
 
 
 def test_the_vectorized_ranking_was_reached() -> None:
     """(Runs after the cases.) Enough cases rank long lists for the comparison to mean
     something."""
     assert len(REACHED) >= 50, REACHED
+    assert len(MIXED) >= 20, MIXED

@@ -5,7 +5,9 @@
 subtrees (``_Evals`` parts) is ranked from its scores alone. Each must give exactly what
 ``introsort`` (the replay of std::sort) of the whole flat list gives. The prefixes are checked
 both ways they can be worked out: in plain Python and, where numpy is installed, vectorized
-(which the matcher uses from ``stdsort.VECTOR_FROM`` keys on; here from the first key).
+(which the matcher uses from ``stdsort.VECTOR_FROM`` keys on, from ``BYTES_FROM`` for byte
+keys; here from the first key), and for byte keys also mixed: numpy partitioning the parts of
+``PART_FROM`` keys or more, plain Python the shorter ones, in one ranking.
 """
 
 from __future__ import annotations
@@ -27,16 +29,21 @@ from fluxinfra.matcher.traverser import _FLAT, _Evals
 HAVE_NUMPY = stdsort.vectorized()
 
 
-@pytest.fixture(params=["python", "numpy"])
+@pytest.fixture(params=["python", "numpy", "mixed"])
 def way(request, monkeypatch) -> str:
-    """Rank in plain Python, or with numpy for every list (skipped, saying so, where numpy is
-    not installed: ``pip install 'fluxinfra[fast]'``)."""
-    if request.param == "numpy":
+    """Rank in plain Python, with numpy for every list and part, or (``mixed``) with numpy
+    for every list but byte keys' parts of fewer than 40 keys partitioned in plain Python
+    (the numpy ways are skipped, saying so, where numpy is not installed: ``pip install
+    'fluxinfra[fast]'``)."""
+    if request.param != "python":
         if not HAVE_NUMPY:
             pytest.skip("numpy is not installed: the vectorized ranking is not available")
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
+        monkeypatch.setattr(stdsort, "BYTES_FROM", 0)
+        monkeypatch.setattr(stdsort, "PART_FROM", 40 if request.param == "mixed" else 0)
     else:
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
     used = {"numpy": 0, "python": 0}
 
     def counted(name: str, real):
@@ -50,8 +57,9 @@ def way(request, monkeypatch) -> str:
     for name in ("_partition_masked", "_partition_pair"):  # the plain Python ways
         monkeypatch.setattr(stdsort, name, counted("python", getattr(stdsort, name)))
     yield request.param
-    other = "python" if request.param == "numpy" else "numpy"
-    assert used[other] == 0, f"ranked the {other} way"
+    if request.param != "mixed":
+        other = "python" if request.param == "numpy" else "numpy"
+        assert used[other] == 0, f"ranked the {other} way"
 
 
 def std_order(keys: list[int]) -> list[int]:
@@ -161,12 +169,36 @@ def test_vectorized_rankings_of_growing_lengths_reuse_their_buffers(monkeypatch)
     one a few keys longer than the last gets new ones (the masks are sized by the keys)."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
-    monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
+    monkeypatch.setattr(stdsort, "BYTES_FROM", 0)
+    monkeypatch.setattr(stdsort, "PART_FROM", 0)
     rng = random.Random("grow")
     for n in (1000, 1001, 1020, 1064, 500, 1100):
         keys = [rng.randrange(4) for _ in range(n)]
         got = sorted_prefix_bytes(bytes(keys), lambda order: len(order) >= 3)
         assert got == std_order(keys)[:len(got)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_byte_ranking_partitions_long_parts_with_numpy_and_short_ones_in_python(
+        seed: int, monkeypatch) -> None:
+    """At the matcher's own thresholds, one ranking of byte keys as long as a 16,384-node
+    machine's node list partitions its long parts with numpy and its short ones in plain
+    Python, and gives std::sort's front."""
+    if not HAVE_NUMPY:
+        pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    rng = random.Random(f"mixed/{seed}")
+    keys = [rng.randrange(rng.choice([2, 3, 16, 255])) for _ in range(16_384)]
+    want = std_order(keys)
+    used = {"_partition_np": [], "_partition_masked": []}
+    for name, sizes in used.items():
+        real = getattr(stdsort, name)
+        monkeypatch.setattr(stdsort, name, lambda *a, real=real, sizes=sizes:
+                            sizes.append(a[3] - a[2]) or real(*a))
+    for k in (1, 70, 600):
+        got = sorted_prefix_bytes(bytes(keys), lambda order, k=k: len(order) >= k)
+        assert got == want[:len(got)] and len(got) >= k
+    assert used["_partition_np"] and used["_partition_masked"]
+    assert min(used["_partition_np"]) >= stdsort.PART_FROM > max(used["_partition_masked"])
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -326,6 +358,7 @@ def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, mo
 
     def run(vector_from: int) -> list:
         monkeypatch.setattr(stdsort, "VECTOR_FROM", vector_from)
+        monkeypatch.setattr(stdsort, "BYTES_FROM", vector_from)
         m = Matcher(load_graph(recipe_to_grug(recipe), fmt="grug"), policy=policy)
         out = []
         for i in range(24):
@@ -343,3 +376,24 @@ def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, mo
     assert not used
     assert run(256) == want
     assert used
+
+
+@pytest.mark.parametrize("policy,looked", [("low", True), ("locality", True), ("first", False)])
+def test_a_matcher_that_will_rank_long_lists_imports_numpy_when_it_is_made(policy, looked,
+                                                                          monkeypatch):
+    """A ranking policy on a machine with BYTES_FROM or more of some type looks for numpy
+    when its matcher is made (its import, about 60 ms, is not the first long match's);
+    ``first`` ranks nothing that long and leaves it alone."""
+    from fluxinfra.matcher import Matcher, load_graph
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    graph = load_graph(recipe_to_grug({"cluster": "t", "racks": 1, "nodes_per_rack": 4,
+                                       "sockets": 1, "cores_per_socket": 8}), fmt="grug")
+    monkeypatch.setattr(stdsort, "BYTES_FROM", 32)  # 32 cores
+    monkeypatch.setattr(stdsort, "_np_module", None)  # not looked for yet
+    Matcher(graph, policy=policy)
+    assert (stdsort._np_module is not None) == looked
+    monkeypatch.setattr(stdsort, "BYTES_FROM", 33)
+    monkeypatch.setattr(stdsort, "_np_module", None)
+    Matcher(graph, policy=policy)
+    assert stdsort._np_module is None  # fewer: nothing that long to rank
