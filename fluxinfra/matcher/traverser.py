@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from functools import partial
-from itertools import chain, groupby, islice, pairwise, repeat
+from itertools import accumulate, chain, groupby, islice, pairwise, repeat
 from operator import add, gt, lt, sub
 
 from fluxinfra.matcher.express import Express
@@ -81,7 +81,7 @@ class _Evals:
     gathers a million slots merges the racks' lists, not the slots."""
 
     __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
-                 "_ranked", "_bounds", "_distinct", "_keys")
+                 "_ranked", "_bounds", "_distinct", "_keys", "_starts")
 
     def __init__(self) -> None:
         self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
@@ -98,6 +98,7 @@ class _Evals:
         self._bounds: tuple[int, int] | None = None  # (lowest, highest score), kept
         self._distinct: frozenset[int] | None = None  # the scores, kept
         self._keys: tuple | None = None  # ((base, high), key bytes), kept
+        self._starts: list[int] | None = None  # where each part starts (group() bisects)
 
     def add(self, group: list) -> None:
         self.total += group[1]
@@ -105,6 +106,7 @@ class _Evals:
             self.qual += group[1]
         self.n += 1
         parts = self.parts
+        self._starts = None
         if parts is None:
             self.eg.append(group)
         elif parts and type(parts[-1]) is list:
@@ -118,6 +120,7 @@ class _Evals:
         self.qual += other.qual
         self.total += other.total
         self.n += other.n
+        self._starts = None
         if self.parts is None and other.parts is None and other.n <= (
                 _TINY if kept else _FLAT):
             self.eg.extend(other.eg)
@@ -197,15 +200,19 @@ class _Evals:
         return got
 
     def group(self, i: int) -> list:
-        """Group ``i`` (in order)."""
-        if self.parts is None:
+        """Group ``i`` (in order): its part found by bisecting where the parts start."""
+        parts = self.parts
+        if parts is None:
             return self.eg[i]
-        for part in self.parts:
-            n = len(part) if type(part) is list else part.n
-            if i < n:
-                return part[i] if type(part) is list else part.group(i)
-            i -= n
-        raise IndexError(i)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = list(accumulate(
+                [len(part) if type(part) is list else part.n for part in parts], initial=0))
+        if not 0 <= i < starts[-1]:
+            raise IndexError(i)
+        b = bisect_right(starts, i) - 1
+        part = parts[b]
+        return part[i - starts[b]] if type(part) is list else part.group(i - starts[b])
 
     def choose_best_k(self, k: int, high: bool, runs: bool = False, full: bool = False) -> bool:
         """Rank the groups (std::sort's order) and give the first ones ``k`` units. ``eg`` is

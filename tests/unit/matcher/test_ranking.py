@@ -289,6 +289,39 @@ def test_a_merged_list_ranks_as_the_flat_list(seed: int) -> None:
     assert chosen(top) == chosen(ref)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_a_merged_list_reads_each_group_where_the_flat_list_has_it(seed: int) -> None:
+    """group(i) finds its part by bisection over where the parts start (kept): every
+    position reads the flat list's group, also after groups and lists are added to a list
+    already read (what was kept is worked out again), and a position past the end raises."""
+    rng = random.Random(f"group/{seed}")
+    pieces = [groups_of([1] * (n := rng.randint(1, _FLAT + 40)), [1] * n, tag)
+              for tag in range(rng.randint(1, 12))]
+    top = merged(pieces)
+
+    def reads_as_flat() -> None:
+        ref = flat(pieces)
+        assert [top.group(i)[5] for i in range(top.n)] == [g[5] for g in ref.eg]
+        with pytest.raises(IndexError):
+            top.group(top.n)
+
+    for _ in range(3):
+        reads_as_flat()
+        for _ in range(2):  # a list of groups after the last part, then one more group on it
+            n = rng.randint(1, 3)
+            extra = groups_of([2] * n, [1] * n, len(pieces))
+            for g in extra:
+                top.add(g)
+            pieces.append(extra)
+            reads_as_flat()
+        more = groups_of([3] * _FLAT, [1] * _FLAT, len(pieces))
+        part = _Evals()
+        for g in more:
+            part.add(g)
+        top.merge(part, kept=True)
+        pieces.append(more)
+
+
 def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
     pieces = [groups_of([1] * (_FLAT + 1), [1] * (_FLAT + 1), 0)]
     top = merged(pieces)
