@@ -532,7 +532,8 @@ def _index_desc(desc: list[int], p: int) -> int:
 # operations. The partitions, the order they run in and the positions traced back are the same
 # as _sorted_prefix_masked's, so the answers are too (tests/unit/matcher/test_ranking.py runs
 # every prefix both ways). numpy is optional (``pip install 'fluxinfra[fast]'``; the scheduler
-# image and the dev install have it); it is imported only when a list this long is ranked.
+# image and the dev install have it); it is imported when a list this long is first ranked, or
+# when a Matcher that will rank one is made (Matcher.__init__).
 # Byte keys go this way from far shorter lists (a 16,384-node machine's nodes under locality),
 # numpy partitioning only their long parts: one partition of a few hundred keys costs numpy
 # more in fixed overhead than the plain scans cost in all.
@@ -606,38 +607,35 @@ class _NumpyKeys:
 class _MixedBytes(_ByteKeys):
     """Byte keys partitioned with numpy while a part is long (``PART_FROM`` keys or more) and
     as _ByteKeys does once it is short, where numpy's fixed cost per call outweighs its speed.
-    Both ways read and write one buffer (a numpy view of the bytearray); a partition's record
-    says which way made it (numpy arrays or lists of positions)."""
+    Both ways read and write one buffer (``wide``: _NumpyKeys over a view of the bytearray); a
+    partition's record says which way made it (numpy arrays or lists of positions)."""
 
-    __slots__ = ("np", "arr", "kept")
+    __slots__ = ("wide",)
 
     def __init__(self, np, keys) -> None:
         super().__init__(keys)
-        self.np = np
-        self.arr = np.frombuffer(self.vals, dtype=np.uint8)
-        self.kept = _Kept(np, len(self.vals))
+        self.wide = _NumpyKeys(np, np.frombuffer(self.vals, dtype=np.uint8))
 
     def partition(self, key, first: int, last: int, ops: list) -> int:
         if last - first >= PART_FROM:
-            return _partition_np(self.np, self.arr, first, last, ops, self.kept)
+            return self.wide.partition(key, first, last, ops)
         return _partition_masked(self, key, first, last, ops)
 
     def restore(self, first: int, pick: int, left, right, outgoing) -> None:
-        if type(left) is list:
-            super().restore(first, pick, left, right, outgoing)
-        else:
-            self.arr[first + 1:][right[::-1]] = outgoing
+        way = super() if type(left) is list else self.wide
+        way.restore(first, pick, left, right, outgoing)
 
     def trace(self, ops: list, run: list[int]) -> list[int]:
-        """_trace_np over the partitions numpy made, _trace over the others, latest first."""
+        """The numpy partitions traced as _NumpyKeys does, the others as _ByteKeys does,
+        latest first."""
         end = len(ops)
         while end:
             numpy = type(ops[end - 1][2]) is not list
             start = end - 1
             while start and (type(ops[start - 1][2]) is not list) == numpy:
                 start -= 1
-            part = ops[start:end]
-            run = _trace_np(self.np, part, run) if numpy else [_trace(part, p) for p in run]
+            way = self.wide if numpy else _ByteKeys
+            run = way.trace(ops[start:end], run)
             end = start
         return run
 

@@ -106,10 +106,11 @@ class _Evals:
             self.qual += group[1]
         self.n += 1
         parts = self.parts
-        self._starts = None
         if parts is None:
-            self.eg.append(group)
-        elif parts and type(parts[-1]) is list:
+            self.eg.append(group)  # (no parts: nothing kept of where they start)
+            return
+        self._starts = None
+        if parts and type(parts[-1]) is list:
             parts[-1].append(group)
         else:
             parts.append([group])
