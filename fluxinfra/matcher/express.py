@@ -95,8 +95,9 @@ class Express:
         #: n): its first n children in that order give nothing of the member during that
         #: window (true until a span below it goes: freed, or the order moves)
         self._busy: dict[int, tuple] = {}
-        #: shape C: slot vertex -> the node vertices on its path up (emission order)
-        self._path_nodes: dict[int, list[int]] = {}
+        #: shape C: slot vertex -> what a commit there emits and re-ranks along its path up
+        #: (_make_path_facts)
+        self._path_facts: dict[int, tuple[tuple, tuple, list[int]]] = {}
         self._pending: tuple | None = None
         #: the last selection, for :meth:`commit`: (marks dict, node, ancestors bottom-up),
         #: or for shape C (marks dict, None, slot's vertex and ancestors bottom-up, leaves)
@@ -422,7 +423,7 @@ class Express:
         depth = len(ancestors) + 1  # the node's level (the root's is 1)
         raw = job.raw_vertices
         # the node, held whole (Traverser._hold_whole): its own span, no aggregates
-        raw.append(_HELD((depth + 1, t._post_below, size, n)))
+        raw.append(_HELD((depth + 1, t.post_below, size, n)))
         pl = t.sched.get(n)
         if pl is None:
             pl = t.sched[n] = Planner(needs)
@@ -515,12 +516,8 @@ class Express:
             if first and totals(c):
                 reweigh.append((u, c))  # (a leaf with nothing below keeps its rank)
         xcheck, agg = t.xcheck, t.agg
-        xspans, job_agg, owners = job.xspans, job.agg, job.agg_owners
-        kids = g.children[t.sub]
-        now = meta.now
-        last = len(path) - 1
-        for i, a in enumerate(path):
-            dirty.append(a)
+        xspans, job_agg = job.xspans, job.agg
+        for a in path:
             x = xcheck.get(a)
             if x is None:
                 x = xcheck[a] = Planner(_X_NJOBS)
@@ -529,26 +526,44 @@ class Express:
             if pl is None:
                 pl = agg[a] = MultiPlanner(totals(a))
             job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
-            owners.add(a)
-            raw.append((level - i, a, size[a] if i < last else 1, False, False))
-            if not first or i == last:
-                continue
-            # ``first`` re-ranks a under its parent now, as Traverser.reweigh would after
-            # the commit (what it reads of a is booked already; nothing above a counts)
-            p = path[i + 1]
-            if len(kids[p]) < 2:
-                continue  # a sole child has no siblings to be ranked against
-            below = totals(a)
-            if below:
-                t.rerank(p, a, now, below)
-            else:
-                reweigh.append((p, a))  # two-parent aggregates: Traverser.reweigh decides
+        dirty += path
+        job.agg_owners.update(path)
+        facts = self._path_facts.get(u)
+        if facts is None:
+            facts = self._make_path_facts(path)
+        entries, reranks, nodes = facts
+        raw += entries
+        if first:
+            # ``first`` re-ranks each vertex of the path under its parent now, as
+            # Traverser.reweigh would after the commit (what it reads of the vertex is
+            # booked already; nothing above it counts)
+            now = meta.now
+            for p, a, below in reranks:
+                if below:
+                    t.rerank(p, a, now, below)
+                else:
+                    reweigh.append((p, a))  # two-parent aggregates: Traverser.reweigh decides
         if not leaf_node:  # (else Job.node_vertices reads the entries)
-            nodes = self._path_nodes.get(u)
-            if nodes is None:
-                nodes = self._path_nodes[u] = [a for a in path if gtype[a] == "node"]
             job.node_hint = nodes  # Job.node_vertices: the nodes emitted, in order
         return len(leaves)
+
+    def _make_path_facts(self, path: list[int]) -> tuple[tuple, tuple, list[int]]:
+        """What committing a slot at ``path[0]`` emits and re-ranks along its path, facts of
+        the tree kept per slot vertex: the path's entries, root last (each vertex's size,
+        the root's 1); the (parent, vertex, its totals) pairs ``first`` re-ranks, bottom-up,
+        leaving out the root and sole children (no siblings to be ranked against); the
+        path's node vertices, in emission order."""
+        t = self.t
+        g = t.g
+        size, kids, totals = g.size, g.children[t.sub], t.totals
+        level, last = len(path), len(path) - 1
+        entries = tuple((level - i, a, size[a] if i < last else 1, False, False)
+                        for i, a in enumerate(path))
+        reranks = tuple((path[i + 1], a, totals(a)) for i, a in enumerate(path[:last])
+                        if len(kids[path[i + 1]]) >= 2)
+        nodes = [a for a in path if g.type[a] == "node"]
+        facts = self._path_facts[path[0]] = (entries, reranks, nodes)
+        return facts
 
     def _facts(self, n: int, shape: int | None) -> tuple[int, dict[str, int], dict[str, int]]:
         """What holding node ``n`` whole puts on the books: its size, the amounts every
@@ -635,9 +650,9 @@ class Express:
                     if found is None:
                         return
                     if found[0]:
-                        slots.append(_REPLAYED((t._post_below, c, found[0])))
+                        slots.append(_REPLAYED((t.post_below, c, found[0])))
                 else:
-                    slots.append(_REPLAYED((t._post_below, c, (found,))))
+                    slots.append(_REPLAYED((t.post_below, c, (found,))))
                 out.append((c, _MATCH_MET + g.id[c] + 1))
                 return
         # not recorded, or partly used: the general visit's own tests decide; a candidate
@@ -775,7 +790,7 @@ class Express:
         self._slot_tpl.clear()
         self._chains.clear()
         self._node_facts.clear()
-        self._path_nodes.clear()
+        self._path_facts.clear()
         self._above.clear()
         self._busy.clear()
         self._plans.clear()  # their caches read the tree and its shapes

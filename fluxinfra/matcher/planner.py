@@ -70,7 +70,8 @@ class _Timeline:
         """Pop a span; its window's indices (boundary points restored: they may have been
         merged away while other spans changed the usage around them) and its amount."""
         at, end, amount = self.spans.pop(span_id)
-        return self._split(at), self._split(end), amount
+        i, j = self._window(at, end)
+        return i, j, amount
 
     @property
     def empty(self) -> bool:
@@ -94,7 +95,8 @@ class Planner(_Timeline):
         end = at + duration
         if end > HORIZON:
             end = HORIZON
-        if not self.spans and at < end:
+        spans = self.spans
+        if not spans and at < end:
             # first span on an idle planner (the common case on big graphs): build directly
             if at > 0:
                 self.times, self.usage = [0, at, end], [0, amount, 0]
@@ -103,18 +105,24 @@ class Planner(_Timeline):
         else:
             i, j = self._window(at, end)
             usage = self.usage
-            for k in range(i, j):
-                usage[k] += amount
+            if j == i + 1:
+                usage[i] += amount
+            else:
+                for k in range(i, j):
+                    usage[k] += amount
         span_id = self._next_id
-        self._next_id += 1
-        self.spans[span_id] = (at, end, amount)
+        self._next_id = span_id + 1
+        spans[span_id] = (at, end, amount)
         return span_id
 
     def remove_span(self, span_id: int) -> None:
         i, j, amount = self._span_window(span_id)
         usage = self.usage
-        for k in range(i, j):
-            usage[k] -= amount
+        if j == i + 1:
+            usage[i] -= amount
+        else:
+            for k in range(i, j):
+                usage[k] -= amount
         self._merge(i, j)
 
     def used_during(self, at: int, duration: int) -> int:

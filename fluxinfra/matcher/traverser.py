@@ -531,6 +531,9 @@ class Traverser:
         self.express: Express | None = Express(self)
         #: guarded selection (see select): per open ranking, what was left unexplored
         self._guard: list[list[tuple]] | None = None
+        #: ``_post_below``, bound once: the lazy entries (_Held, _Replayed, _Rebound) keep it,
+        #: and binding it again for each one makes one more object for the collector to scan
+        self.post_below = self._post_below
         #: the full walk remembered per subtree (see _visit): key -> what it found
         self._memo: dict[tuple, tuple] = {}
         self._memo_on = False  # for the selection in progress
@@ -995,7 +998,7 @@ class Traverser:
         slots, pre, post = tpl
         self._inside += 1
         if slots:
-            self.chosen_slots.append(_Replayed((self._post_below, u, slots)))  # expanded later
+            self.chosen_slots.append(_Replayed((self.post_below, u, slots)))  # expanded later
         self.preorder += pre
         self.postorder += post + 1
         to_parent.avail = g.size[u]
@@ -1225,7 +1228,7 @@ class Traverser:
             # rankings inside c made marks (made again by _unfold if c is chosen): the
             # subtrees around c must say so too, as a walk of c would have made them
             self._inside += 1
-        merged = tuple((rtype, _Rebound(kind, self._post_below, c)) for rtype, kind in kinds)
+        merged = tuple((rtype, _Rebound(kind, self.post_below, c)) for rtype, kind in kinds)
         return ([score + self._own_score(c), cnt, 0, x, False, [[cnt, cnt, x, c, u]]], merged,
                 (resources, pristine, excl) if inner else None, pre, post)
 
@@ -1918,7 +1921,7 @@ class Traverser:
         base = self._level + 1
         if self._bulk is not None:
             # listed when first asked for (R, slots): a 64-node job holds ~5,000 vertices
-            self._bulk.append(_Held((base + 1, self._post_below, g.size, u)))
+            self._bulk.append(_Held((base + 1, self.post_below, g.size, u)))
         else:
             depths, below_u, _ = self._post_below(u)
             for d, v in zip(depths, below_u, strict=True):

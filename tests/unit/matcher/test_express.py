@@ -269,15 +269,22 @@ def test_one_slot_lane_remembers_busy_leaves_only_while_they_are(policy: str) ->
     assert used >= 50, used  # the remembered prefix really was used
 
 
+def one_socket_both_ways(cores: int, gpus: int) -> tuple[Matcher, Matcher]:
+    """Two ``first`` matchers of a one-socket machine: the express lane on in the first,
+    off in the second."""
+    recipe = {"cluster": "c", "racks": 1, "nodes_per_rack": 1, "sockets": 1,
+              "cores_per_socket": cores, "gpus_per_socket": gpus, "memory_per_socket": [1, 4]}
+    fast = Matcher(graph_from_recipe(recipe), policy="first")
+    ref = Matcher(graph_from_recipe(recipe), policy="first")
+    ref.trav.express = None
+    return fast, ref
+
+
 def test_one_core_stream_passes_the_busy_cores_it_knows() -> None:
     """One request object, matched again and again: each match starts past the cores the
     last one found busy (not at the socket's first core), and a cancel brings the freed
     core back first, as the traversal would pick it."""
-    recipe = {"cluster": "c", "racks": 1, "nodes_per_rack": 1, "sockets": 1,
-              "cores_per_socket": 6, "gpus_per_socket": 1, "memory_per_socket": [1, 4]}
-    fast = Matcher(graph_from_recipe(recipe), policy="first")
-    ref = Matcher(graph_from_recipe(recipe), policy="first")
-    ref.trav.express = None
+    fast, ref = one_socket_both_ways(cores=6, gpus=1)
     spec = core_job(1)
     for _ in range(4):
         assert fast.match(spec).emitted == ref.match(spec).emitted
@@ -290,3 +297,32 @@ def test_one_core_stream_passes_the_busy_cores_it_knows() -> None:
     for _ in range(3):
         assert fast.match(spec).emitted == ref.match(spec).emitted
     assert planner_state(fast) == planner_state(ref)
+
+
+def test_one_slot_lane_forgets_its_paths_when_the_tree_changes() -> None:
+    """The lane keeps, per slot vertex, what a commit there emits and which vertices of its
+    path ``first`` re-ranks (a sole child has no siblings to be ranked against). A node added
+    beside the only node of a rack makes that node rankable: the kept path must go with the
+    old tree, or the rack's weights would differ from the traversal's."""
+    fast, ref = one_socket_both_ways(cores=4, gpus=0)
+    spec = core_job(1)
+    for _ in range(2):
+        assert outcome(fast, lambda m: m.match(spec)) == outcome(ref, lambda m: m.match(spec))
+    assert fast.trav.express._path_facts  # the socket's path was kept
+    jgf = {"graph": {"nodes": [
+        {"id": "0", "metadata": {"type": "rack", "paths": {"containment": "/c0/rack0"}}},
+        {"id": "1", "metadata": {"type": "node", "name": "node1", "id": 1,
+                                 "paths": {"containment": "/c0/rack0/node1"}}},
+        {"id": "2", "metadata": {"type": "socket", "id": 0}},
+        *({"id": str(3 + i), "metadata": {"type": "core", "id": i}} for i in range(4))],
+        "edges": [{"source": "0", "target": "1"}, {"source": "1", "target": "2"},
+                  *({"source": "2", "target": str(3 + i)} for i in range(4))]}}
+    for m in (fast, ref):
+        m.add_subgraph(jgf)
+    assert not fast.trav.express._path_facts
+    for _ in range(5):
+        assert outcome(fast, lambda m: m.match(spec)) == outcome(ref, lambda m: m.match(spec))
+        assert planner_state(fast) == planner_state(ref)
+        assert weights_state(fast) == weights_state(ref)
+    rack = fast.graph.roots["containment"] + 1
+    assert fast.graph.type[rack] == "rack" and fast.trav.weights.get(rack)
