@@ -2028,9 +2028,9 @@ class Traverser:
 
         Returns True when nothing of the job remains.
         """
-        job.node_hint = None
         if vertices is None:
-            vertices = set(job.sched) | set(job.xspans)
+            return self._release_all(job)
+        job.node_hint = None
         released: dict[int, dict[str, int]] = {}  # ancestor -> type -> amount released below
         parent = self.g.parent[self.sub]
         self._dirty += vertices
@@ -2089,6 +2089,42 @@ class Traverser:
                 self.agg[a].remove_span(span)
             job.agg.clear()
         return not remaining
+
+    def _release_all(self, job: JobState) -> bool:
+        """:meth:`release` of every vertex of ``job`` (a cancel): the same spans go, without
+        working out what the ancestors keep (nothing: every aggregate span goes too)."""
+        job.node_hint = None
+        vertices = job.sched.keys() | job.xspans.keys()
+        self._dirty += vertices
+        if self.express is not None:
+            self.express.freed(vertices)
+        parent = self.g.parent[self.sub]
+        jobid = job.jobid
+        sched, allocs, whole = self.sched, self.allocs, job.whole
+        for u, span in job.sched.items():
+            sched[u].remove_span(span)
+            if u in whole:
+                _count_down(self._whole, u)
+                if jobid in allocs.get(u, ()):
+                    _count_down(self._whole_alloc, u)
+            self.unhold_kid(parent[u], u, jobid)
+            for table in (allocs, self.resvs):
+                spans = table.get(u)
+                if spans is not None and spans.pop(jobid, None) is not None and not spans:
+                    del table[u]
+        xcheck = self.xcheck
+        for u, span in job.xspans.items():
+            if span is not None:
+                xcheck[u].remove_span(span)
+        agg = self.agg
+        for u, (span, _) in job.agg.items():
+            agg[u].remove_span(span)
+        job.sched.clear()
+        job.xspans.clear()
+        job.agg.clear()
+        job.agg_owners.clear()
+        whole.clear()
+        return True
 
     def shrink(self, job: JobState, u: int, amount: int) -> None:
         """Give back ``amount`` of what ``job`` holds of pool vertex ``u`` (and of the
