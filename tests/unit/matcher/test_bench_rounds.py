@@ -116,3 +116,30 @@ def test_the_p99_summary_gives_cpu_time_rows_when_they_were_measured() -> None:
     table = bench.inprocess_table([res | {"policies": {"first": {"1core": res["policies"][
         "first"]["1core"] | {"cancel": [], "full": False}}}}])
     assert "cpu p99" in table and "0.200" in table
+
+
+def test_the_jobspec_files_are_dated_back_before_the_first_process(tmp_path) -> None:
+    """`fluxinfra query` reads a jobspec file modified in the last 2 s again at every command
+    (a rewrite could keep its mtime); the benchmark writes its files just before the first
+    process, so it dates them back an hour, as a user's files are: no round pays a read per
+    match for it. A stand-in for both programs writes, per match, how old the file is."""
+    bench = load_bench()
+    stand_in = tmp_path / "prog.py"
+    stand_in.write_text(
+        "import os, sys, time\n"
+        "out = open(sys.argv[sys.argv.index('-t') + 1], 'w')\n"
+        "for line in sys.stdin:\n"
+        "    if line.strip() == 'stat':\n"
+        "        print('INFO: Num. of Jobs Matched: 0', flush=True)\n"
+        "    elif line.startswith('match'):\n"
+        "        out.write(f'{time.time() - os.stat(line.split()[2]).st_mtime:.0f}\\n')\n")
+    argv = lambda *args: [sys.executable, str(stand_in), "-t", str(args[-1])]  # noqa: E731
+    bench.ours_argv = argv
+    bench.rq_argv = argv
+    opts = {"cap": 3, "steady": 1, "rq_cap": 3, "rq_steady": 1, "rounds": 1, "timeout": 30}
+    got = bench.process_benchmark("rq", 4, tmp_path / "g.graphml", ["first"], ["1core"], opts,
+                                  tmp_path)
+    (row,) = got["rows"]
+    assert bench.same_output(row).startswith("same")
+    ages = [int(age) for age in (tmp_path / "ours.out").read_text().split()]
+    assert len(ages) == 4 and min(ages) >= 3000, ages  # 3 fill matches and 1 steady one
