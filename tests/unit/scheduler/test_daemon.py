@@ -18,10 +18,11 @@ from fluxinfra.scheduler.runner import Runner
 from .kube_double import KubeApiDouble, make_node, make_pod
 
 
-def wait_for(predicate, timeout: float = 20.0) -> None:
+def wait_for(predicate, timeout: float = 20.0, state=None) -> None:
+    """Wait until ``predicate()``; on timeout, say what ``state()`` reports."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out; {state() if state else ''}"
         time.sleep(0.05)
 
 
@@ -107,6 +108,16 @@ class Daemon:
     def bound(self, pod: str) -> str:
         return self.api.get("pods", f"default/{pod}")["spec"].get("nodeName", "")
 
+    def state(self) -> dict:
+        """What the daemon is doing (for a wait that timed out)."""
+        r = self.runner
+        return {"loop alive": self.thread.is_alive(), "wakeups": r.wakeups, "cycles": r.cycles,
+                "queued events": r.events.qsize(), "busy since": r.busy_since,
+                "last cycle": r.last_cycle, "pending pods": self.core.pending_pods(),
+                "informers": {kind: (inf.synced.is_set(), sorted(inf.store))
+                              for kind, inf in r.informers.items()},
+                "threads": sorted(t.name for t in threading.enumerate())}
+
 
 def test_an_idle_scheduler_does_no_work() -> None:
     """No events and nothing due: the loop sleeps (it used to run a cycle every second)."""
@@ -125,7 +136,7 @@ def test_an_idle_scheduler_does_no_work() -> None:
         assert (d.runner.wakeups, d.runner.cycles) == (wakeups, cycles)
         assert d.core.metrics.loop_wakeups.value() == wakeups
         api.create("pods", make_pod("p1"))  # an event wakes it
-        wait_for(lambda: d.bound("p1"))
+        wait_for(lambda: d.bound("p1"), state=d.state)
         assert d.runner.cycles > cycles
 
 
