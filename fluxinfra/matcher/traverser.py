@@ -2039,17 +2039,7 @@ class Traverser:
         for u in vertices:
             span = job.sched.pop(u, None)
             if span is not None:
-                self.sched[u].remove_span(span)
-                if u in job.whole:
-                    job.whole.discard(u)
-                    _count_down(self._whole, u)
-                    if job.jobid in self.allocs.get(u, ()):
-                        _count_down(self._whole_alloc, u)
-                self.unhold_kid(parent[u], u, job.jobid)
-                for table in (self.allocs, self.resvs):
-                    spans = table.get(u)
-                    if spans is not None and spans.pop(job.jobid, None) is not None and not spans:
-                        del table[u]
+                self._release_own(job, u, span, parent[u])
             span = job.xspans.pop(u, None)
             if span is not None:
                 self.xcheck[u].remove_span(span)
@@ -2099,19 +2089,8 @@ class Traverser:
         if self.express is not None:
             self.express.freed(vertices)
         parent = self.g.parent[self.sub]
-        jobid = job.jobid
-        sched, allocs, whole = self.sched, self.allocs, job.whole
         for u, span in job.sched.items():
-            sched[u].remove_span(span)
-            if u in whole:
-                _count_down(self._whole, u)
-                if jobid in allocs.get(u, ()):
-                    _count_down(self._whole_alloc, u)
-            self.unhold_kid(parent[u], u, jobid)
-            for table in (allocs, self.resvs):
-                spans = table.get(u)
-                if spans is not None and spans.pop(jobid, None) is not None and not spans:
-                    del table[u]
+            self._release_own(job, u, span, parent[u])
         xcheck = self.xcheck
         for u, span in job.xspans.items():
             if span is not None:
@@ -2123,8 +2102,23 @@ class Traverser:
         job.xspans.clear()
         job.agg.clear()
         job.agg_owners.clear()
-        whole.clear()
         return True
+
+    def _release_own(self, job: JobState, u: int, span: int, p: int) -> None:
+        """Give back ``job``'s span ``span`` on ``u``'s own planner (``p``: u's parent): the
+        whole-hold counts, u as a held child of p, u's allocation or reservation entry."""
+        self.sched[u].remove_span(span)
+        jobid = job.jobid
+        if u in job.whole:
+            job.whole.discard(u)
+            _count_down(self._whole, u)
+            if jobid in self.allocs.get(u, ()):
+                _count_down(self._whole_alloc, u)
+        self.unhold_kid(p, u, jobid)
+        for table in (self.allocs, self.resvs):
+            spans = table.get(u)
+            if spans is not None and spans.pop(jobid, None) is not None and not spans:
+                del table[u]
 
     def shrink(self, job: JobState, u: int, amount: int) -> None:
         """Give back ``amount`` of what ``job`` holds of pool vertex ``u`` (and of the
