@@ -364,4 +364,3 @@ def test_a_cancel_leaves_what_releasing_each_vertex_leaves(policy: str) -> None:
             assert jobs_state(fast) == jobs_state(ref), (recipe, step)
             check_invariants(fast)
     assert whole_cancels >= 50, whole_cancels  # the fast release really ran
-
