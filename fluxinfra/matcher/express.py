@@ -434,7 +434,6 @@ class Express:
             t.allocs[n] = {jobid: span}
         else:
             allocs[jobid] = span
-        job.alloc_vertices.append(n)
         if t.policy.stop_on_k:
             job.reweigh_inner += t.inner_edges(n)
         t.hold_kid(ancestors[0], n, at, at + duration, jobid)
@@ -443,13 +442,13 @@ class Express:
         whole[n] = whole.get(n, 0) + 1
         whole = t._whole_alloc
         whole[n] = whole.get(n, 0) + 1
-        job.whole.add(n)
+        job.hold_whole(n)
         job.used[n] = used.copy()
         job.node_hint = [n]
         raw.append((depth, n, needs, True, False))
         # every ancestor: a job-count span, the node's amounts on its aggregates
         xcheck, agg = t.xcheck, t.agg
-        xspans, job_agg, owners = job.xspans, job.agg, job.agg_owners
+        xspans, job_agg = job.xspans, job.agg
         first = t.policy.stop_on_k > 0
         reweigh = job.reweigh
         child = n
@@ -464,8 +463,7 @@ class Express:
                 pl = agg.get(a)
                 if pl is None:
                     pl = agg[a] = MultiPlanner(t.totals(a))
-                job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
-                owners.add(a)
+                job_agg[a] = pl.add_span(at, duration, amounts)
             depth -= 1
             raw.append((depth, a, size[a], False, False))
             child = a
@@ -507,7 +505,6 @@ class Express:
                 allocs[c] = {jobid: span}
             else:
                 held[jobid] = span
-            job.alloc_vertices.append(c)
             job.xspans[c] = None
             ctype = gtype[c]
             amounts[ctype] = amounts.get(ctype, 0) + amount
@@ -525,9 +522,8 @@ class Express:
             pl = agg.get(a)
             if pl is None:
                 pl = agg[a] = MultiPlanner(totals(a))
-            job_agg[a] = (pl.add_span(at, duration, amounts), amounts)
+            job_agg[a] = pl.add_span(at, duration, amounts)
         dirty += path
-        job.agg_owners.update(path)
         facts = self._path_facts.get(u)
         if facts is None:
             facts = self._make_path_facts(path)

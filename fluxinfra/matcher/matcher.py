@@ -69,35 +69,39 @@ def freeze_alive() -> None:
     gc.freeze()
 
 
-@dataclass
+@dataclass(slots=True)
 class MatchResult:
-    """The outcome of one match (or of ``info`` / ``update_allocate``)."""
+    """The outcome of one match (or of ``info`` / ``update_allocate``). (Slots: one is kept
+    per job, and a dict per instance was the larger part of it.)"""
 
     jobid: int
     status: str  # ALLOCATED | RESERVED | MATCHED (without_allocating) | SATISFIABLE | CANCELED
     at: int
     overhead: float
     nodes: list[str]
-    _slots: Any = field(default=None, repr=False)  # list, or a callable building it
-    _emitted: Any = field(default_factory=list, repr=False)  # list, or a callable
+    #: slots and emitted vertices: lists, or None until first read, then built from the
+    #: job ``_source`` committed (no closure kept per job for that)
+    _slots: Any = field(default=None, repr=False)
+    _emitted: Any = field(default=None, repr=False)
     duration: int = 0
     _graph: ResourceGraph | None = field(default=None, repr=False)
     _r: dict | None = field(default=None, repr=False)
-    _job: Any = field(default=None, repr=False)  # the JobState committed (raw_emitted)
+    _job: Any = field(default=None, repr=False)  # the JobState committed
+    _source: Any = field(default=None, repr=False)  # the Matcher that committed it
 
     @property
     def slots(self) -> list[dict[str, dict[str, int]]]:
         """Per slot instance (one pod of a group): node name -> {type: amount}."""
-        if callable(self._slots):
-            self._slots = self._slots()
+        if self._slots is None and self._source is not None:
+            self._slots = self._source._slots(self._job)
         return self._slots or []
 
     @property
     def emitted(self) -> list:
         """The vertices held: (level, vertex, amount, exclusive, exclusive parent),
         post-order (what the writers print)."""
-        if callable(self._emitted):
-            self._emitted = self._emitted()
+        if self._emitted is None:
+            self._emitted = self._job.vertices if self._job is not None else []
         return self._emitted
 
     @property
@@ -105,7 +109,7 @@ class MatchResult:
         """:attr:`emitted` as the commit left it: a subtree held whole may still be one lazy
         entry (``Traverser``'s ``_Held``, with ``simple_text``) standing for every vertex
         below it; :func:`~fluxinfra.matcher.writers.write_simple` takes either form."""
-        if callable(self._emitted) and self._job is not None:
+        if self._emitted is None and self._job is not None:
             return self._job.raw_vertices
         return self.emitted
 
@@ -402,9 +406,8 @@ class Matcher:
     def _result(self, job: JobState, status: str) -> MatchResult:
         g = self.graph
         nodes = [g.name[v] for v in job.node_vertices(g, self.trav.sub)]
-        return MatchResult(job.jobid, status, job.at, 0.0, nodes,
-                           lambda: self._slots(job), lambda: job.vertices,
-                           job.duration, g, _job=job)
+        return MatchResult(job.jobid, status, job.at, 0.0, nodes, duration=job.duration,
+                           _graph=g, _job=job, _source=self)
 
     def _record_slots(self, job: JobState) -> None:
         """Remember the slot instances of the selection just committed (resolved lazily)."""

@@ -92,7 +92,7 @@ class Planner(_Timeline):
 
     def add_span(self, at: int, duration: int, amount: int) -> int:
         """Use ``amount`` units during [at, at+duration); returns the span id."""
-        end = at + duration
+        end = at + duration if at else duration  # (at 0: the caller's int, not a new one)
         if end > HORIZON:
             end = HORIZON
         spans = self.spans
@@ -208,20 +208,33 @@ class MultiPlanner(_Timeline):
     def add_span(self, at: int, duration: int, amounts: dict[str, int]) -> int:
         """Use ``amounts`` (type -> units, kept by reference: do not change it afterwards)
         during [at, at+duration); returns the span id."""
-        end = at + duration
+        end = at + duration if at else duration
         if end > HORIZON:
             end = HORIZON
         if not self.types.issuperset(amounts):
             self._add_types(amounts)
-        i, j = self._window(at, end)
-        usage = self.usage
-        for k in range(i, j):
-            row = usage[k]
+        spans = self.spans
+        if not spans and at < end:
+            # first span on an idle planner (every vertex a job reaches first): build the
+            # rows directly; the idle row stays the one before and after the span
+            idle = self.usage[-1]
+            row = idle.copy()
             for t, n in amounts.items():
                 row[t] += n
+            if at > 0:
+                self.times, self.usage = [0, at, end], [idle, row, idle.copy()]
+            else:
+                self.times, self.usage = [at, end], [row, idle]
+        else:
+            i, j = self._window(at, end)
+            usage = self.usage
+            for k in range(i, j):
+                row = usage[k]
+                for t, n in amounts.items():
+                    row[t] += n
         span_id = self._next_id
-        self._next_id += 1
-        self.spans[span_id] = (at, end, amounts)
+        self._next_id = span_id + 1
+        spans[span_id] = (at, end, amounts)
         return span_id
 
     def remove_span(self, span_id: int) -> None:
@@ -232,6 +245,10 @@ class MultiPlanner(_Timeline):
             for t, n in amounts.items():
                 row[t] -= n
         self._merge(i, j)
+
+    def amounts(self, span_id: int) -> dict[str, int]:
+        """What span ``span_id`` uses of each type (the dict it was given)."""
+        return self.spans[span_id][2]
 
     def resize_span(self, span_id: int, amounts: dict[str, int]) -> int | None:
         """Replace a span by one of ``amounts`` over the same window (None: nothing left)."""

@@ -54,6 +54,7 @@ _WIDE_KEY = "wide"  # key of the last exploration of a vertex's children
 _WIDE = 16
 #: request lists whose derived facts are kept between matches
 _MAX_REQUESTS = 512
+_NO_VERTICES: frozenset[int] = frozenset()  # JobState.whole until the job holds one
 
 
 class Meta:
@@ -1980,10 +1981,8 @@ class Traverser:
         job.sched[u] = span
         if meta.alloc_type == AT_ALLOC:
             self.allocs.setdefault(u, {})[meta.jobid] = span
-            job.alloc_vertices.append(u)
         elif meta.alloc_type == AT_RESERVE:
             self.resvs.setdefault(u, {})[meta.jobid] = span
-            job.resv_vertices.append(u)
 
     def _add_meta(self, u: int, needs: int, excl: bool, meta: Meta, job: JobState,
                   below: dict[str, int], to_parent: dict[str, int],
@@ -2003,7 +2002,7 @@ class Traverser:
             job.xspans[u] = x.add_span(meta.at, meta.duration, 1)
         if whole:
             self._whole[u] = self._whole.get(u, 0) + 1
-            job.whole.add(u)
+            job.hold_whole(u)
             if meta.alloc_type == AT_ALLOC:
                 self._whole_alloc[u] = self._whole_alloc.get(u, 0) + 1
         elif below and self.totals(u):
@@ -2012,8 +2011,7 @@ class Traverser:
                 p = self.agg.get(u)
                 if p is None:
                     p = self.agg[u] = MultiPlanner(self.totals(u))
-                job.agg[u] = (p.add_span(meta.at, meta.duration, amounts), amounts)
-                job.agg_owners.add(u)
+                job.agg[u] = p.add_span(meta.at, meta.duration, amounts)
         rtype = self.g.type[u]
         used = needs if excl else 0
         if used:
@@ -2043,11 +2041,9 @@ class Traverser:
             span = job.xspans.pop(u, None)
             if span is not None:
                 self.xcheck[u].remove_span(span)
-            if u in job.agg_owners:
-                job.agg_owners.discard(u)
-                entry = job.agg.pop(u, None)
-                if entry is not None:
-                    self.agg[u].remove_span(entry[0])
+            span = job.agg.pop(u, None)
+            if span is not None:
+                self.agg[u].remove_span(span)
         # shrink the aggregate spans of ancestors that stay in the job
         for u in vertices:
             used = job.used.get(u)
@@ -2061,10 +2057,12 @@ class Traverser:
                         per[t] = per.get(t, 0) + n
                 a = parent[a]
         for a, per in released.items():
-            entry = job.agg.get(a)
-            if entry is None or per.keys().isdisjoint(entry[1]):
+            span = job.agg.get(a)
+            if span is None:
                 continue
-            span, amounts = entry
+            amounts = self.agg[a].amounts(span)
+            if per.keys().isdisjoint(amounts):
+                continue
             left = {t: n - per.get(t, 0) for t, n in amounts.items() if n > per.get(t, 0)}
             self._resize_agg(job, a, span, left)
         # (Fluxion does not re-rank children on cancel)
@@ -2075,7 +2073,7 @@ class Traverser:
                 span = job.xspans.pop(u)
                 if span is not None:
                     self.xcheck[u].remove_span(span)
-            for a, (span, _) in job.agg.items():
+            for a, span in job.agg.items():
                 self.agg[a].remove_span(span)
             job.agg.clear()
         return not remaining
@@ -2096,12 +2094,11 @@ class Traverser:
             if span is not None:
                 xcheck[u].remove_span(span)
         agg = self.agg
-        for u, (span, _) in job.agg.items():
+        for u, span in job.agg.items():
             agg[u].remove_span(span)
         job.sched.clear()
         job.xspans.clear()
         job.agg.clear()
-        job.agg_owners.clear()
         return True
 
     def _release_own(self, job: JobState, u: int, span: int, p: int) -> None:
@@ -2143,9 +2140,9 @@ class Traverser:
         parent = self.g.parent[self.sub]
         a = parent[u]
         while a != -1:
-            entry = job.agg.get(a)
-            if entry is not None and rtype in entry[1]:
-                span, amounts = entry
+            span = job.agg.get(a)
+            amounts = self.agg[a].amounts(span) if span is not None else None
+            if amounts is not None and rtype in amounts:
                 left = {t: n - amount if t == rtype else n for t, n in amounts.items()}
                 self._resize_agg(job, a, span, {t: n for t, n in left.items() if n > 0})
             a = parent[a]
@@ -2156,9 +2153,8 @@ class Traverser:
         new = self.agg[a].resize_span(span, left)
         if new is None:
             del job.agg[a]
-            job.agg_owners.discard(a)
         else:
-            job.agg[a] = (new, left)
+            job.agg[a] = new
 
     def reweigh(self, pairs: list[tuple[int, int]], now: int,
                 inner: list[tuple[int, int]] = (), held_now: bool = False) -> None:
@@ -2291,9 +2287,9 @@ class Traverser:
 class JobState:
     """What a committed match holds, so cancel can undo it exactly."""
 
-    __slots__ = ("jobid", "sched", "xspans", "agg", "agg_owners", "used", "alloc_vertices",
-                 "resv_vertices", "reweigh", "reweigh_inner", "now", "raw_vertices", "at",
-                 "duration", "reserved", "slots", "slot_edges", "whole", "node_hint")
+    __slots__ = ("jobid", "sched", "xspans", "agg", "used", "reweigh", "reweigh_inner", "now",
+                 "raw_vertices", "at", "duration", "reserved", "slots", "slot_edges", "whole",
+                 "node_hint")
 
     def __init__(self, jobid: int, now: int = 0) -> None:
         self.jobid = jobid
@@ -2304,12 +2300,10 @@ class JobState:
         self.sched: dict[int, int] = {}  # vertex -> span in its own planner
         #: vertex -> span in its exclusivity checker (None: tagged, held whole, no span needed)
         self.xspans: dict[int, int | None] = {}
-        #: vertex -> (span in its aggregate planner, type -> amount held below it)
-        self.agg: dict[int, tuple[int, dict[str, int]]] = {}
-        self.agg_owners: set[int] = set()
+        #: vertex -> span in its aggregate planner (what it holds below of each type: that
+        #: planner's MultiPlanner.amounts of the span)
+        self.agg: dict[int, int] = {}
         self.used: dict[int, dict[str, int]] = {}  # vertex -> {its type: amount held}
-        self.alloc_vertices: list[int] = []
-        self.resv_vertices: list[int] = []
         self.reweigh: list[tuple[int, int]] = []
         #: the edges inside the subtrees held whole (see Traverser.reweigh)
         self.reweigh_inner: list[tuple[int, int]] = []
@@ -2320,10 +2314,23 @@ class JobState:
         #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order; held
         #: subtrees stay one _Held entry until ``vertices`` is read
         self.raw_vertices: list = []
-        #: vertices this job holds whole without aggregate spans on them (Traverser._whole)
-        self.whole: set[int] = set()
+        #: vertices this job holds whole without aggregate spans on them (Traverser._whole);
+        #: a set once there is one (most jobs hold none: no empty set kept per job)
+        self.whole: set[int] | frozenset[int] = _NO_VERTICES
         #: the node vertices, when the commit knew them (cleared by any release)
         self.node_hint: list[int] | None = None
+
+    @property
+    def agg_owners(self):
+        """The vertices with an aggregate span of this job (``jobid-span``)."""
+        return self.agg.keys()
+
+    def hold_whole(self, u: int) -> None:
+        """Note that this job holds ``u`` whole (see :attr:`whole`)."""
+        whole = self.whole
+        if not whole:
+            self.whole = whole = set()
+        whole.add(u)
 
     @property
     def vertices(self) -> list[tuple[int, int, int, bool, bool]]:

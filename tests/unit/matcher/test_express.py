@@ -78,9 +78,9 @@ def jobs_state(m: Matcher) -> dict:
     what the general commit leaves, not only the same outcome)."""
     out = {}
     for jobid, job in m.jobs.items():
-        out[jobid] = (list(job.vertices), job.used, job.sched, job.xspans, job.agg,
-                      job.agg_owners, job.whole, job.alloc_vertices, job.resv_vertices,
-                      job.reweigh)
+        agg = {a: (span, m.trav.agg[a].amounts(span)) for a, span in job.agg.items()}
+        out[jobid] = (list(job.vertices), job.used, job.sched, job.xspans, agg,
+                      set(job.whole), job.reweigh)
     held = {p: dict(hk.kids) for p, hk in m.trav._held_kids.items() if hk.kids}
     return {"jobs": out, "held": held, "whole": {v: n for v, n in m.trav._whole.items() if n}}
 
