@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from fluxinfra.cli import filewatch
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher.errors import (
     Busy,
@@ -86,9 +87,11 @@ class QuerySession:
         self._leaked = 0
         #: command word -> handler (built once: the loop looks one up per line)
         self._handlers = self._commands()
-        #: jobspec path -> (os.stat identity, text): a command file names the same few
-        #: jobspecs thousands of times; a file changed since (size, mtime, inode) is read again
-        self._texts: dict[str, tuple[tuple[int, int, int], str]] = {}
+        #: jobspec path -> ((size, mtime, inode), text, watch generation it was checked at or
+        #: None): a command file names the same few jobspecs thousands of times; a file
+        #: changed since is read again
+        self._texts: dict[str, tuple[tuple[int, int, int], str, int | None]] = {}
+        self._watch = filewatch.shared()
 
     # -- dispatch ---------------------------------------------------------------------------
     def run(self, lines) -> None:
@@ -161,20 +164,27 @@ class QuerySession:
         differ from the last read); raises OSError. Only a file last modified a while before
         it was read is remembered (git's "racy clean" rule): file times tick coarsely, so a
         file rewritten just after it was read could keep its time; one settled for
-        _SETTLED_NS cannot be rewritten without its time moving."""
+        _SETTLED_NS cannot be rewritten without its time moving. A remembered file that
+        inotify watches (:mod:`fluxinfra.cli.filewatch`) is not even ``stat``-ed again while
+        no change was reported on its path."""
+        texts = self._texts
+        hit = texts.get(path)
+        watch = self._watch
+        if hit is not None and hit[2] is not None and hit[2] == watch.generation():
+            return hit[1]
+        gen = watch.generation() if watch.add(path) else None  # (watched before reading)
         now = time.time_ns()
         st = os.stat(path)
         ident = (st.st_size, st.st_mtime_ns, st.st_ino)
-        texts = self._texts
-        hit = texts.get(path)
         if hit is not None and hit[0] == ident:
+            texts[path] = (ident, hit[1], gen)
             return hit[1]
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         if st.st_mtime_ns < now - _SETTLED_NS:
             if len(texts) >= 256:
                 texts.clear()  # many distinct files: start over rather than grow
-            texts[path] = (ident, text)
+            texts[path] = (ident, text, gen)
         else:
             texts.pop(path, None)
         return text
