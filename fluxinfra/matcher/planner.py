@@ -24,13 +24,28 @@ __all__ = ["Planner", "MultiPlanner", "HORIZON"]
 
 #: End of the planning horizon (seconds); a duration of 0 means "until the horizon".
 HORIZON = 1 << 62
+_TYPE_SETS: dict[frozenset[str], frozenset[str]] = {}
+#: Shared timelines (copy on write). Most planners are idle or hold one span over a window
+#: every job shares ([0, 3600) on a 1-core job's core, socket and node): they use one pair of
+#: lists per such state instead of two lists (and, for a MultiPlanner, two rows) each, and
+#: take their own copy before changing them (``_own``). Keyed by (at, end, amount) for a
+#: Planner, (types, at, end, amounts as items) for a MultiPlanner.
+_SHARED: dict = {}
+_MAX_SHARED = 4096
 
 
 class _Timeline:
     """The time axis both planners share: sorted breakpoints ``times`` and, per breakpoint,
-    the usage from there to the next (``usage``: an int, or a dict of them per type)."""
+    the usage from there to the next (``usage``: an int, or a dict of them per type).
+    While ``_shared``, the two lists (and rows) may be other planners' too: read them only,
+    and call ``_own`` before changing them."""
 
     __slots__ = ()
+
+    def _own(self) -> None:
+        self.times = list(self.times)
+        self.usage = list(self.usage)
+        self._shared = False
 
     @staticmethod
     def _copy(row):
@@ -81,12 +96,13 @@ class _Timeline:
 class Planner(_Timeline):
     """Usage over time of a resource pool of ``total`` units."""
 
-    __slots__ = ("total", "times", "usage", "spans", "_next_id")
+    __slots__ = ("total", "times", "usage", "spans", "_next_id", "_shared")
 
     def __init__(self, total: int) -> None:
         self.total = total
-        self.times: list[int] = [0]
-        self.usage: list[int] = [0]
+        self.times: list[int] = _IDLE[0]
+        self.usage: list[int] = _IDLE[1]
+        self._shared = True
         self.spans: dict[int, tuple[int, int, int]] = {}
         self._next_id = 0
 
@@ -97,12 +113,17 @@ class Planner(_Timeline):
             end = HORIZON
         spans = self.spans
         if not spans and at < end:
-            # first span on an idle planner (the common case on big graphs): build directly
-            if at > 0:
-                self.times, self.usage = [0, at, end], [0, amount, 0]
-            else:
-                self.times, self.usage = [at, end], [amount, 0]
+            # first span on an idle planner (the common case on big graphs): a shared pair
+            key = (at, end, amount)
+            pair = _SHARED.get(key)
+            if pair is None:
+                pair = _share(key, ([0, at, end], [0, amount, 0]) if at > 0 else
+                              ([at, end], [amount, 0]))
+            self.times, self.usage = pair
+            self._shared = True
         else:
+            if self._shared:
+                self._own()
             i, j = self._window(at, end)
             usage = self.usage
             if j == i + 1:
@@ -116,6 +137,13 @@ class Planner(_Timeline):
         return span_id
 
     def remove_span(self, span_id: int) -> None:
+        if len(self.spans) == 1:  # the last one: idle again
+            del self.spans[span_id]
+            self.times, self.usage = _IDLE
+            self._shared = True
+            return
+        if self._shared:
+            self._own()
         i, j, amount = self._span_window(span_id)
         usage = self.usage
         if j == i + 1:
@@ -187,20 +215,37 @@ class MultiPlanner(_Timeline):
     True
     """
 
-    __slots__ = ("types", "times", "usage", "spans", "_next_id")
+    __slots__ = ("types", "times", "usage", "spans", "_next_id", "_shared")
 
     def __init__(self, types) -> None:
-        self.types: set[str] = set(types)
-        self.times: list[int] = [0]
-        self.usage: list[dict[str, int]] = [dict.fromkeys(self.types, 0)]
+        types = frozenset(types)
+        #: the types it counts (one shared set per combination: a planner per vertex)
+        self.types: frozenset[str] = _TYPE_SETS.setdefault(types, types)
+        self.times, self.usage = self._idle()
+        self._shared = True
         self.spans: dict[int, tuple[int, int, dict[str, int]]] = {}
         self._next_id = 0
 
     _copy = staticmethod(dict.copy)
 
+    def _idle(self) -> tuple[list[int], list[dict[str, int]]]:
+        """The shared timeline of nothing used, for this planner's types."""
+        pair = _SHARED.get(self.types)
+        if pair is None:
+            pair = _share(self.types, ([0], [dict.fromkeys(self.types, 0)]))
+        return pair
+
+    def _own(self) -> None:
+        self.times = list(self.times)
+        self.usage = [row.copy() for row in self.usage]
+        self._shared = False
+
     def _add_types(self, amounts: dict[str, int]) -> None:
+        if self._shared:
+            self._own()
         new = [t for t in amounts if t not in self.types]
-        self.types.update(new)
+        types = self.types.union(new)
+        self.types = _TYPE_SETS.setdefault(types, types)
         for row in self.usage:
             for t in new:
                 row[t] = 0
@@ -215,17 +260,22 @@ class MultiPlanner(_Timeline):
             self._add_types(amounts)
         spans = self.spans
         if not spans and at < end:
-            # first span on an idle planner (every vertex a job reaches first): build the
-            # rows directly; the idle row stays the one before and after the span
-            idle = self.usage[-1]
-            row = idle.copy()
-            for t, n in amounts.items():
-                row[t] += n
-            if at > 0:
-                self.times, self.usage = [0, at, end], [idle, row, idle.copy()]
-            else:
-                self.times, self.usage = [at, end], [row, idle]
+            # first span on an idle planner (every vertex a job reaches first): a shared
+            # timeline of these amounts over this window
+            key = (self.types, at, end, *amounts.items())
+            pair = _SHARED.get(key)
+            if pair is None:
+                idle = self._idle()[1][0]
+                row = idle.copy()
+                for t, n in amounts.items():
+                    row[t] += n
+                pair = _share(key, ([0, at, end], [idle, row, idle]) if at > 0 else
+                              ([at, end], [row, idle]))
+            self.times, self.usage = pair
+            self._shared = True
         else:
+            if self._shared:
+                self._own()
             i, j = self._window(at, end)
             usage = self.usage
             for k in range(i, j):
@@ -238,6 +288,13 @@ class MultiPlanner(_Timeline):
         return span_id
 
     def remove_span(self, span_id: int) -> None:
+        if len(self.spans) == 1:  # the last one: idle again
+            del self.spans[span_id]
+            self.times, self.usage = self._idle()
+            self._shared = True
+            return
+        if self._shared:
+            self._own()
         i, j, amounts = self._span_window(span_id)
         usage = self.usage
         for k in range(i, j):
@@ -271,3 +328,16 @@ class MultiPlanner(_Timeline):
     def column(self, rtype: str) -> list[int]:
         """The usage of one type at every breakpoint (``times``)."""
         return [row.get(rtype, 0) for row in self.usage]
+
+
+#: the timeline of an idle Planner (shared: see _SHARED)
+_IDLE: tuple[list[int], list[int]] = ([0], [0])
+
+
+def _share(key, pair: tuple[list, list]) -> tuple[list, list]:
+    """Keep ``pair`` as the shared timeline of ``key`` (a bounded table: once full it starts
+    over; planners holding a dropped pair keep it, still shared, still never changed)."""
+    if len(_SHARED) >= _MAX_SHARED:
+        _SHARED.clear()
+    _SHARED[key] = pair
+    return pair
