@@ -222,7 +222,12 @@ def _fs_type(libc, path: str) -> int:
     f_type is the first field of struct statfs, a C long, on every Linux architecture."""
     import ctypes
 
-    buf = ctypes.create_string_buffer(256)
+    if not _STATFS:
+        _STATFS.append(ctypes.c_char * 256)  # (a new array type per call would be garbage)
+    buf = _STATFS[0]()
     if libc.statfs(os.fsencode(path), buf) != 0:
         return -1
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+_STATFS: list = []  # the buffer type statfs(2) fills (struct statfs is at most 120 bytes)

@@ -278,10 +278,15 @@ class MultiPlanner(_Timeline):
                 self._own()
             i, j = self._window(at, end)
             usage = self.usage
-            for k in range(i, j):
-                row = usage[k]
+            if j == i + 1:
+                row = usage[i]
                 for t, n in amounts.items():
                     row[t] += n
+            else:
+                for k in range(i, j):
+                    row = usage[k]
+                    for t, n in amounts.items():
+                        row[t] += n
         span_id = self._next_id
         self._next_id = span_id + 1
         spans[span_id] = (at, end, amounts)
@@ -297,10 +302,15 @@ class MultiPlanner(_Timeline):
             self._own()
         i, j, amounts = self._span_window(span_id)
         usage = self.usage
-        for k in range(i, j):
-            row = usage[k]
+        if j == i + 1:
+            row = usage[i]
             for t, n in amounts.items():
                 row[t] -= n
+        else:
+            for k in range(i, j):
+                row = usage[k]
+                for t, n in amounts.items():
+                    row[t] -= n
         self._merge(i, j)
 
     def amounts(self, span_id: int) -> dict[str, int]:

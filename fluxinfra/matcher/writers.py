@@ -25,7 +25,8 @@ def write_simple(g: ResourceGraph, emitted: Emitted) -> str:
     entries for subtrees held whole (anything with ``simple_text(names)``, see
     ``MatchResult.raw_emitted``): they write their lines without a tuple per vertex. The
     lines of the vertices above a match (the same racks and nodes, match after match) are
-    kept, per graph, and written again rather than formatted again."""
+    kept, per graph, and written again rather than formatted again; a vertex held
+    exclusively (a core of this job, rarely the next job's too) is formatted each time."""
     out = []
     names = g.name
     lines = _SIMPLE_LINES.get(id(names))
@@ -38,10 +39,13 @@ def write_simple(g: ResourceGraph, emitted: Emitted) -> str:
         if len(entry) != 5:
             out.append(entry.simple_text(names))
             continue
+        if entry[3]:  # held exclusively: formatted, not kept
+            out.append(f"      {'---' * entry[0]}{names[entry[1]]}[{entry[2]}:x]\n")
+            continue
         text = lines.get(entry)
         if text is None:
-            level, v, amount, excl, _ = entry
-            text = f"      {'---' * level}{names[v]}[{amount}:{'x' if excl else 's'}]\n"
+            level, v, amount, _, _ = entry
+            text = f"      {'---' * level}{names[v]}[{amount}:s]\n"
             if len(lines) >= _MAX_SIMPLE_LINES:
                 lines.clear()
             lines[entry] = text
