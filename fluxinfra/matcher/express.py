@@ -276,7 +276,7 @@ class Express:
         while True:
             forms = forms_at.get(u)  # u's children offer every member (a fact of the tree)
             if forms is None:
-                forms = forms_at[u] = self._forms(u, slot)
+                forms = forms_at[u] = t._slot_match(u, slot)
             if forms:
                 found = self._slot_members(u, members, meta)
                 if found is not None:
@@ -325,17 +325,6 @@ class Express:
                 break
             else:
                 return None
-
-    def _forms(self, u: int, slot: Resource) -> bool:
-        """Traverser._slot_match (``u``'s children include every member type), without
-        building and keeping ``u``'s set of child types: the lane keeps this answer per
-        vertex itself, and most vertices are asked once (a socket's first child is a core)."""
-        g = self.t.g
-        if len(g.children) != 1:
-            return self.t._slot_match(u, slot)
-        kids = next(iter(g.children.values()))[u]
-        gtype = g.type
-        return all(r.type in map(gtype.__getitem__, kids) for r in slot.with_)
 
     def _slot_members(self, u: int, members: tuple, meta: Meta) -> list | None:
         """The slot formed at ``u``: the first free leaf of each member type in ``first``'s

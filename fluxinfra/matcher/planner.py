@@ -20,11 +20,20 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-__all__ = ["Planner", "MultiPlanner", "HORIZON"]
+__all__ = ["Planner", "MultiPlanner", "HORIZON", "type_set"]
 
 #: End of the planning horizon (seconds); a duration of 0 means "until the horizon".
 HORIZON = 1 << 62
+#: sets of type names, each kept once (a planner per vertex, the child types of a million
+#: vertices: a few distinct sets)
 _TYPE_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def type_set(types) -> frozenset[str]:
+    """``types`` as a frozenset, the one kept for that combination (see _TYPE_SETS)."""
+    types = frozenset(types)
+    return _TYPE_SETS.setdefault(types, types)
+
 #: Shared timelines (copy on write). Most planners are idle or hold one span over a window
 #: every job shares ([0, 3600) on a 1-core job's core, socket and node): they use one pair of
 #: lists per such state instead of two lists (and, for a MultiPlanner, two rows) each, and
@@ -81,6 +90,29 @@ class _Timeline:
                 del times[k]
                 del usage[k]
 
+    def _first_span(self, key: tuple, at: int, end: int, amount) -> None:
+        """Take the shared timeline (``key``: see _SHARED) of ``amount`` used during
+        [at, end) and nothing else (an idle planner's first span: every vertex a job
+        reaches first)."""
+        pair = _SHARED.get(key)
+        if pair is None:
+            idle = self._idle()[1][0]
+            busy = self._busy(idle, amount)
+            pair = _share(key, ([0, at, end], [idle, busy, idle]) if at > 0 else
+                          ([at, end], [busy, idle]))
+        self.times, self.usage = pair
+        self._shared = True
+
+    def _drop_last(self, span_id: int) -> bool:
+        """Remove span ``span_id`` if it is the only one (the shared idle timeline again);
+        False (nothing done) when other spans remain."""
+        if len(self.spans) != 1:
+            return False
+        del self.spans[span_id]
+        self.times, self.usage = self._idle()
+        self._shared = True
+        return True
+
     def _span_window(self, span_id: int):
         """Pop a span; its window's indices (boundary points restored: they may have been
         merged away while other spans changed the usage around them) and its amount."""
@@ -113,14 +145,7 @@ class Planner(_Timeline):
             end = HORIZON
         spans = self.spans
         if not spans and at < end:
-            # first span on an idle planner (the common case on big graphs): a shared pair
-            key = (at, end, amount)
-            pair = _SHARED.get(key)
-            if pair is None:
-                pair = _share(key, ([0, at, end], [0, amount, 0]) if at > 0 else
-                              ([at, end], [amount, 0]))
-            self.times, self.usage = pair
-            self._shared = True
+            self._first_span((at, end, amount), at, end, amount)
         else:
             if self._shared:
                 self._own()
@@ -137,10 +162,7 @@ class Planner(_Timeline):
         return span_id
 
     def remove_span(self, span_id: int) -> None:
-        if len(self.spans) == 1:  # the last one: idle again
-            del self.spans[span_id]
-            self.times, self.usage = _IDLE
-            self._shared = True
+        if self._drop_last(span_id):
             return
         if self._shared:
             self._own()
@@ -152,6 +174,14 @@ class Planner(_Timeline):
             for k in range(i, j):
                 usage[k] -= amount
         self._merge(i, j)
+
+    @staticmethod
+    def _idle() -> tuple[list[int], list[int]]:
+        return _IDLE
+
+    @staticmethod
+    def _busy(idle: int, amount: int) -> int:
+        return amount
 
     def used_during(self, at: int, duration: int) -> int:
         times = self.times
@@ -218,9 +248,7 @@ class MultiPlanner(_Timeline):
     __slots__ = ("types", "times", "usage", "spans", "_next_id", "_shared")
 
     def __init__(self, types) -> None:
-        types = frozenset(types)
-        #: the types it counts (one shared set per combination: a planner per vertex)
-        self.types: frozenset[str] = _TYPE_SETS.setdefault(types, types)
+        self.types: frozenset[str] = type_set(types)  #: the types it counts
         self.times, self.usage = self._idle()
         self._shared = True
         self.spans: dict[int, tuple[int, int, dict[str, int]]] = {}
@@ -244,8 +272,7 @@ class MultiPlanner(_Timeline):
         if self._shared:
             self._own()
         new = [t for t in amounts if t not in self.types]
-        types = self.types.union(new)
-        self.types = _TYPE_SETS.setdefault(types, types)
+        self.types = type_set(self.types.union(new))
         for row in self.usage:
             for t in new:
                 row[t] = 0
@@ -260,19 +287,7 @@ class MultiPlanner(_Timeline):
             self._add_types(amounts)
         spans = self.spans
         if not spans and at < end:
-            # first span on an idle planner (every vertex a job reaches first): a shared
-            # timeline of these amounts over this window
-            key = (self.types, at, end, *amounts.items())
-            pair = _SHARED.get(key)
-            if pair is None:
-                idle = self._idle()[1][0]
-                row = idle.copy()
-                for t, n in amounts.items():
-                    row[t] += n
-                pair = _share(key, ([0, at, end], [idle, row, idle]) if at > 0 else
-                              ([at, end], [row, idle]))
-            self.times, self.usage = pair
-            self._shared = True
+            self._first_span((self.types, at, end, *amounts.items()), at, end, amounts)
         else:
             if self._shared:
                 self._own()
@@ -293,10 +308,7 @@ class MultiPlanner(_Timeline):
         return span_id
 
     def remove_span(self, span_id: int) -> None:
-        if len(self.spans) == 1:  # the last one: idle again
-            del self.spans[span_id]
-            self.times, self.usage = self._idle()
-            self._shared = True
+        if self._drop_last(span_id):
             return
         if self._shared:
             self._own()
@@ -312,6 +324,13 @@ class MultiPlanner(_Timeline):
                 for t, n in amounts.items():
                     row[t] -= n
         self._merge(i, j)
+
+    @staticmethod
+    def _busy(idle: dict[str, int], amounts: dict[str, int]) -> dict[str, int]:
+        row = idle.copy()
+        for t, n in amounts.items():
+            row[t] += n
+        return row
 
     def amounts(self, span_id: int) -> dict[str, int]:
         """What span ``span_id`` uses of each type (the dict it was given)."""

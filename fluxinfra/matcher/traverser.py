@@ -22,7 +22,7 @@ from operator import add, gt, lt, sub
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
-from fluxinfra.matcher.planner import MultiPlanner, Planner
+from fluxinfra.matcher.planner import MultiPlanner, Planner, type_set
 from fluxinfra.matcher.policies import Policy
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
@@ -55,8 +55,6 @@ _WIDE = 16
 #: request lists whose derived facts are kept between matches
 _MAX_REQUESTS = 512
 _NO_VERTICES: frozenset[int] = frozenset()  # JobState.whole until the job holds one
-#: sets of type names, each kept once (the kid types of a million vertices are a few sets)
-_TYPE_SETS: dict[frozenset[str], frozenset[str]] = {}
 
 
 class Meta:
@@ -710,11 +708,10 @@ class Traverser:
             get = self.g.type.__getitem__
             children = self.g.children
             if len(children) == 1:  # one subsystem (most graphs)
-                kid_types = frozenset(map(get, next(iter(children.values()))[u]))
+                kid_types = map(get, next(iter(children.values()))[u])
             else:
                 kid_types = frozenset().union(*(map(get, kids[u]) for kids in children.values()))
-            # one set per distinct combination (a few), not one per vertex
-            kid_types = self._kid_types[u] = _TYPE_SETS.setdefault(kid_types, kid_types)
+            kid_types = self._kid_types[u] = type_set(kid_types)
         return all(c.type in kid_types for c in slot.with_)
 
     def _cannot_supply(self, meta: Meta, u: int, resources: list[Resource]) -> bool:
