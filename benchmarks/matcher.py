@@ -347,7 +347,8 @@ def plan_for(policy: str, stream: str, nodes: int, cap: int, steady: int, rq_cap
 STAT_MARK = b"INFO: Num. of Jobs Matched"
 
 
-def run_process(argv: list[str], commands: Path, timeout: float) -> dict:
+def run_process(argv: list[str], commands: Path, timeout: float,
+                env: dict[str, str] | None = None) -> dict:
     """Run a program on a command file with its stdout on a pseudo-terminal (line-buffered in
     both programs), noting when each ``stat`` block appears: {"marks": [seconds since start,
     ...], "wall": seconds, "rss_mib": peak RSS, "rc": exit status}."""
@@ -373,7 +374,8 @@ def run_process(argv: list[str], commands: Path, timeout: float) -> dict:
 
     with open(commands, "rb") as stdin:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=stdin, stdout=slave, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=slave, stderr=subprocess.DEVNULL,
+                                env=env)
         os.close(slave)
         reader = threading.Thread(target=watch, daemon=True)
         reader.start()
@@ -418,6 +420,10 @@ def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
     loading (until the first), and per stream K matches and M steady pairs."""
     programs = {"ours": lambda pol, out: ours_argv(grug, pol, out),
                 "fluxion": lambda pol, out: rq_argv(rq, grug, pol, out)}
+    envs: dict[str, dict[str, str] | None] = {"ours": None, "fluxion": None}
+    if opts.get("plain_too"):  # the same fluxinfra query, its modules as plain Python
+        programs["plain"] = programs["ours"]
+        envs["plain"] = dict(os.environ, FLUXINFRA_PURE_PYTHON="1")
     out: dict = {"size": size, "rows": []}
     settled = time.time() - 3600
     for stream in streams:
@@ -439,7 +445,8 @@ def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
             for name, argv in programs.items():
                 result = workdir / f"{name}.out"
                 result.unlink(missing_ok=True)
-                got = run_process(argv(policy, result), commands, opts["timeout"])
+                got = run_process(argv(policy, result), commands, opts["timeout"],
+                                  envs[name])
                 got["digest"] = digest(result)
                 runs[name].append(got)
         for index, (stream, fill, steady) in enumerate(plan):
@@ -452,9 +459,9 @@ def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
 def progress_line(size: int, row: dict) -> str:
     """One row as soon as it is measured: per match and per pair, both programs, verdict."""
     index = row.get("index", 0)
-    ours, theirs = phases(row["runs"]["ours"], index), phases(row["runs"]["fluxion"], index)
     parts = [f"{size} {row['policy']} {row['stream']}:"]
-    for name, got in (("ours", ours), ("fluxion", theirs)):
+    for name, runs in row["runs"].items():
+        got = phases(runs, index)
         each = _each(got["fill_ms"], row["fill"])
         pair = _each(got["steady_ms"], row["steady"])
         parts.append(f"{name} load {cell_text(got['load_s'])} s, {cell_text(each)} ms/match, "
@@ -481,12 +488,15 @@ def phases(runs: list[dict], index: int = 0) -> dict[str, float | None]:
 
 
 def same_output(row: dict) -> str:
-    """"same <digest>" when every run of both programs wrote the same ``-t`` output."""
+    """"same <digest>" when every run of every program (both, or the three with
+    ``--plain-too``) wrote the same ``-t`` output."""
     seen = {name: {r["digest"] for r in runs} for name, runs in row["runs"].items()}
     ours, theirs = seen.get("ours", set()), seen.get("fluxion", set())
-    if len(ours) == 1 and ours == theirs and "missing" not in ours:
+    plain = seen.get("plain", ours)
+    if len(ours) == 1 and ours == theirs == plain and "missing" not in ours:
         return "same " + next(iter(ours))
-    return f"DIFFERENT (ours {sorted(ours)}, fluxion {sorted(theirs)})"
+    extra = f", plain Python {sorted(plain)}" if "plain" in seen else ""
+    return f"DIFFERENT (ours {sorted(ours)}, fluxion {sorted(theirs)}{extra})"
 
 
 def _each(total_ms: float | None, n: int) -> float | None:
@@ -516,7 +526,30 @@ def process_tables(results: list[dict]) -> tuple[str, bool]:
                           "ms/match", "fluxion ms/match", "faster", "M", "ms/pair",
                           "fluxion ms/pair", "pair faster", "RSS MiB", "fluxion RSS MiB",
                           "-t output"], rows, legend=PROCESS_LEGEND, keys=3)
-    return table, identical
+    plain = plain_table(results)
+    return (table + "\n\n" + plain if plain else table), identical
+
+
+def plain_table(results: list[dict]) -> str:
+    """With ``--plain-too``: ours compiled beside ours as plain Python, the same rounds."""
+    rows = []
+    for res in results:
+        for row in res["rows"]:
+            if "plain" not in row["runs"]:
+                continue
+            index = row.get("index", 0)
+            ours, plain = phases(row["runs"]["ours"], index), phases(row["runs"]["plain"], index)
+            fill = (_each(plain["fill_ms"], row["fill"]), _each(ours["fill_ms"], row["fill"]))
+            pair = (_each(plain["steady_ms"], row["steady"]),
+                    _each(ours["steady_ms"], row["steady"]))
+            rows.append([res["size"], row["policy"], row["stream"], plain["load_s"],
+                         ours["load_s"], *fill, ratio(*fill), *pair, ratio(*pair),
+                         same_output(row)])
+    if not rows:
+        return ""
+    return format_table(["nodes", "policy", "stream", "plain load s", "load s",
+                         "plain ms/match", "ms/match", "compiled faster", "plain ms/pair",
+                         "ms/pair", "pair faster", "-t output"], rows, keys=3)
 
 
 # ---------------------------------------------------------------------------------- main
@@ -549,6 +582,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "take medians (default 1)")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds one process may run (default 3600)")
+    parser.add_argument("--plain-too", action="store_true",
+                        help="whole processes: also run fluxinfra query as plain Python "
+                             "(FLUXINFRA_PURE_PYTHON=1) in the same rounds, and print it "
+                             "beside the compiled form")
     parser.add_argument("--no-inprocess", action="store_true",
                         help="skip the in-process figures")
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON")
@@ -564,6 +601,22 @@ def _load_line(when: str) -> str:
     one, five, fifteen = os.getloadavg()
     return (f"{when}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {one:.1f} "
             f"{five:.1f} {fifteen:.1f}, {os.cpu_count()} CPUs")
+
+
+def compiled_line() -> str:
+    """Which form of the matcher `fluxinfra query` and the in-process runs use: its modules
+    compiled from their source (fluxinfra compile) or plain Python."""
+    from fluxinfra import compiled
+
+    states = compiled.status()
+    done = sum(state == "compiled" for state in states.values())
+    if done == len(states):
+        return (f"ours: the matcher's {done} hot modules compiled from their source "
+                "(fluxinfra compile; FLUXINFRA_PURE_PYTHON=1 measures plain Python)")
+    if set(states.values()) == {"off"}:
+        return "ours: plain Python (FLUXINFRA_PURE_PYTHON is set)"
+    return (f"ours: plain Python ({done} of {len(states)} hot modules compiled: run "
+            "fluxinfra compile)")
 
 
 def report(processes: list[dict], inprocess: list[dict]) -> None:
@@ -610,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"matcher benchmark: sizes {sizes}, policies {','.join(policies)}, streams "
           f"{','.join(streams)}, cap {cap}, steady {steady}", flush=True)
     print(_load_line("start"), flush=True)
+    print(compiled_line(), flush=True)
     from fluxinfra.matcher.recipe import recipe_to_grug
 
     inprocess, processes = [], []
@@ -623,7 +677,8 @@ def main(argv: list[str] | None = None) -> int:
                 processes.append(process_benchmark(
                     args.resource_query, size, grug, policies, streams,
                     {"rounds": args.rounds, "timeout": args.timeout, "cap": cap,
-                     "steady": steady, "rq_cap": args.rq_cap, "rq_steady": args.rq_steady},
+                     "steady": steady, "rq_cap": args.rq_cap, "rq_steady": args.rq_steady,
+                     "plain_too": args.plain_too},
                     workdir))
                 print(f"  whole processes, {size} nodes: {time.perf_counter() - started:.0f} s",
                       flush=True)

@@ -8,7 +8,13 @@ Subpackages, one concern each (see README "Package map"):
 - ``fluxinfra.service``   the gRPC Fluxion service and its client.
 - ``fluxinfra.cli``       the ``fluxinfra`` command; nothing imports it.
 
-Importing this package does no work: subpackages are imported only when used.
+Importing this package does no work: subpackages are imported only when used. It only lets
+the matcher's compiled modules be found, where this environment has them (one ``stat``:
+:mod:`fluxinfra.compiled`).
 """
 
+from fluxinfra import compiled as _compiled
+
 __version__ = "0.1.0"
+
+_compiled.install()

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "distribute": ("fluxinfra.cli.distribute",
                    "fan content out to every node through the Flux broker tree"),
     "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
+    "compile": ("fluxinfra.cli.compile",
+                "compile the matcher's hot modules with Cython (optional), or show which are"),
 }
 
 #: pyproject.toml's extras -> the top-level modules their packages provide
@@ -35,6 +37,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
                "cryptography"),
     "scheduler": ("kubernetes", "grpc", "google", "grpc_health", "numpy"),
     "fast": ("numpy",),  # optional everywhere: the matcher ranks in plain Python without it
+    "compiled": ("Cython", "setuptools"),  # optional: the same modules run as plain Python
 }
 
 

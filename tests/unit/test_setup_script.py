@@ -125,3 +125,51 @@ def test_a_failed_pip_install_shows_the_end_of_its_log(scratch):
     assert "setup: pip install failed; the last lines of .venv/setup-pip.log:" in proc.stderr
     assert proc.stderr.rstrip().endswith("pip: the last line")
     assert not (root / ".venv" / ".fluxinfra-setup").exists()
+
+
+def _fluxinfra_double(root: Path, state: str, compile_rc: int) -> None:
+    """.venv/bin/fluxinfra whose `compile --status` reports ``state`` for two modules and whose
+    `compile` prints a compiler's worth of noise and exits ``compile_rc``."""
+    (root / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
+    _double(root / ".venv" / "bin" / "fluxinfra", f"""\
+        [ "$1" = compile ] || exit 3
+        if [ "$2" = --status ]; then
+          echo "compiled  fluxinfra.matcher.planner"
+          echo "{state:9} fluxinfra.matcher.traverser"
+          echo "(kept in somewhere)"; exit 0
+        fi
+        i=0; while [ $i -lt 50 ]; do echo "traverser.c:$i: warning: noise"; i=$((i+1)); done
+        echo "gcc: the last line"
+        exit {compile_rc}
+        """)
+
+
+@pytest.mark.parametrize("state", ["missing", "stale"])
+def test_modules_not_compiled_from_their_current_source_are_compiled(scratch, state):
+    root, _, _, env = scratch
+    _mark_venv_current(root)
+    _fluxinfra_double(root, state, compile_rc=0)
+    proc = _run(root, env)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if "Debian" not in line] == [
+        "setup: compiling the matcher's hot modules with Cython (fluxinfra compile; "
+        "log: .venv/setup-compile.log)"]
+    assert "noise" in (root / ".venv" / "setup-compile.log").read_text()
+
+
+def test_compiled_modules_up_to_date_compile_nothing(scratch):
+    root, _, _, env = scratch
+    _mark_venv_current(root)
+    _fluxinfra_double(root, "compiled", compile_rc=0)
+    proc = _run(root, env)
+    assert proc.returncode == 0 and "compiling" not in proc.stdout, proc.stdout
+
+
+def test_a_failed_compile_leaves_plain_python_and_says_so(scratch):
+    root, _, _, env = scratch
+    _mark_venv_current(root)
+    _fluxinfra_double(root, "missing", compile_rc=1)
+    proc = _run(root, env)
+    assert proc.returncode == 0, proc.stderr  # optional: the tests run on plain Python
+    assert "setup: fluxinfra compile failed; the matcher runs as plain Python" in proc.stderr
+    assert proc.stderr.rstrip().endswith("gcc: the last line")

@@ -118,11 +118,9 @@ def test_the_p99_summary_gives_cpu_time_rows_when_they_were_measured() -> None:
     assert "cpu p99" in table and "0.200" in table
 
 
-def test_the_jobspec_files_are_dated_back_before_the_first_process(tmp_path) -> None:
-    """`fluxinfra query` reads a jobspec file modified in the last 2 s again at every command
-    (a rewrite could keep its mtime); the benchmark writes its files just before the first
-    process, so it dates them back an hour, as a user's files are: no round pays a read per
-    match for it. A stand-in for both programs writes, per match, how old the file is."""
+def _with_stand_in(tmp_path, per_match: str):
+    """The benchmark module with both programs replaced by a stand-in that answers ``stat`` as
+    they do and writes, per match, the Python expression ``per_match`` (over ``line``)."""
     bench = load_bench()
     stand_in = tmp_path / "prog.py"
     stand_in.write_text(
@@ -132,10 +130,19 @@ def test_the_jobspec_files_are_dated_back_before_the_first_process(tmp_path) -> 
         "    if line.strip() == 'stat':\n"
         "        print('INFO: Num. of Jobs Matched: 0', flush=True)\n"
         "    elif line.startswith('match'):\n"
-        "        out.write(f'{time.time() - os.stat(line.split()[2]).st_mtime:.0f}\\n')\n")
+        f"        out.write({per_match} + '\\n')\n")
     argv = lambda *args: [sys.executable, str(stand_in), "-t", str(args[-1])]  # noqa: E731
     bench.ours_argv = argv
     bench.rq_argv = argv
+    return bench
+
+
+def test_the_jobspec_files_are_dated_back_before_the_first_process(tmp_path) -> None:
+    """`fluxinfra query` reads a jobspec file modified in the last 2 s again at every command
+    (a rewrite could keep its mtime); the benchmark writes its files just before the first
+    process, so it dates them back an hour, as a user's files are: no round pays a read per
+    match for it. A stand-in for both programs writes, per match, how old the file is."""
+    bench = _with_stand_in(tmp_path, "f'{time.time() - os.stat(line.split()[2]).st_mtime:.0f}'")
     opts = {"cap": 3, "steady": 1, "rq_cap": 3, "rq_steady": 1, "rounds": 1, "timeout": 30}
     got = bench.process_benchmark("rq", 4, tmp_path / "g.graphml", ["first"], ["1core"], opts,
                                   tmp_path)
@@ -143,3 +150,28 @@ def test_the_jobspec_files_are_dated_back_before_the_first_process(tmp_path) -> 
     assert bench.same_output(row).startswith("same")
     ages = [int(age) for age in (tmp_path / "ours.out").read_text().split()]
     assert len(ages) == 4 and min(ages) >= 3000, ages  # 3 fill matches and 1 steady one
+
+
+def test_plain_too_runs_ours_as_plain_python_in_the_same_rounds(tmp_path) -> None:
+    """--plain-too: a third program, `fluxinfra query` with FLUXINFRA_PURE_PYTHON=1, in the
+    same alternation; its own table, and a row is the same only if its output is too. A
+    stand-in writes, per match, whether it ran as plain Python."""
+    bench = _with_stand_in(tmp_path, "os.environ.get('FLUXINFRA_PURE_PYTHON', '-')")
+    opts = {"cap": 3, "steady": 1, "rq_cap": 3, "rq_steady": 1, "rounds": 2, "timeout": 30,
+            "plain_too": True}
+    got = bench.process_benchmark("rq", 4, tmp_path / "g.graphml", ["first"], ["1core"], opts,
+                                  tmp_path)
+    (row,) = got["rows"]
+    assert set(row["runs"]) == {"ours", "fluxion", "plain"}
+    assert all(len(runs) == 2 for runs in row["runs"].values())
+    assert (tmp_path / "plain.out").read_text() == "1\n" * 4
+    assert (tmp_path / "ours.out").read_text() == "-\n" * 4
+    # the stand-in's outputs differ by design: the row says so, naming plain Python
+    assert "plain Python" in bench.same_output(row)
+    for run in row["runs"]["plain"]:
+        run["digest"] = row["runs"]["ours"][0]["digest"]
+    for run in row["runs"]["fluxion"]:
+        run["digest"] = row["runs"]["ours"][0]["digest"]
+    assert bench.same_output(row).startswith("same")
+    table, identical = bench.process_tables([got])
+    assert identical and "compiled faster" in table and "plain ms/match" in table

@@ -1,0 +1,186 @@
+"""fluxinfra.compiled: the matcher's modules compiled from their own source, loaded only when
+made from the source as it is, and giving the same bytes as plain Python.
+
+The finder tests compile a small module of their own for real (Cython and the C compiler);
+the last test runs the real `fluxinfra query` both ways on the same commands.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from fluxinfra import compiled
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = "fxcprobe.mod"
+
+
+def _can_compile() -> str | None:
+    """Why this machine cannot compile (None: it can)."""
+    if importlib.util.find_spec("Cython") is None:
+        return "Cython is not installed (the 'compiled' extra)"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc!r} is not on PATH)"
+    return None
+
+
+needs_compiler = pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+
+
+@pytest.fixture
+def probe(tmp_path, monkeypatch):
+    """A package ``fxcprobe`` with one module, importable, forgotten afterwards."""
+    pkg = tmp_path / "src" / "fxcprobe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("def answer(xs: list) -> int:\n    return sum(xs) + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    yield pkg / "mod.py", tmp_path / "cache"
+    for name in ("fxcprobe", PROBE):
+        sys.modules.pop(name, None)
+
+
+def _load(finder: compiled._Finder):
+    spec = finder.find_spec(PROBE)
+    if spec is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_compiler
+def test_a_compiled_form_is_loaded_only_for_the_source_it_was_made_from(probe):
+    source, cache = probe
+    names = (PROBE,)
+    assert compiled.status(names, cache) == {PROBE: "missing"}
+    assert compiled.build(names, cache, jobs=1, log=io.StringIO()) == [PROBE]
+    assert compiled.build(names, cache, jobs=1, log=io.StringIO()) == []  # up to date
+    assert compiled.status(names, cache) == {PROBE: "compiled"}
+    finder = compiled._Finder(cache, names)
+    module = _load(finder)
+    assert isinstance(module.__loader__, importlib.machinery.ExtensionFileLoader)
+    assert module.__file__.endswith(importlib.machinery.EXTENSION_SUFFIXES[0])
+    # annotations stay documentation, as in Python: a tuple where `list` is written
+    assert module.answer((1, 2)) == 4
+    assert finder.find_spec("fxcprobe.other") is None  # not one of its names
+
+    source.write_text(source.read_text() + "# edited\n")
+    assert finder.find_spec(PROBE) is None  # the .py is loaded, as edited
+    assert compiled.status(names, cache) == {PROBE: "stale"}
+    assert compiled.build(names, cache, jobs=1, log=io.StringIO()) == [PROBE]
+    assert _load(finder).answer([2]) == 3
+    assert len(list(cache.glob(f"{PROBE}-*"))) == 2  # the older form is kept too
+
+
+@needs_compiler
+def test_a_module_that_does_not_compile_says_so(probe):
+    source, cache = probe
+    source.write_text("def broken(:\n")
+    with pytest.raises(RuntimeError, match="fxcprobe.mod"):
+        compiled.build((PROBE,), cache, jobs=1, log=io.StringIO())
+    assert not cache.exists() or not list(cache.glob(f"{PROBE}-*/*"))
+
+
+def test_the_finder_is_installed_only_with_compiled_modules_and_not_when_turned_off(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "meta_path",
+                        [f for f in sys.meta_path if not isinstance(f, compiled._Finder)])
+    ours = lambda: [f for f in sys.meta_path if isinstance(f, compiled._Finder)]  # noqa: E731
+    monkeypatch.setenv("FLUXINFRA_COMPILED_DIR", str(tmp_path / "none"))
+    monkeypatch.delenv("FLUXINFRA_PURE_PYTHON", raising=False)
+    compiled.install()
+    assert ours() == []  # no compiled modules in this environment: nothing to find
+    (tmp_path / "none").mkdir()
+    monkeypatch.setenv("FLUXINFRA_PURE_PYTHON", "1")
+    compiled.install()
+    assert ours() == []
+    assert set(compiled.status().values()) == {"off"}
+    monkeypatch.setenv("FLUXINFRA_PURE_PYTHON", "0")
+    compiled.install()
+    compiled.install()
+    assert len(ours()) == 1 and sys.meta_path[0] is ours()[0]
+
+
+def test_this_process_runs_what_status_says():
+    import fluxinfra.cli.query  # noqa: F401
+    import fluxinfra.matcher  # noqa: F401
+
+    states, loaded = compiled.status(), compiled.loaded()
+    assert set(loaded) == set(compiled.MODULES)
+    for name in compiled.MODULES:
+        assert loaded[name] == (states[name] == "compiled"), (name, states[name])
+
+
+def test_compile_without_cython_names_the_extra(monkeypatch, capsys):
+    from fluxinfra.cli import main
+
+    monkeypatch.setitem(sys.modules, "Cython", None)
+    monkeypatch.setitem(sys.modules, "Cython.Build", None)
+    assert main(["compile"]) == 2
+    assert "needs the 'compiled' extra" in capsys.readouterr().err
+
+
+def test_compile_status_lists_every_module(capsys):
+    from fluxinfra.cli import main
+
+    assert main(["compile", "--status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines[:-1]] == list(compiled.MODULES)
+    assert lines[-1] == f"(kept in {compiled.cache_dir()})"
+
+
+def test_compiled_and_plain_python_give_the_same_bytes(tmp_path):
+    """The real `fluxinfra query`, compiled and as plain Python, on one command stream over
+    a generated machine under three policies: every -t output byte-identical."""
+    if os.environ.get("FLUXINFRA_PURE_PYTHON", "") not in ("", "0") or \
+            set(compiled.status().values()) != {"compiled"}:
+        pytest.skip("the matcher's modules are not compiled here (fluxinfra compile --status): "
+                    "nothing to compare")
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.matcher import jobspec_for, recipe_for
+    finally:
+        sys.path.remove(str(REPO))
+    import yaml
+
+    from fluxinfra.matcher.recipe import recipe_to_grug
+
+    grug = tmp_path / "m.graphml"
+    grug.write_text(recipe_to_grug(recipe_for(64)))
+    specs = {}
+    for stream in ("1core", "nodex", "64node"):
+        specs[stream] = tmp_path / f"{stream}.yaml"
+        specs[stream].write_text(yaml.safe_dump(jobspec_for(stream)))
+    lines = [f"match allocate {specs['1core']}"] * 300
+    lines += [f"cancel {j}" for j in range(1, 300, 7)]
+    lines += [f"match allocate_orelse_reserve {specs['nodex']}"] * 80
+    lines += [f"match allocate_orelse_reserve {specs['64node']}"] * 3
+    lines += [f"match satisfiability {specs['64node']}", "find status=up", "info 3", "stat", "quit"]
+    commands = "\n".join(lines) + "\n"
+    outs = {}
+    for policy in ("first", "low", "locality"):
+        for mode in ("compiled", "plain"):
+            env = dict(os.environ, FLUXINFRA_PURE_PYTHON="1" if mode == "plain" else "0")
+            out = tmp_path / f"{policy}-{mode}.txt"
+            proc = subprocess.run(
+                [sys.executable, "-m", "fluxinfra", "query", "-L", str(grug), "-f", "grug",
+                 "-P", policy, "-F", "simple", "-t", str(out)],
+                input=commands, capture_output=True, text=True, env=env, timeout=300)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            # (stdout's match lines end in the match's own seconds)
+            outs[mode] = (out.read_bytes(), re.sub(r"\d+\.\d+(e[-+]\d+)?", "T", proc.stdout))
+        assert outs["compiled"] == outs["plain"], policy
+        assert outs["plain"][0].count(b"\n") > 1000, "the stream matched too little to compare"
