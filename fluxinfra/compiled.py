@@ -211,7 +211,7 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
             for old in older[:max(0, len(older) - _KEEP + 1)]:
                 shutil.rmtree(old, ignore_errors=True)
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(".partial")
+            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
             shutil.copyfile(made, partial)
             partial.replace(target)  # whole or not at all: a finder never sees half a file
             print(f"compiled {name}", file=log)
