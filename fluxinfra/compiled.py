@@ -35,6 +35,7 @@ MODULES = (
     "fluxinfra.matcher.jobspec",
     "fluxinfra.matcher.writers",
     "fluxinfra.matcher.graph",
+    "fluxinfra.matcher.grug",
     "fluxinfra.cli.query",
 )
 
