@@ -457,7 +457,7 @@ def process_benchmark(rq: str, size: int, grug: Path, policies: list[str],
 
 
 def progress_line(size: int, row: dict) -> str:
-    """One row as soon as it is measured: per match and per pair, both programs, verdict."""
+    """One row as soon as it is measured: per match and per pair, each program, verdict."""
     index = row.get("index", 0)
     parts = [f"{size} {row['policy']} {row['stream']}:"]
     for name, runs in row["runs"].items():

@@ -7,7 +7,8 @@ compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the sourc
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both
-ways); the compiled form saves the interpreter's dispatch, 10-15% of a match.
+ways); the compiled form saves part of the interpreter's dispatch (measured: 6-10% of a match
+in a fill, 20-27% of a steady cancel + match pair; docs/matcher.md).
 
 ``FLUXINFRA_PURE_PYTHON=1`` turns the compiled forms off for a process. ``fluxinfra compile
 --status`` says which modules a process would load compiled.
@@ -15,9 +16,7 @@ ways); the compiled form saves the interpreter's dispatch, 10-15% of a match.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -59,6 +58,8 @@ def cache_dir() -> Path:
 
 
 def _digest(source: bytes) -> str:
+    import hashlib  # (here: `import fluxinfra` installs the finder and should stay cheap)
+
     return hashlib.sha256(_RECIPE + b"\0" + source).hexdigest()[:24]
 
 
@@ -67,8 +68,22 @@ def _target(root: Path, name: str, source: bytes) -> Path:
     return root / f"{name}-{_digest(source)}" / (name.rpartition(".")[2] + _SUFFIX)
 
 
+def _current(root: Path, name: str) -> tuple[Path, Path] | None:
+    """(the ``.py`` of module ``name``, where the compiled form of its current source goes),
+    or None when the module is not a plain, readable ``.py`` file here."""
+    source = _source_path(name)
+    if source is None:
+        return None
+    try:
+        return source, _target(root, name, source.read_bytes())
+    except OSError:
+        return None
+
+
 def _source_path(name: str) -> Path | None:
     """The ``.py`` file the normal import of ``name`` would read (None: not a plain file)."""
+    import importlib.util
+
     parent = name.rpartition(".")[0]
     package = sys.modules.get(parent)
     if package is not None:
@@ -95,15 +110,12 @@ class _Finder:
     def find_spec(self, name, path=None, target=None):
         if name not in self.names:
             return None
-        source = _source_path(name)
-        if source is None:
+        current = _current(self.root, name)
+        if current is None or not current[1].is_file():
             return None
-        try:
-            built = _target(self.root, name, source.read_bytes())
-        except OSError:
-            return None
-        if not built.is_file():
-            return None
+        import importlib.util
+
+        built = current[1]
         loader = importlib.machinery.ExtensionFileLoader(name, str(built))
         return importlib.util.spec_from_file_location(name, built, loader=loader)
 
@@ -140,10 +152,10 @@ def status(names: tuple[str, ...] = MODULES, root: Path | None = None) -> dict[s
     root = root or cache_dir()
     out = {}
     for name in names:
-        source = _source_path(name)
+        current = None if off else _current(root, name)
         if off:
             out[name] = "off"
-        elif source is not None and _target(root, name, source.read_bytes()).is_file():
+        elif current is not None and current[1].is_file():
             out[name] = "compiled"
         elif any(root.glob(f"{name}-*")):
             out[name] = "stale"
@@ -167,12 +179,12 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
     root = root or cache_dir()
     todo = []
     for name in names:
-        source = _source_path(name)
-        if source is None:
-            raise RuntimeError(f"{name} is not a plain .py file here; cannot compile it")
-        target = _target(root, name, source.read_bytes())
-        if not target.is_file():
-            todo.append((name, source, target))
+        current = _current(root, name)
+        if current is None:
+            raise RuntimeError(f"{name} is not a plain, readable .py file here; cannot "
+                               "compile it")
+        if not current[1].is_file():
+            todo.append((name, *current))
     if not todo:
         return []
     with tempfile.TemporaryDirectory(prefix="fluxinfra-cython-") as tmp:
