@@ -4,6 +4,8 @@ The matcher is Python; nothing in it needs a compiler. Where one is at hand, ``m
 (``fluxinfra compile``) compiles the modules in :data:`MODULES` with Cython,
 as they are, into extension modules kept with the environment (``<sys.prefix>/fluxinfra-
 compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the source it came from.
+One of them, ``matcher.bytepart`` (the partition of byte keys), is written for it: its
+``@cython.locals`` types make its loops C; the others are plain Python, compiled as they are.
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both
@@ -30,6 +32,7 @@ MODULES = (
     "fluxinfra.matcher.express",
     "fluxinfra.matcher.matcher",
     "fluxinfra.matcher.stdsort",
+    "fluxinfra.matcher.bytepart",
     "fluxinfra.matcher.policies",
     "fluxinfra.matcher.jobspec",
     "fluxinfra.matcher.writers",

@@ -1,4 +1,5 @@
-"""Fluxion's own test cases with every long ranking done by numpy: the same bytes out.
+"""Fluxion's own test cases with every long ranking done by numpy, and every byte ranking by
+bytepart's kernel: the same bytes out.
 
 The matcher ranks candidate lists of ``stdsort.VECTOR_FROM`` keys or more with numpy (a
 16,384-node machine's million cores under ``low``/``high``; byte keys from ``BYTES_FROM``,
@@ -7,7 +8,10 @@ every list past std::sort's insertion-sort size goes that way, with every part p
 numpy and again with parts under 24 keys partitioned in plain Python. Each case runs
 under its own policy and the three ``test_full_walk`` rotates to it; where the vectorized
 ranking was reached, the ``-t`` output must be byte-identical to the plain Python ranking's
-(which ``test_conformance`` and ``test_full_walk`` hold to Fluxion's).
+(which ``test_conformance`` and ``test_full_walk`` hold to Fluxion's). Then again with byte
+keys partitioned by ``bytepart`` (``stdsort.TYPED``: compiled where ``fluxinfra compile`` made
+it, as Python in ``make test``'s plain pass), every length past std::sort's insertion-sort
+size.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import pytest
 from replay import TESTDATA, load_cases, run_case
 from test_full_walk import policies_for
 
-from fluxinfra.matcher import stdsort
+from fluxinfra.matcher import bytepart, stdsort
 
 if not (TESTDATA / "manifest.tsv").exists():
     pytest.skip(f"Fluxion test data not found at {TESTDATA}", allow_module_level=True)
@@ -29,6 +33,7 @@ if not stdsort.vectorized():
 CASES = load_cases()
 REACHED: list[str] = []
 MIXED: list[str] = []
+TYPED: list[str] = []
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.index:03d}-{c.name}" for c in CASES])
@@ -40,10 +45,21 @@ def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypa
     real_masked = stdsort._partition_masked
     monkeypatch.setattr(stdsort, "_partition_masked",
                         lambda *a: plain.append(1) or real_masked(*a))
+    typed = []
+    monkeypatch.setattr(bytepart, "partition",
+                        lambda *a, real=bytepart.partition: typed.append(1) or real(*a))
     for policy in [case.policy, *policies_for(case.index)]:
         other = dataclasses.replace(case, policy=policy)
+        monkeypatch.setattr(stdsort, "TYPED", False)
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
         monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+
+        def plain_ranking(other=other) -> str:
+            monkeypatch.setattr(stdsort, "TYPED", False)
+            monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+            monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+            return run_case(other)
+
         want = None
         # byte keys: every part partitioned with numpy, then parts under 24 keys in Python
         for part_from in (0, 24):
@@ -59,10 +75,19 @@ def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypa
             elif len(plain) > plain_before:
                 MIXED.append(f"{case.name}/{policy}")
             if want is None:
-                monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-                monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
-                want = run_case(other)
+                want = plain_ranking()
             assert vectorized == want, f"{case.name} under {policy}, PART_FROM {part_from}"
+        # byte keys of every length partitioned by bytepart (numpy not used)
+        monkeypatch.setattr(stdsort, "TYPED", True)
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+        before = len(typed)
+        by_kernel = run_case(other)
+        if len(typed) > before:
+            TYPED.append(f"{case.name}/{policy}")
+            if want is None:
+                want = plain_ranking()
+            assert by_kernel == want, f"{case.name} under {policy}, bytepart's kernel"
 
 
 def test_the_vectorized_ranking_was_reached() -> None:
@@ -70,3 +95,4 @@ def test_the_vectorized_ranking_was_reached() -> None:
     something."""
     assert len(REACHED) >= 50, REACHED
     assert len(MIXED) >= 20, MIXED
+    assert len(TYPED) >= 50, TYPED

@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from fluxinfra.matcher import stdsort
+from fluxinfra.matcher import bytepart, stdsort
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
     introsort,
@@ -29,13 +29,18 @@ from fluxinfra.matcher.traverser import _FLAT, _Evals
 HAVE_NUMPY = stdsort.vectorized()
 
 
-@pytest.fixture(params=["python", "numpy", "mixed"])
+@pytest.fixture(params=["python", "numpy", "mixed", "typed"])
 def way(request, monkeypatch) -> str:
-    """Rank in plain Python, with numpy for every list and part, or (``mixed``) with numpy
-    for every list but byte keys' parts of fewer than 40 keys partitioned in plain Python
-    (the numpy ways are skipped, saying so, where numpy is not installed: ``pip install
-    'fluxinfra[fast]'``)."""
-    if request.param != "python":
+    """Rank in plain Python, with numpy for every list and part, (``mixed``) with numpy
+    for every list but byte keys' parts of fewer than 40 keys partitioned in plain Python,
+    or (``typed``) byte keys with ``bytepart``'s kernel, compiled where ``fluxinfra compile``
+    made it C and as Python where not (the numpy ways are skipped, saying so, where numpy is
+    not installed: ``pip install 'fluxinfra[fast]'``)."""
+    monkeypatch.setattr(stdsort, "TYPED", request.param == "typed")
+    if request.param == "typed":
+        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
+        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+    elif request.param != "python":
         if not HAVE_NUMPY:
             pytest.skip("numpy is not installed: the vectorized ranking is not available")
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
@@ -44,7 +49,7 @@ def way(request, monkeypatch) -> str:
     else:
         monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
         monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
-    used = {"numpy": 0, "python": 0}
+    used = {"numpy": 0, "python": 0, "typed": 0}
 
     def counted(name: str, real):
         def run(*args):
@@ -56,9 +61,12 @@ def way(request, monkeypatch) -> str:
                         counted("numpy", stdsort._sorted_prefix_np))
     for name in ("_partition_masked", "_partition_pair"):  # the plain Python ways
         monkeypatch.setattr(stdsort, name, counted("python", getattr(stdsort, name)))
+    monkeypatch.setattr(bytepart, "partition", counted("typed", bytepart.partition))
     yield request.param
-    if request.param != "mixed":
-        other = "python" if request.param == "numpy" else "numpy"
+    # (typed: byte keys only; other keys are partitioned in plain Python)
+    never = {"python": ("numpy", "typed"), "numpy": ("python", "typed"),
+             "mixed": ("typed",), "typed": ("numpy",)}[request.param]
+    for other in never:
         assert used[other] == 0, f"ranked the {other} way"
 
 
@@ -169,6 +177,7 @@ def test_vectorized_rankings_of_growing_lengths_reuse_their_buffers(monkeypatch)
     one a few keys longer than the last gets new ones (the masks are sized by the keys)."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    monkeypatch.setattr(stdsort, "TYPED", False)
     monkeypatch.setattr(stdsort, "BYTES_FROM", 0)
     monkeypatch.setattr(stdsort, "PART_FROM", 0)
     rng = random.Random("grow")
@@ -186,6 +195,7 @@ def test_a_byte_ranking_partitions_long_parts_with_numpy_and_short_ones_in_pytho
     Python, and gives std::sort's front."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
+    monkeypatch.setattr(stdsort, "TYPED", False)
     rng = random.Random(f"mixed/{seed}")
     keys = [rng.randrange(rng.choice([2, 3, 16, 255])) for _ in range(16_384)]
     want = std_order(keys)
@@ -368,12 +378,13 @@ def test_monotonic_run_keys_are_the_run_ranks_in_group_order() -> None:
 
 
 @pytest.mark.parametrize("policy", ["low", "high", "locality"])
-def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, monkeypatch):
+def test_a_machine_ranked_with_numpy_or_typed_allocates_what_it_does_in_python(policy,
+                                                                              monkeypatch):
     """The matcher on a 512-node GRUG machine (32,768 cores: one top-level list of them per
     1-core match under low/high, one of the 512 nodes under locality), numpy ranking every
-    list past 256 keys and listing only the stops near each cut past 4,096: 1-core jobs and
-    whole nodes, with cancels between, allocate the same vertices as with the plain Python
-    ranking."""
+    list past 256 keys and listing only the stops near each cut past 4,096, or bytepart's
+    kernel partitioning every byte ranking: 1-core jobs and whole nodes, with cancels
+    between, allocate the same vertices as with the plain Python ranking."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
     from fluxinfra.matcher import Matcher, load_graph
@@ -389,7 +400,8 @@ def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, mo
                                    "with": core["resources"]}]}
     monkeypatch.setattr(stdsort, "_NEAR_FROM", 4096)
 
-    def run(vector_from: int) -> list:
+    def run(vector_from: int, typed: bool = False) -> list:
+        monkeypatch.setattr(stdsort, "TYPED", typed)
         monkeypatch.setattr(stdsort, "VECTOR_FROM", vector_from)
         monkeypatch.setattr(stdsort, "BYTES_FROM", vector_from)
         m = Matcher(load_graph(recipe_to_grug(recipe), fmt="grug"), policy=policy)
@@ -405,10 +417,16 @@ def test_a_machine_ranked_with_numpy_allocates_what_it_does_in_python(policy, mo
     used = []
     real = stdsort._sorted_prefix_np
     monkeypatch.setattr(stdsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
+    typed = []
+    monkeypatch.setattr(bytepart, "partition",
+                        lambda *a, real=bytepart.partition: typed.append(1) or real(*a))
     want = run(1 << 62)
-    assert not used
+    assert not used and not typed
     assert run(256) == want
-    assert used
+    assert used and not typed
+    used.clear()
+    assert run(1 << 62, typed=True) == want
+    assert typed and not used
 
 
 @pytest.mark.parametrize("policy,looked", [("low", True), ("locality", True), ("first", False)])
