@@ -50,24 +50,21 @@ def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypa
                         lambda *a, real=bytepart.partition: typed.append(1) or real(*a))
     for policy in [case.policy, *policies_for(case.index)]:
         other = dataclasses.replace(case, policy=policy)
-        monkeypatch.setattr(stdsort, "TYPED", False)
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
 
-        def plain_ranking(other=other) -> str:
-            monkeypatch.setattr(stdsort, "TYPED", False)
-            monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-            monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+        def ranked(typed: bool, long_from: int, other=other) -> str:
+            """The case's output with bytepart's kernel on or off, and numpy ranking lists
+            from ``long_from`` keys on (1 << 62: never)."""
+            monkeypatch.setattr(stdsort, "TYPED", typed)
+            monkeypatch.setattr(stdsort, "VECTOR_FROM", long_from)
+            monkeypatch.setattr(stdsort, "BYTES_FROM", long_from)
             return run_case(other)
 
         want = None
         # byte keys: every part partitioned with numpy, then parts under 24 keys in Python
         for part_from in (0, 24):
-            monkeypatch.setattr(stdsort, "VECTOR_FROM", stdsort._THRESHOLD + 1)
-            monkeypatch.setattr(stdsort, "BYTES_FROM", stdsort._THRESHOLD + 1)
             monkeypatch.setattr(stdsort, "PART_FROM", part_from)
             before, plain_before = len(used), len(plain)
-            vectorized = run_case(other)
+            vectorized = ranked(False, stdsort._THRESHOLD + 1)
             if len(used) == before:
                 break  # no list that long: the plain Python ranking ran, nothing to compare
             if part_from == 0:
@@ -75,18 +72,15 @@ def test_vectorized_ranking_writes_what_the_python_ranking_writes(case, monkeypa
             elif len(plain) > plain_before:
                 MIXED.append(f"{case.name}/{policy}")
             if want is None:
-                want = plain_ranking()
+                want = ranked(False, 1 << 62)
             assert vectorized == want, f"{case.name} under {policy}, PART_FROM {part_from}"
         # byte keys of every length partitioned by bytepart (numpy not used)
-        monkeypatch.setattr(stdsort, "TYPED", True)
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
         before = len(typed)
-        by_kernel = run_case(other)
+        by_kernel = ranked(True, 1 << 62)
         if len(typed) > before:
             TYPED.append(f"{case.name}/{policy}")
             if want is None:
-                want = plain_ranking()
+                want = ranked(False, 1 << 62)
             assert by_kernel == want, f"{case.name} under {policy}, bytepart's kernel"
 
 

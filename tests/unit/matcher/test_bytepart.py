@@ -19,19 +19,13 @@ from array import array
 import pytest
 
 from fluxinfra import compiled
-from fluxinfra.matcher import bytepart
+from fluxinfra.matcher import bytepart, stdsort
 
 
 def branching_partition(v: bytearray, first: int, last: int) -> tuple[int, int, list]:
-    """The partition as libstdc++ writes it: (cut, pick, [(left, right) of each swap])."""
-    mid = first + (last - first) // 2
-    x, y, z = first + 1, mid, last - 1
-    if v[x] < v[y]:
-        pick = y if v[y] < v[z] else (z if v[x] < v[z] else x)
-    elif v[x] < v[z]:
-        pick = x
-    else:
-        pick = z if v[y] < v[z] else y
+    """The partition as libstdc++ writes it: (cut, pick, [(left, right) of each swap]); the
+    pivot by stdsort's median of three (the one the other rankings use)."""
+    pick = stdsort._median_of_three(v, first, last)
     v[first], v[pick] = v[pick], v[first]
     p = v[first]
     lo, hi, swaps = first + 1, last, []
