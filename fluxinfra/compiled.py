@@ -5,7 +5,9 @@ The matcher is Python; nothing in it needs a compiler. Where one is at hand, ``m
 as they are, into extension modules kept with the environment (``<sys.prefix>/fluxinfra-
 compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the source it came from.
 One of them, ``matcher.bytepart`` (the partition of byte keys), is written for it: its
-``@cython.locals`` types make its loops C; the others are plain Python, compiled as they are.
+``@cython.locals`` types make its loops C, and its ``.pxd`` adds a kernel in C for processors
+with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made from); the
+others are plain Python, compiled as they are.
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both
@@ -78,9 +80,18 @@ def _current(root: Path, name: str) -> tuple[Path, Path] | None:
     if source is None:
         return None
     try:
-        return source, _target(root, name, source.read_bytes())
+        return source, _target(root, name, source.read_bytes() + _declarations(source))
     except OSError:
         return None
+
+
+def _declarations(source: Path) -> bytes:
+    """The ``.pxd`` beside a module's source (C declarations Cython reads with it: part of
+    what the compiled form is made from), or nothing."""
+    try:
+        return b"\0pxd\0" + source.with_suffix(".pxd").read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def _source_path(name: str) -> Path | None:
@@ -198,6 +209,8 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
             copy = work / "src" / Path(*name.split(".")).with_suffix(".py")
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, copy)
+            if source.with_suffix(".pxd").is_file():  # (read with it: bytepart's SIMD kernel)
+                shutil.copyfile(source.with_suffix(".pxd"), copy.with_suffix(".pxd"))
             exts.append(Extension(name, [str(copy)]))
         for pkg in {p.parent for p in (work / "src").rglob("*.py")}:
             for up in (pkg, *pkg.parents):

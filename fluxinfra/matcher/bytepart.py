@@ -36,10 +36,14 @@ try:
 except ImportError:  # no Cython here: the module runs as the plain Python it is
     from fluxinfra.matcher import _cython_shadow as cython
 
-__all__ = ["COMPILED", "BLOCK", "partition", "trace"]
+__all__ = ["COMPILED", "SIMD", "BLOCK", "partition", "trace"]
 
 #: whether this module is running compiled (C) rather than as Python
 COMPILED: bool = cython.compiled
+
+#: whether :func:`partition` finds its stops with AVX2 (bytepart.pxd): compiled, on a processor
+#: that has it. Tests turn it off to run the typed loop below on the same processor.
+SIMD: bool = COMPILED and bool(fluxinfra_bp_simd())  # noqa: F821 (bytepart.pxd, compiled only)
 
 #: keys scanned per block (the block buffers ``offl``/``offr`` are this long; offsets fit
 #: in a byte)
@@ -59,6 +63,12 @@ def partition(v, first, last, left, right, off, offl, offr):
     """Partition ``v[first:last]`` (more than 16 keys) as libstdc++ does, in place; record
     its swaps in ``left[off:]`` and ``right[off:]`` (room for ``(last - first) // 2`` each).
     Returns (cut, the position the pivot was taken from, swaps)."""
+    pick = num = 0
+    if cython.compiled and SIMD:  # the same partition, its stops found 32 keys at a time
+        lo = fluxinfra_bp_partition_avx2(  # noqa: F821 (declared in bytepart.pxd)
+            cython.address(v[0]), first, last, cython.address(left[0]),
+            cython.address(right[0]), off, cython.address(pick), cython.address(num))
+        return lo, pick, num
     block = len(offl)
     # std::__move_median_to_first(first, first + 1, mid, last - 1)
     mid = first + (last - first) // 2

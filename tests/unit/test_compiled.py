@@ -88,6 +88,32 @@ def test_a_compiled_form_is_loaded_only_for_the_source_it_was_made_from(probe):
 
 
 @needs_compiler
+def test_a_pxd_beside_the_source_is_compiled_with_it_and_part_of_its_digest(probe):
+    """A module's C declarations (bytepart.pxd's kernel) are read with its source: a C
+    function declared there is called from the .py, and an edit of the .pxd alone makes the
+    compiled form stale, as an edit of the .py does."""
+    source, cache = probe
+    names = (PROBE,)
+    source.write_text("import cython\n\n"
+                      "def twice(x):\n"
+                      "    if cython.compiled:\n"
+                      "        return fxc_twice(x)  # noqa: F821\n"
+                      "    return -1\n")
+    pxd = source.with_suffix(".pxd")
+    pxd.write_text('cdef extern from *:\n    """\n    static long fxc_twice(long x) '
+                   '{ return 2 * x; }\n    """\n    long fxc_twice(long x)\n')
+    assert compiled.build(names, cache, jobs=1, log=io.StringIO()) == [PROBE]
+    finder = compiled._Finder(cache, names)
+    assert _load(finder).twice(21) == 42  # the C function, compiled in
+    pxd.write_text(pxd.read_text().replace("2 * x", "3 * x"))
+    assert finder.find_spec(PROBE) is None
+    assert compiled.status(names, cache) == {PROBE: "stale"}
+    assert compiled.build(names, cache, jobs=1, log=io.StringIO()) == [PROBE]
+    sys.modules.pop(PROBE, None)
+    assert _load(finder).twice(21) == 63
+
+
+@needs_compiler
 def test_a_module_that_does_not_compile_says_so(probe):
     source, cache = probe
     source.write_text("def broken(:\n")

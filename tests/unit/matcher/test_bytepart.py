@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 from array import array
+from pathlib import Path
 
 import pytest
 
@@ -62,9 +63,24 @@ def buffers(n: int):
             bytearray(bytepart.BLOCK), bytearray(bytepart.BLOCK))
 
 
-SIZES = [17, 18, 100, 2 * bytepart.BLOCK, 2 * bytepart.BLOCK + 1, 2 * bytepart.BLOCK + 2,
-         1000, 5000]
+#: around both kernels' block boundaries (bytepart.py's typed loop scans BLOCK keys a side,
+#: bytepart.pxd's AVX2 kernel 64)
+SIZES = [17, 18, 100, 129, 130, 131, 2 * bytepart.BLOCK, 2 * bytepart.BLOCK + 1,
+         2 * bytepart.BLOCK + 2, 1000, 5000]
 SHAPES = ["equal", "two", "cores", "ascending", "descending", "random"]
+#: the AVX2 kernel exists only compiled, on a processor that has AVX2
+SIMD_HERE = bytepart.SIMD
+
+
+@pytest.fixture(params=["simd", "typed"], autouse=True)
+def kernel(request, monkeypatch) -> str:
+    """Every test here runs with the AVX2 kernel (where this process has it) and with the
+    typed loop (compiled or as Python)."""
+    if request.param == "simd" and not SIMD_HERE:
+        pytest.skip("no AVX2 kernel in this process (not compiled, or no AVX2): the typed "
+                    "loop's runs cover bytepart.partition")
+    monkeypatch.setattr(bytepart, "SIMD", request.param == "simd")
+    return request.param
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -106,6 +122,19 @@ def test_trace_gives_each_positions_original_index_after_a_chain(shape: str) -> 
 def test_it_is_compiled_where_fluxinfra_compile_made_it() -> None:
     """COMPILED says what this process loaded (so stdsort uses the kernel only as C)."""
     assert compiled.loaded()["fluxinfra.matcher.bytepart"] is bytepart.COMPILED
+
+
+def test_the_avx2_kernel_is_on_wherever_it_can_be() -> None:
+    """Compiled on a processor with AVX2 and BMI1 (as /proc/cpuinfo lists them), partitions
+    go through bytepart.pxd's kernel; elsewhere the typed loop runs and SIMD says so."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+        flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        pytest.skip("no /proc/cpuinfo to read this processor's flags from")
+    can = "avx2" in flags and "bmi1" in flags and os.uname().machine == "x86_64"
+    assert SIMD_HERE is (bytepart.COMPILED and can)
 
 
 def test_without_cython_installed_it_runs_as_python() -> None:
