@@ -1,48 +1,14 @@
 # Declarations Cython reads beside bytepart.py when ``fluxinfra compile`` makes it C (the .py
-# stays plain Python; this file is never imported). The partition below is the same as
-# bytepart.partition's, with each block's stops found 32 keys per instruction (AVX2) and
-# paired with bit scans; it is used only where the processor has AVX2 (checked at run time,
-# so a module compiled here also loads on a processor without it: bytepart.SIMD is then
-# False and the typed loop in bytepart.py runs).
+# stays plain Python; this file is never imported). The block scans below are
+# bytepart.partition's, each block's stops found 32 keys per instruction (AVX2) and paired
+# with bit scans; the pivot and the closing branching loop stay in bytepart.py. Used only
+# where the processor has AVX2 (checked at run time, so a module compiled here also loads on
+# a processor without it: bytepart.SIMD is then False and the typed loop in bytepart.py
+# runs).
 
 cdef extern from *:
     """
     #include <stdint.h>
-    #include <string.h>
-
-    /* std::__unguarded_partition_pivot's branching loop, from where the block scans stand:
-       the left scan at lo, the right scan about to step down from hi + 1. */
-    static Py_ssize_t fluxinfra_bp_tail(unsigned char *v, Py_ssize_t lo, Py_ssize_t hi,
-                                        unsigned char p, int *left, int *right,
-                                        Py_ssize_t *m) {
-        unsigned char t;
-        hi += 1;
-        for (;;) {
-            while (v[lo] < p) lo++;
-            hi--;
-            while (p < v[hi]) hi--;
-            if (!(lo < hi)) return lo;
-            t = v[lo]; v[lo] = v[hi]; v[hi] = t;
-            left[*m] = (int)lo; right[*m] = (int)hi; (*m)++;
-            lo++;
-        }
-    }
-
-    /* std::__move_median_to_first(first, first + 1, mid, last - 1): where the pivot is
-       taken from. */
-    static Py_ssize_t fluxinfra_bp_pick(const unsigned char *v, Py_ssize_t first,
-                                        Py_ssize_t last) {
-        Py_ssize_t mid = first + (last - first) / 2;
-        unsigned char x = v[first + 1], y = v[mid], z = v[last - 1];
-        if (x < y) {
-            if (y < z) return mid;
-            if (x < z) return last - 1;
-            return first + 1;
-        }
-        if (x < z) return first + 1;
-        if (y < z) return last - 1;
-        return mid;
-    }
 
     #if defined(__GNUC__) && defined(__x86_64__)
     #include <immintrin.h>
@@ -80,23 +46,22 @@ cdef extern from *:
         return (uint64_t)mb | ((uint64_t)ma << 32);
     }
 
-    /* The partition of v[first:last] (more than 16 keys), its swaps recorded from
-       left/right[off]: the same cut, pivot, keys and swaps as the branching loop. Blocks of
-       64 keys: [lo, lo + 64) from the left, (hi - 64, hi] from the right, never overlapping;
-       a block's stops are a bit mask, used up pair by pair (lowest bit first on both sides:
-       the right mask is read in descending positions) before that side's next block. */
-    FLUXINFRA_BP_AVX2 static Py_ssize_t fluxinfra_bp_partition_avx2(
-            unsigned char *v, Py_ssize_t first, Py_ssize_t last, int *left, int *right,
-            Py_ssize_t off, Py_ssize_t *pick_out, Py_ssize_t *swaps_out) {
-        Py_ssize_t pick = fluxinfra_bp_pick(v, first, last);
-        Py_ssize_t m = off, lo = first + 1, hi = last - 1, a, b;
+    /* The block scans of bytepart.partition's loop, for pivot p, from lo (the left scan)
+       and hi (the right one): blocks of 64 keys, [lo, lo + 64) from the left and
+       (hi - 64, hi] from the right, never overlapping; a block's stops are a bit mask, used
+       up pair by pair (lowest bit first on both sides: the right mask is read in descending
+       positions) before that side's next block. The same swaps in the same order as the
+       branching loop, recorded from left/right[m]. Leaves lo and hi where the branching
+       loop goes on (an unused stop is where that scan stopped; fewer than 129 keys between
+       them) and returns m past the last swap recorded. */
+    FLUXINFRA_BP_AVX2 static Py_ssize_t fluxinfra_bp_blocks_avx2(
+            unsigned char *v, unsigned char p, Py_ssize_t *lo_io, Py_ssize_t *hi_io,
+            int *left, int *right, Py_ssize_t m) {
+        Py_ssize_t lo = *lo_io, hi = *hi_io, a, b;
         uint64_t ml = 0, mr = 0;
         int have_l = 0, have_r = 0, k, kr, i;
-        unsigned char t = v[first], p;
-        __m256i pv;
-        v[first] = v[pick]; v[pick] = t;
-        p = v[first];
-        pv = _mm256_set1_epi8((char)p);
+        unsigned char t;
+        __m256i pv = _mm256_set1_epi8((char)p);
         while (hi - lo + 1 > 128) {
             if (!have_l) { ml = fluxinfra_bp_ge(v + lo, pv); have_l = 1; }
             if (!have_r) { mr = fluxinfra_bp_le(v + hi, pv); have_r = 1; }
@@ -116,13 +81,11 @@ cdef extern from *:
             if (!ml) { lo += 64; have_l = 0; }
             if (!mr) { hi -= 64; have_r = 0; }
         }
-        /* a listed stop not yet used is where that scan stopped */
         if (have_l && ml) lo += __builtin_ctzll(ml);
         if (have_r && mr) hi -= __builtin_ctzll(mr);
-        lo = fluxinfra_bp_tail(v, lo, hi, p, left, right, &m);
-        *pick_out = pick;
-        *swaps_out = m - off;
-        return lo;
+        *lo_io = lo;
+        *hi_io = hi;
+        return m;
     }
 
     static int fluxinfra_bp_simd(void) {
@@ -130,18 +93,16 @@ cdef extern from *:
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
     }
     #else
-    static Py_ssize_t fluxinfra_bp_partition_avx2(
-            unsigned char *v, Py_ssize_t first, Py_ssize_t last, int *left, int *right,
-            Py_ssize_t off, Py_ssize_t *pick_out, Py_ssize_t *swaps_out) {
-        (void)v; (void)first; (void)last; (void)left; (void)right; (void)off;
-        *pick_out = -1; *swaps_out = 0;
-        return -1;
+    static Py_ssize_t fluxinfra_bp_blocks_avx2(
+            unsigned char *v, unsigned char p, Py_ssize_t *lo_io, Py_ssize_t *hi_io,
+            int *left, int *right, Py_ssize_t m) {
+        (void)v; (void)p; (void)lo_io; (void)hi_io; (void)left; (void)right;
+        return m;  /* (never called: SIMD is False here) */
     }
     static int fluxinfra_bp_simd(void) { return 0; }
     #endif
     """
-    Py_ssize_t fluxinfra_bp_partition_avx2(unsigned char *v, Py_ssize_t first,
-                                           Py_ssize_t last, int *left, int *right,
-                                           Py_ssize_t off, Py_ssize_t *pick_out,
-                                           Py_ssize_t *swaps_out)
+    Py_ssize_t fluxinfra_bp_blocks_avx2(unsigned char *v, unsigned char p, Py_ssize_t *lo_io,
+                                        Py_ssize_t *hi_io, int *left, int *right,
+                                        Py_ssize_t m)
     int fluxinfra_bp_simd()

@@ -63,12 +63,6 @@ def partition(v, first, last, left, right, off, offl, offr):
     """Partition ``v[first:last]`` (more than 16 keys) as libstdc++ does, in place; record
     its swaps in ``left[off:]`` and ``right[off:]`` (room for ``(last - first) // 2`` each).
     Returns (cut, the position the pivot was taken from, swaps)."""
-    pick = num = 0
-    if cython.compiled and SIMD:  # the same partition, its stops found 32 keys at a time
-        lo = fluxinfra_bp_partition_avx2(  # noqa: F821 (declared in bytepart.pxd)
-            cython.address(v[0]), first, last, cython.address(left[0]),
-            cython.address(right[0]), off, cython.address(pick), cython.address(num))
-        return lo, pick, num
     block = len(offl)
     # std::__move_median_to_first(first, first + 1, mid, last - 1)
     mid = first + (last - first) // 2
@@ -99,6 +93,10 @@ def partition(v, first, last, left, right, off, offl, offr):
     lo = first + 1
     hi = last - 1
     nl = nr = sl = sr = 0
+    if cython.compiled and SIMD:  # the same blocks, their stops found 32 keys at a time
+        m = fluxinfra_bp_blocks_avx2(  # noqa: F821 (declared in bytepart.pxd)
+            cython.address(v[0]), p, cython.address(lo), cython.address(hi),
+            cython.address(left[0]), cython.address(right[0]), m)
     while hi - lo + 1 > 2 * block:
         if nl == 0:
             sl = 0

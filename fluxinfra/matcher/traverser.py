@@ -1172,7 +1172,7 @@ class Traverser:
                 block = old_blocks[lo // _BLOCK]
                 outcomes += old[lo:hi]
             else:
-                ev: dict[str, _Evals] = {}
+                got_here = _Dfu()  # (only its evals: an _Evals per type, in order)
                 pre = post = 0
                 replays = []
                 for i in range(lo, min(hi, len(children))):
@@ -1189,17 +1189,11 @@ class Traverser:
                     pre += c_pre
                     post += c_post
                     for rtype, got in merged:
-                        into = ev.get(rtype)
-                        if into is None:
-                            into = ev[rtype] = _Evals()
-                        into.merge(got, True)
+                        got_here.evals(rtype).merge(got, True)
                     if ctx is not None:
                         replays.append((c, ctx))
-                    into = ev.get(gtype[c])
-                    if into is None:
-                        into = ev[gtype[c]] = _Evals()
-                    into.add(group)
-                block = (tuple(ev.items()), pre, post, tuple(replays))
+                    got_here.evals(gtype[c]).add(group)
+                block = (tuple(got_here.ev.items()), pre, post, tuple(replays))
             blocks.append(block)
             evs, pre, post, replays = block
             if not evs:
