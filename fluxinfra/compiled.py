@@ -6,8 +6,11 @@ as they are, into extension modules kept with the environment (``<sys.prefix>/fl
 compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the source it came from.
 One of them, ``matcher.bytepart`` (the partition of byte keys), is written for it: its
 ``@cython.locals`` types make its loops C, and its ``.pxd`` adds a kernel in C for processors
-with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made from); the
-others are plain Python, compiled as they are.
+with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made from). The
+``.pxd`` files of ``matcher.planner``, ``matcher.traverser`` and ``matcher.express`` declare
+their per-match classes as extension types, so an attribute read through ``self`` is a field
+of the object rather than a look-up (``tests/unit/matcher/test_declarations.py`` keeps them in
+step with the classes); the rest of the code is plain Python, compiled as it is.
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both

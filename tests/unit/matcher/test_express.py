@@ -13,7 +13,7 @@ import pytest
 from matcher_testlib import check_invariants
 from test_fast_paths import core_job, nodes_job, outcome, planner_state
 
-from fluxinfra.matcher import Matcher, MatcherError
+from fluxinfra.matcher import Matcher, MatcherError, traverser
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.recipe import graph_from_recipe
 
@@ -190,24 +190,21 @@ def slot_op(rng: random.Random):
 
 
 @pytest.mark.parametrize("policy", SLOT_POLICIES)
-def test_one_slot_express_is_the_traversal(policy: str) -> None:
+def test_one_slot_express_is_the_traversal(policy: str, monkeypatch) -> None:
     """Shape C (``slot[1]{core[1]}`` under ``first``): the lane's selection and commit leave
     what the traversal and the general commit leave, after every step of random
     sequences, and the lane really answers most of those requests."""
     answered = []
-    for seed in range(12):
-        rng = random.Random(f"slot/{policy}/{seed}")
-        commit = Express._commit_slot
 
-        def counted(self, *args, _commit=commit):
-            answered.append(_commit(self, *args))
+    class Counted(Express):  # (compiled, Express is an extension type: its methods stay put)
+        def _commit_slot(self, *args):
+            answered.append(super()._commit_slot(*args))
             return answered[-1]
 
-        Express._commit_slot = counted
-        try:
-            replay_both(policy, rng, slot_op, 70)
-        finally:
-            Express._commit_slot = commit
+    monkeypatch.setattr(traverser, "Express", Counted)
+    for seed in range(12):
+        rng = random.Random(f"slot/{policy}/{seed}")
+        replay_both(policy, rng, slot_op, 70)
     assert sum(n is not None for n in answered) >= 150, len(answered)
 
 
@@ -247,26 +244,22 @@ def shared_slot_op(specs: dict):
 
 
 @pytest.mark.parametrize("policy", SLOT_POLICIES)
-def test_one_slot_lane_remembers_busy_leaves_only_while_they_are(policy: str) -> None:
-    used = 0
+def test_one_slot_lane_remembers_busy_leaves_only_while_they_are(policy: str,
+                                                                   monkeypatch) -> None:
+    seen: list[bool] = []
+
+    class Spied(Express):  # (compiled, Express is an extension type: its methods stay put)
+        def _slot_members(self, u, members, meta):
+            before = self._busy.get(u)
+            seen.append(before is not None and before[5] > 0)
+            return super()._slot_members(u, members, meta)
+
+    monkeypatch.setattr(traverser, "Express", Spied)
     for seed in range(10):
         specs: dict = {}
         rng = random.Random(f"shared-slot/{policy}/{seed}")
-        seen = []
-        slot_members = Express._slot_members
-
-        def spied(self, u, members, meta, _orig=slot_members, _seen=seen):
-            before = self._busy.get(u)
-            _seen.append(before is not None and before[5] > 0)
-            return _orig(self, u, members, meta)
-
-        Express._slot_members = spied
-        try:
-            replay_both(policy, rng, shared_slot_op(specs), 90)
-        finally:
-            Express._slot_members = slot_members
-        used += sum(seen)
-    assert used >= 50, used  # the remembered prefix really was used
+        replay_both(policy, rng, shared_slot_op(specs), 90)
+    assert sum(seen) >= 50, sum(seen)  # the remembered prefix really was used
 
 
 def one_socket_both_ways(cores: int, gpus: int) -> tuple[Matcher, Matcher]:

@@ -1,0 +1,18 @@
+# Declarations Cython reads beside planner.py when ``fluxinfra compile`` makes it C (the .py
+# stays plain Python; this file is never imported). The planners are extension types in the
+# compiled form: ``self.times``, ``self.spans``, ... are fields of the object, not look-ups
+# (a match books about ten spans). The attributes are the classes' __slots__
+# (tests/unit/matcher/test_declarations.py keeps the two in step).
+
+cdef class _Timeline:
+    cdef public list times
+    cdef public list usage
+    cdef public dict spans
+    cdef public object _next_id
+    cdef public bint _shared
+
+cdef class Planner(_Timeline):
+    cdef public object total
+
+cdef class MultiPlanner(_Timeline):
+    cdef public frozenset types

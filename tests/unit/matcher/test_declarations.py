@@ -1,0 +1,103 @@
+"""The ``.pxd`` files beside the matcher's modules declare some of their classes as extension
+types for the compiled form (``fluxinfra compile``): an attribute read through ``self`` is then
+a field of the object, not a look-up. A class without ``cdef dict __dict__`` can hold only
+what is declared, so its declaration and its ``__slots__`` must name the same attributes, and
+a declared attribute must be one the class really sets: a slot added to the ``.py`` alone
+would fail only in the compiled form. Read from the source, so this runs either way."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import fluxinfra.matcher as matcher_pkg
+
+PKG = Path(matcher_pkg.__file__).parent
+DECLARED = sorted(p.stem for p in PKG.glob("*.pxd"))
+
+
+def declarations(stem: str) -> dict[str, tuple[str | None, set[str], bool]]:
+    """class -> (its declared base, its declared attributes, has a __dict__)."""
+    out: dict[str, tuple[str | None, set[str], bool]] = {}
+    current = None
+    for line in (PKG / f"{stem}.pxd").read_text().splitlines():
+        line = line.split("#", 1)[0].rstrip()
+        head = re.match(r"cdef class (\w+)(?:\((\w+)\))?:$", line)
+        if head:
+            current = head[1]
+            out[current] = (head[2], set(), False)
+            continue
+        field = re.match(r"\s+cdef (?:public |readonly )?(\w+) (.+)$", line)
+        if field and current is not None:
+            base, attrs, has_dict = out[current]
+            names = {n.strip() for n in field[2].split(",")}
+            if names == {"__dict__"}:
+                out[current] = (base, attrs, True)
+            else:
+                attrs |= names
+        elif line and not line.startswith((" ", "cdef extern", '"""')):
+            current = None
+    return out
+
+
+def classes(stem: str) -> dict[str, ast.ClassDef]:
+    tree = ast.parse((PKG / f"{stem}.py").read_text())
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def slots(cls: ast.ClassDef) -> set[str] | None:
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+def assigned(cls: ast.ClassDef) -> set[str]:
+    """Every ``self.<name>`` the class's methods assign."""
+    out = set()
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            for e in ast.walk(t):
+                if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) \
+                        and e.value.id == "self":
+                    out.add(e.attr)
+    return out
+
+
+def test_the_declared_modules_are_the_typed_ones() -> None:
+    assert {"bytepart", "planner", "traverser", "express"} <= set(DECLARED)
+
+
+@pytest.mark.parametrize("stem", DECLARED)
+def test_declared_attributes_are_the_classes_own(stem: str) -> None:
+    decl, source = declarations(stem), classes(stem)
+    for name, (base, attrs, has_dict) in decl.items():
+        assert name in source, f"{stem}.pxd declares {name}, which {stem}.py does not define"
+        cls = source[name]
+        bases = [b.id for b in cls.bases if isinstance(b, ast.Name)]
+        assert bases == ([base] if base else []), (
+            f"{stem}.pxd: {name}'s base {base} is not the .py's {bases}")
+        inherited: set[str] = set()
+        b = base
+        while b is not None:
+            inherited |= decl[b][1]
+            b = decl[b][0]
+        own = slots(cls)
+        if has_dict:
+            # the rest live in the instance's dict; what is declared must really be set
+            unknown = attrs - assigned(cls)
+            assert not unknown, f"{stem}.pxd declares {sorted(unknown)} on {name}, never set"
+        elif own is not None and own:
+            assert attrs | inherited == own | inherited, (
+                f"{stem}.pxd and {stem}.py disagree on {name}'s attributes: declared "
+                f"{sorted(attrs)}, __slots__ {sorted(own)}")
+        else:
+            # no slots of its own: it sets only what it and its bases declare
+            extra = assigned(cls) - attrs - inherited
+            assert not extra, f"{name} sets {sorted(extra)}, not declared in {stem}.pxd"
