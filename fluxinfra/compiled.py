@@ -11,6 +11,10 @@ with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made 
 their per-match classes as extension types, so an attribute read through ``self`` is a field
 of the object rather than a look-up (``tests/unit/matcher/test_declarations.py`` keeps them in
 step with the classes); the rest of the code is plain Python, compiled as it is.
+``express.pxd`` cimports ``traverser.pxd`` (the express lane's traverser is a typed field, so
+its locals read the traverser's fields directly): a module compiled against another's types
+has that ``.pxd`` in its digest and loads compiled only beside that module's compiled form
+(else both load as Python; ``--status`` says ``waiting``).
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -90,9 +95,44 @@ def _current(root: Path, name: str) -> tuple[Path, Path] | None:
 
 def _declarations(source: Path) -> bytes:
     """The ``.pxd`` beside a module's source (C declarations Cython reads with it: part of
-    what the compiled form is made from), or nothing."""
+    what the compiled form is made from), and those of the modules it ``cimport``s (their
+    types' layouts are compiled into it), or nothing."""
     try:
-        return b"\0pxd\0" + source.with_suffix(".pxd").read_bytes()
+        own = source.with_suffix(".pxd").read_bytes()
+    except FileNotFoundError:
+        return b""
+    out = b"\0pxd\0" + own
+    for name in _cimported(own):
+        out += b"\0" + name.encode() + b"\0" + _read(_source_path(name).with_suffix(".pxd"))
+    return out
+
+
+#: ``from <module> cimport ...`` / ``cimport <module>`` in a .pxd
+_CIMPORT = re.compile(rb"^\s*(?:from\s+([\w.]+)\s+cimport|cimport\s+([\w.]+))", re.M)
+
+
+def _cimported(pxd: bytes) -> list[str]:
+    """The modules of this environment whose declarations (a ``.pxd`` beside their ``.py``)
+    a ``.pxd`` cimports: their compiled forms must be the ones loaded beside it (a compiled
+    module checks, when imported, that a cimported type has the layout it was compiled
+    against). Cython's own declarations (``libc``, ``cpython``) are not modules here."""
+    out = []
+    for m in _CIMPORT.finditer(pxd):
+        name = (m[1] or m[2]).decode()
+        if name in out or "." not in name:
+            continue
+        try:
+            source = _source_path(name)
+        except (ImportError, ValueError):
+            continue
+        if source is not None and source.with_suffix(".pxd").is_file():
+            out.append(name)
+    return out
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
     except FileNotFoundError:
         return b""
 
@@ -130,11 +170,26 @@ class _Finder:
         current = _current(self.root, name)
         if current is None or not current[1].is_file():
             return None
+        for dep in _cimported(_read(current[0].with_suffix(".pxd"))):
+            # a module compiled against another's types loads only beside that one's
+            # compiled form (the .py of either, once edited, is loaded as Python: both are)
+            if not self._compiled(dep):
+                return None
         import importlib.util
 
         built = current[1]
         loader = importlib.machinery.ExtensionFileLoader(name, str(built))
         return importlib.util.spec_from_file_location(name, built, loader=loader)
+
+    def _compiled(self, name: str) -> bool:
+        """Module ``name`` is, or will be when imported, its compiled form."""
+        if name not in self.names:
+            return False
+        module = sys.modules.get(name)
+        if module is not None:
+            return (getattr(module, "__file__", None) or "").endswith(_SUFFIX)
+        current = _current(self.root, name)
+        return current is not None and current[1].is_file()
 
     def invalidate_caches(self) -> None:
         pass
@@ -163,17 +218,22 @@ def loaded() -> dict[str, bool]:
 
 
 def status(names: tuple[str, ...] = MODULES, root: Path | None = None) -> dict[str, str]:
-    """Per module: ``compiled`` (a compiled form of the current source exists), ``stale``
-    (only of other sources), ``missing`` (none) or ``off`` (FLUXINFRA_PURE_PYTHON)."""
+    """Per module: ``compiled`` (a compiled form of the current source exists), ``waiting``
+    (one exists, but a module whose types it cimports has none: it loads as Python until
+    that one is compiled), ``stale`` (only of other sources), ``missing`` (none) or ``off``
+    (FLUXINFRA_PURE_PYTHON)."""
     off = _off()
     root = root or cache_dir()
+    finder = _Finder(root, tuple(names))
     out = {}
     for name in names:
         current = None if off else _current(root, name)
         if off:
             out[name] = "off"
         elif current is not None and current[1].is_file():
-            out[name] = "compiled"
+            deps = _cimported(_read(current[0].with_suffix(".pxd")))
+            waits = [dep for dep in deps if not finder._compiled(dep)]
+            out[name] = "waiting" if waits else "compiled"
         elif any(root.glob(f"{name}-*")):
             out[name] = "stale"
         else:
@@ -212,8 +272,14 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
             copy = work / "src" / Path(*name.split(".")).with_suffix(".py")
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, copy)
-            if source.with_suffix(".pxd").is_file():  # (read with it: bytepart's SIMD kernel)
-                shutil.copyfile(source.with_suffix(".pxd"), copy.with_suffix(".pxd"))
+            pxd = source.with_suffix(".pxd")
+            if pxd.is_file():  # (read with it: bytepart's SIMD kernel, the classes' layouts)
+                shutil.copyfile(pxd, copy.with_suffix(".pxd"))
+                for dep in _cimported(pxd.read_bytes()):  # (the types it compiles against)
+                    dep_pxd = _source_path(dep).with_suffix(".pxd")
+                    dep_copy = work / "src" / Path(*dep.split(".")).with_suffix(".pxd")
+                    dep_copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(dep_pxd, dep_copy)
             exts.append(Extension(name, [str(copy)]))
         for pkg in {p.parent for p in (work / "src").rglob("*.py")}:
             for up in (pkg, *pkg.parents):

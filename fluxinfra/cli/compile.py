@@ -20,7 +20,10 @@ def main(argv: list[str]) -> int:
                     "per match (docs/matcher.md).")
     ap.add_argument("--status", action="store_true",
                     help="only say, per module, whether a compiled form of its current source "
-                         "exists (compiled), only of older sources (stale) or none (missing)")
+                         "exists (compiled), only of older sources (stale) or none (missing); "
+                         "waiting: compiled, but against another module's types whose own "
+                         "compiled form is stale or missing (both load as Python until it is "
+                         "compiled)")
     ap.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
                     help="compile N modules at a time (default 2)")
     args = ap.parse_args(argv)

@@ -114,6 +114,70 @@ def test_a_pxd_beside_the_source_is_compiled_with_it_and_part_of_its_digest(prob
 
 
 @needs_compiler
+def test_a_module_compiled_against_another_modules_types_loads_only_beside_its_compiled_form(
+        probe):
+    """express.pxd cimports traverser.pxd (its traverser is a typed field): a compiled module
+    checks, when imported, that a cimported type has the layout it was compiled against, so
+    the two compiled forms go together. The cimported .pxd is part of the user's digest;
+    while the other module loads as Python (its .py edited, not compiled again), the user
+    loads as Python too ("waiting"), and both are compiled forms again once it is built."""
+    source, cache = probe
+    pkg = source.parent
+    base, user = "fxcprobe.base", "fxcprobe.user"
+    names = (base, user)
+    (pkg / "base.py").write_text("class Box:\n    def __init__(self, v):\n"
+                                 "        self.v = v\n")
+    (pkg / "base.pxd").write_text("cdef class Box:\n    cdef public object v\n")
+    (pkg / "user.py").write_text("import cython\n\n\nclass User:\n"
+                                 "    def __init__(self, box):\n        self.box = box\n\n"
+                                 "    def twice(self):\n        b = self.box\n"
+                                 "        return (b.v * 2, cython.typeof(b))\n")
+    (pkg / "user.pxd").write_text("from fxcprobe.base cimport Box\n\n\ncdef class User:\n"
+                                  "    cdef public Box box\n")
+    assert compiled._cimported((pkg / "user.pxd").read_bytes()) == [base]
+    assert compiled._cimported(b"from libc.stdint cimport int64_t\ncimport cython\n") == []
+    assert sorted(compiled.build(names, cache, jobs=1, log=io.StringIO())) == sorted(names)
+    assert compiled.status(names, cache) == {base: "compiled", user: "compiled"}
+    finder = compiled._Finder(cache, names)
+
+    def load(name):
+        spec = finder.find_spec(name)
+        if spec is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def forget():
+        for name in names:
+            sys.modules.pop(name, None)
+
+    try:
+        box = load(base).Box(21)
+        # the local read through the typed field is typed: a field access, not a look-up
+        assert load(user).User(box).twice() == (42, "Box")
+        forget()
+        (pkg / "base.py").write_text((pkg / "base.py").read_text() + "# edited\n")
+        assert compiled.status(names, cache) == {base: "stale", user: "waiting"}
+        assert finder.find_spec(base) is None and finder.find_spec(user) is None
+        compiled.build(names, cache, jobs=1, log=io.StringIO())
+        assert compiled.status(names, cache) == {base: "compiled", user: "compiled"}
+        # the cimported declarations are part of the user's digest
+        (pkg / "base.pxd").write_text("cdef class Box:\n    cdef public object v, w\n")
+        assert compiled.status(names, cache) == {base: "stale", user: "stale"}
+        assert sorted(compiled.build(names, cache, jobs=1, log=io.StringIO())) == sorted(names)
+        box = load(base).Box(5)  # (first: the user's import finds it in sys.modules)
+        assert load(user).User(box).twice() == (10, "Box")
+        forget()
+        # a Python module of the same name already imported: the user stays Python too
+        sys.modules[base] = importlib.import_module("fxcprobe")  # (a plain module)
+        assert finder.find_spec(user) is None
+    finally:
+        forget()
+
+
+@needs_compiler
 def test_a_module_that_does_not_compile_says_so(probe):
     source, cache = probe
     source.write_text("def broken(:\n")
