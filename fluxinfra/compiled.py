@@ -11,10 +11,12 @@ with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made 
 their per-match classes as extension types, so an attribute read through ``self`` is a field
 of the object rather than a look-up (``tests/unit/matcher/test_declarations.py`` keeps them in
 step with the classes); the rest of the code is plain Python, compiled as it is.
-``express.pxd`` cimports ``traverser.pxd`` (the express lane's traverser is a typed field, so
-its locals read the traverser's fields directly): a module compiled against another's types
-has that ``.pxd`` in its digest and loads compiled only beside that module's compiled form
-(else both load as Python; ``--status`` says ``waiting``).
+``express.pxd`` cimports ``traverser.pxd`` and both cimport ``planner.pxd``: the express
+lane's traverser is a typed field, and the methods a 1-core match calls most are C methods
+(``cpdef``) called directly from typed locals. A module compiled against another's
+declarations has those ``.pxd`` files (direct or through others) in its digest and loads
+compiled only beside their modules' compiled forms (else it loads as Python; ``--status``
+says ``waiting``).
 An import of one of those modules then loads the compiled form if, and only if, one was made
 from the source file as it is now; an edited file, a missing build or another interpreter
 loads the ``.py`` as before. The same source, the same answers (the test suite runs both
@@ -113,20 +115,24 @@ _CIMPORT = re.compile(rb"^\s*(?:from\s+([\w.]+)\s+cimport|cimport\s+([\w.]+))", 
 
 def _cimported(pxd: bytes) -> list[str]:
     """The modules of this environment whose declarations (a ``.pxd`` beside their ``.py``)
-    a ``.pxd`` cimports: their compiled forms must be the ones loaded beside it (a compiled
-    module checks, when imported, that a cimported type has the layout it was compiled
-    against). Cython's own declarations (``libc``, ``cpython``) are not modules here."""
-    out = []
-    for m in _CIMPORT.finditer(pxd):
-        name = (m[1] or m[2]).decode()
-        if name in out or "." not in name:
-            continue
-        try:
-            source = _source_path(name)
-        except (ImportError, ValueError):
-            continue
-        if source is not None and source.with_suffix(".pxd").is_file():
-            out.append(name)
+    a ``.pxd`` cimports, directly or through theirs: their compiled forms must be the ones
+    loaded beside it (a compiled module checks, when imported, that a cimported type has the
+    layout it was compiled against, and calls its C methods through the declared table).
+    Cython's own declarations (``libc``, ``cpython``) are not modules here."""
+    out: list[str] = []
+    todo = [pxd]
+    while todo:
+        for m in _CIMPORT.finditer(todo.pop()):
+            name = (m[1] or m[2]).decode()
+            if name in out or "." not in name:
+                continue
+            try:
+                source = _source_path(name)
+            except (ImportError, ValueError):
+                continue
+            if source is not None and source.with_suffix(".pxd").is_file():
+                out.append(name)
+                todo.append(source.with_suffix(".pxd").read_bytes())
     return out
 
 

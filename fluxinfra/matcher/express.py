@@ -519,10 +519,10 @@ class Express:
             if x is None:
                 x = xcheck[a] = Planner(_X_NJOBS)
             xspans[a] = x.add_span(at, duration, 1)
-            pl = agg.get(a)
-            if pl is None:
-                pl = agg[a] = MultiPlanner(totals(a))
-            job_agg[a] = pl.add_span(at, duration, amounts)
+            apl = agg.get(a)
+            if apl is None:
+                apl = agg[a] = MultiPlanner(totals(a))
+            job_agg[a] = apl.add_span(at, duration, amounts)
         dirty += path
         facts = self._path_facts.get(u)
         if facts is None:

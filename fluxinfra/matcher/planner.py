@@ -350,9 +350,13 @@ class MultiPlanner(_Timeline):
         times = self.times
         i = bisect_right(times, at) - 1
         j = bisect_left(times, at + duration) if duration > 0 else i + 1
-        if j <= i + 1:
-            return self.usage[i][rtype]
-        return max(row[rtype] for row in self.usage[i:j])
+        usage = self.usage
+        most = usage[i][rtype]
+        for k in range(i + 1, j):  # (a loop, not max() over a generator: see planner.pxd)
+            n = usage[k][rtype]
+            if n > most:
+                most = n
+        return most
 
     def column(self, rtype: str) -> list[int]:
         """The usage of one type at every breakpoint (``times``)."""

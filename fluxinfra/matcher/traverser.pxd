@@ -4,7 +4,13 @@
 # Traverser declares the attributes its hot paths read and keeps a __dict__ for the rest (and
 # for FlexibleTraverser, a Python subclass); the others hold exactly their __slots__
 # (tests/unit/matcher/test_declarations.py keeps the two in step). ``dict`` fields take only
-# a dict: one a caller may replace by anything else is declared ``object``.
+# a dict: one a caller may replace by anything else is declared ``object``. The planner
+# types are cimported for the typed locals of the C methods below (see planner.pxd).
+
+cimport cython
+
+from fluxinfra.matcher.planner cimport MultiPlanner, Planner
+
 
 cdef class Meta:
     cdef public object at, now, duration, alloc_type, jobid, constraint
@@ -25,6 +31,17 @@ cdef class Traverser:
     cdef public dict _whole, _whole_alloc
     cdef public object express, post_below, visited
     cdef public object _dirty
+    # the methods a match calls most, C calls from typed callers (the express lane); a
+    # Python subclass may still override them
+    @cython.locals(p=Planner)
+    cpdef _leaf(self, Meta meta, c, r, excl)
+    @cython.locals(p=Planner)
+    cpdef _by_excl(self, Meta meta, u, x_in, r)
+    cpdef unheld_children(self, u, children, at)
+    @cython.locals(held=MultiPlanner)
+    cpdef rerank(self, u, c, now, totals)
+    cpdef _weigh(self, u, c, avail)
+    cpdef _move_child(self, u, w, c, old, avail)
 
 cdef class JobState:
     cdef public object jobid, sched, xspans, agg, used, reweigh, reweigh_inner, now

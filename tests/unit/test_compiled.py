@@ -135,6 +135,8 @@ def test_a_module_compiled_against_another_modules_types_loads_only_beside_its_c
     (pkg / "user.pxd").write_text("from fxcprobe.base cimport Box\n\n\ncdef class User:\n"
                                   "    cdef public Box box\n")
     assert compiled._cimported((pkg / "user.pxd").read_bytes()) == [base]
+    # through another module's declarations too (express -> traverser -> planner)
+    assert compiled._cimported(b"from fxcprobe.user cimport User\n") == [user, base]
     assert compiled._cimported(b"from libc.stdint cimport int64_t\ncimport cython\n") == []
     assert sorted(compiled.build(names, cache, jobs=1, log=io.StringIO())) == sorted(names)
     assert compiled.status(names, cache) == {base: "compiled", user: "compiled"}

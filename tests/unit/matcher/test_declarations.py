@@ -19,27 +19,37 @@ PKG = Path(matcher_pkg.__file__).parent
 DECLARED = sorted(p.stem for p in PKG.glob("*.pxd"))
 
 
-def declarations(stem: str) -> dict[str, tuple[str | None, set[str], bool]]:
-    """class -> (its declared base, its declared attributes, has a __dict__)."""
-    out: dict[str, tuple[str | None, set[str], bool]] = {}
+def class_lines(stem: str):
+    """(class, its base, line) for each line of a ``.pxd`` inside a ``cdef class`` block
+    (comments dropped); a block's head line comes with the line None."""
     current = None
     for line in (PKG / f"{stem}.pxd").read_text().splitlines():
         line = line.split("#", 1)[0].rstrip()
         head = re.match(r"cdef class (\w+)(?:\((\w+)\))?:$", line)
         if head:
             current = head[1]
-            out[current] = (head[2], set(), False)
-            continue
-        field = re.match(r"\s+cdef (?:public |readonly )?(\w+) (.+)$", line)
-        if field and current is not None:
-            base, attrs, has_dict = out[current]
-            names = {n.strip() for n in field[2].split(",")}
-            if names == {"__dict__"}:
-                out[current] = (base, attrs, True)
-            else:
-                attrs |= names
+            yield current, head[2], None
         elif line and not line.startswith((" ", "cdef extern", '"""')):
             current = None
+        elif current is not None:
+            yield current, None, line
+
+
+def declarations(stem: str) -> dict[str, tuple[str | None, set[str], bool]]:
+    """class -> (its declared base, its declared attributes, has a __dict__)."""
+    out: dict[str, tuple[str | None, set[str], bool]] = {}
+    for name, base, line in class_lines(stem):
+        if line is None:
+            out[name] = (base, set(), False)
+            continue
+        field = re.match(r"\s+cdef (?:public |readonly )?(\w+) (.+)$", line)
+        if field:
+            base, attrs, has_dict = out[name]
+            names = {n.strip() for n in field[2].split(",")}
+            if names == {"__dict__"}:
+                out[name] = (base, attrs, True)
+            else:
+                attrs |= names
     return out
 
 
@@ -101,3 +111,40 @@ def test_declared_attributes_are_the_classes_own(stem: str) -> None:
             # no slots of its own: it sets only what it and its bases declare
             extra = assigned(cls) - attrs - inherited
             assert not extra, f"{name} sets {sorted(extra)}, not declared in {stem}.pxd"
+
+
+def c_methods(stem: str) -> dict[tuple[str, str], list[str]]:
+    """(class, method) -> the parameter names of each ``cpdef`` method a ``.pxd`` declares
+    (a type before a name dropped: ``Meta meta`` is ``meta``)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for name, _, line in class_lines(stem):
+        method = re.match(r"\s+cpdef (?:\w+ )?(\w+)\((.*)\)$", line or "")
+        if method:
+            out[(name, method[1])] = [p.split()[-1] for p in method[2].split(",")]
+    return out
+
+
+@pytest.mark.parametrize("stem", DECLARED)
+def test_c_methods_are_the_classes_own_with_the_same_parameters(stem: str) -> None:
+    """A ``cpdef`` in a ``.pxd`` makes the ``.py``'s method of that name a C method (typed
+    callers call it directly): it must exist on that class, with the same parameters in the
+    same order (Cython refuses a mismatch only when it compiles, which plain CI skips), and
+    hold no closure (Cython cannot compile one inside a C method)."""
+    source = classes(stem)
+    for (cls_name, name), params in c_methods(stem).items():
+        found = [n for n in source[cls_name].body
+                 if isinstance(n, ast.FunctionDef) and n.name == name]
+        assert found, f"{stem}.pxd: cpdef {cls_name}.{name}, not defined in {stem}.py"
+        func = found[0]
+        assert [a.arg for a in func.args.args] == params, (
+            f"{stem}.pxd: {cls_name}.{name}({', '.join(params)}) is "
+            f"({', '.join(a.arg for a in func.args.args)}) in {stem}.py")
+        inner = [n for n in ast.walk(func) if n is not func and isinstance(
+            n, (ast.Lambda, ast.GeneratorExp, ast.FunctionDef))]
+        assert not inner, (f"{stem}.py: {cls_name}.{name} is a C method ({stem}.pxd) and "
+                           f"holds a closure at line {inner[0].lineno}")
+
+
+def test_the_c_methods_are_declared() -> None:
+    assert ("Express", "_commit_slot") in c_methods("express")
+    assert ("MultiPlanner", "used_during") in c_methods("planner")
