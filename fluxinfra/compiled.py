@@ -83,43 +83,47 @@ def _target(root: Path, name: str, source: bytes) -> Path:
     return root / f"{name}-{_digest(source)}" / (name.rpartition(".")[2] + _SUFFIX)
 
 
-def _current(root: Path, name: str) -> tuple[Path, Path] | None:
-    """(the ``.py`` of module ``name``, where the compiled form of its current source goes),
-    or None when the module is not a plain, readable ``.py`` file here."""
+def _current(root: Path, name: str) -> tuple[Path, Path, dict[str, Path]] | None:
+    """(the ``.py`` of module ``name``, where the compiled form of its current source goes,
+    the ``.pxd`` of each module whose types it cimports), or None when the module is not a
+    plain, readable ``.py`` file here."""
     source = _source_path(name)
     if source is None:
         return None
     try:
-        return source, _target(root, name, source.read_bytes() + _declarations(source))
+        declared, deps = _declarations(source)
+        return source, _target(root, name, source.read_bytes() + declared), deps
     except OSError:
         return None
 
 
-def _declarations(source: Path) -> bytes:
+def _declarations(source: Path) -> tuple[bytes, dict[str, Path]]:
     """The ``.pxd`` beside a module's source (C declarations Cython reads with it: part of
-    what the compiled form is made from), and those of the modules it ``cimport``s (their
-    types' layouts are compiled into it), or nothing."""
+    what the compiled form is made from) and those of the modules it ``cimport``s (their
+    types' layouts are compiled into it), or nothing; and where the latter are."""
     try:
         own = source.with_suffix(".pxd").read_bytes()
     except FileNotFoundError:
-        return b""
-    out = b"\0pxd\0" + own
-    for name in _cimported(own):
-        out += b"\0" + name.encode() + b"\0" + _read(_source_path(name).with_suffix(".pxd"))
-    return out
+        return b"", {}
+    out = [b"\0pxd\0", own]
+    deps = _cimported(own)
+    for name, (_, text) in deps.items():
+        out += [b"\0", name.encode(), b"\0", text]
+    return b"".join(out), {name: path for name, (path, _) in deps.items()}
 
 
 #: ``from <module> cimport ...`` / ``cimport <module>`` in a .pxd
 _CIMPORT = re.compile(rb"^\s*(?:from\s+([\w.]+)\s+cimport|cimport\s+([\w.]+))", re.M)
 
 
-def _cimported(pxd: bytes) -> list[str]:
+def _cimported(pxd: bytes) -> dict[str, tuple[Path, bytes]]:
     """The modules of this environment whose declarations (a ``.pxd`` beside their ``.py``)
-    a ``.pxd`` cimports, directly or through theirs: their compiled forms must be the ones
-    loaded beside it (a compiled module checks, when imported, that a cimported type has the
-    layout it was compiled against, and calls its C methods through the declared table).
-    Cython's own declarations (``libc``, ``cpython``) are not modules here."""
-    out: list[str] = []
+    a ``.pxd`` cimports, directly or through theirs, each with that ``.pxd`` (path and text):
+    their compiled forms must be the ones loaded beside it (a compiled module checks, when
+    imported, that a cimported type has the layout it was compiled against, and calls its C
+    methods through the declared table). Cython's own declarations (``libc``, ``cpython``)
+    are not modules here."""
+    out: dict[str, tuple[Path, bytes]] = {}
     todo = [pxd]
     while todo:
         for m in _CIMPORT.finditer(todo.pop()):
@@ -130,9 +134,13 @@ def _cimported(pxd: bytes) -> list[str]:
                 source = _source_path(name)
             except (ImportError, ValueError):
                 continue
-            if source is not None and source.with_suffix(".pxd").is_file():
-                out.append(name)
-                todo.append(source.with_suffix(".pxd").read_bytes())
+            if source is None:
+                continue
+            path = source.with_suffix(".pxd")
+            text = _read(path)
+            if text:
+                out[name] = (path, text)
+                todo.append(text)
     return out
 
 
@@ -176,7 +184,7 @@ class _Finder:
         current = _current(self.root, name)
         if current is None or not current[1].is_file():
             return None
-        for dep in _cimported(_read(current[0].with_suffix(".pxd"))):
+        for dep in current[2]:
             # a module compiled against another's types loads only beside that one's
             # compiled form (the .py of either, once edited, is loaded as Python: both are)
             if not self._compiled(dep):
@@ -237,8 +245,7 @@ def status(names: tuple[str, ...] = MODULES, root: Path | None = None) -> dict[s
         if off:
             out[name] = "off"
         elif current is not None and current[1].is_file():
-            deps = _cimported(_read(current[0].with_suffix(".pxd")))
-            waits = [dep for dep in deps if not finder._compiled(dep)]
+            waits = [dep for dep in current[2] if not finder._compiled(dep)]
             out[name] = "waiting" if waits else "compiled"
         elif any(root.glob(f"{name}-*")):
             out[name] = "stale"
@@ -273,7 +280,7 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
     with tempfile.TemporaryDirectory(prefix="fluxinfra-cython-") as tmp:
         work = Path(tmp)
         exts = []
-        for name, source, _ in todo:
+        for name, source, _, deps in todo:
             # the module's own name and source; the C file is written in the scratch folder
             copy = work / "src" / Path(*name.split(".")).with_suffix(".py")
             copy.parent.mkdir(parents=True, exist_ok=True)
@@ -281,8 +288,7 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
             pxd = source.with_suffix(".pxd")
             if pxd.is_file():  # (read with it: bytepart's SIMD kernel, the classes' layouts)
                 shutil.copyfile(pxd, copy.with_suffix(".pxd"))
-                for dep in _cimported(pxd.read_bytes()):  # (the types it compiles against)
-                    dep_pxd = _source_path(dep).with_suffix(".pxd")
+                for dep, dep_pxd in deps.items():  # (the types it compiles against)
                     dep_copy = work / "src" / Path(*dep.split(".")).with_suffix(".pxd")
                     dep_copy.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(dep_pxd, dep_copy)
@@ -297,7 +303,7 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
                                 nthreads=jobs, build_dir=str(work / "c"))
         except Exception as exc:  # Cython's CompileError (its messages went to stderr)
             raise RuntimeError(f"Cython could not compile "
-                               f"{', '.join(n for n, _, _ in todo)}: {exc}") from exc
+                               f"{', '.join(t[0] for t in todo)}: {exc}") from exc
         dist = Distribution({"name": "fluxinfra-compiled", "ext_modules": modules})
         cmd = dist.get_command_obj("build_ext")
         cmd.build_lib, cmd.build_temp, cmd.parallel = str(work / "lib"), str(work / "o"), jobs
@@ -305,9 +311,9 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
         try:
             cmd.run()
         except Exception as exc:  # distutils' CompileError / LinkError carry the compiler's words
-            raise RuntimeError(f"compiling {', '.join(n for n, _, _ in todo)} failed: {exc}") \
+            raise RuntimeError(f"compiling {', '.join(t[0] for t in todo)} failed: {exc}") \
                 from exc
-        for name, _, target in todo:
+        for name, _, target, _ in todo:
             made = Path(cmd.get_ext_fullpath(name))
             # the forms of a few recent sources stay (switching branches back and forth
             # compiles nothing again), the oldest go
@@ -319,4 +325,4 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
             shutil.copyfile(made, partial)
             partial.replace(target)  # whole or not at all: a finder never sees half a file
             print(f"compiled {name}", file=log)
-    return [name for name, _, _ in todo]
+    return [t[0] for t in todo]

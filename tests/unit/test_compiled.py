@@ -134,10 +134,11 @@ def test_a_module_compiled_against_another_modules_types_loads_only_beside_its_c
                                  "        return (b.v * 2, cython.typeof(b))\n")
     (pkg / "user.pxd").write_text("from fxcprobe.base cimport Box\n\n\ncdef class User:\n"
                                   "    cdef public Box box\n")
-    assert compiled._cimported((pkg / "user.pxd").read_bytes()) == [base]
+    found = compiled._cimported((pkg / "user.pxd").read_bytes())
+    assert found == {base: (pkg / "base.pxd", (pkg / "base.pxd").read_bytes())}
     # through another module's declarations too (express -> traverser -> planner)
-    assert compiled._cimported(b"from fxcprobe.user cimport User\n") == [user, base]
-    assert compiled._cimported(b"from libc.stdint cimport int64_t\ncimport cython\n") == []
+    assert list(compiled._cimported(b"from fxcprobe.user cimport User\n")) == [user, base]
+    assert compiled._cimported(b"from libc.stdint cimport int64_t\ncimport cython\n") == {}
     assert sorted(compiled.build(names, cache, jobs=1, log=io.StringIO())) == sorted(names)
     assert compiled.status(names, cache) == {base: "compiled", user: "compiled"}
     finder = compiled._Finder(cache, names)
