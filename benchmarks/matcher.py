@@ -403,7 +403,7 @@ def digest(path: Path) -> str:
 def ours_argv(grug: Path, policy: str, out: Path) -> list[str]:
     script = Path(sys.executable).with_name("fluxinfra")
     front = [str(script)] if script.exists() else [
-        sys.executable, "-c", "import sys; from fluxinfra.cli import main; sys.exit(main())"]
+        sys.executable, "-c", "from fluxinfra.cli import script; script()"]
     return front + ["query", "-L", str(grug), "-f", "grug", "-S", "CA", "-P", policy,
                     "-F", "simple", "-t", str(out)]
 

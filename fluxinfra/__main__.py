@@ -1,5 +1,3 @@
-import sys
+from fluxinfra.cli import script
 
-from fluxinfra.cli import main
-
-sys.exit(main())
+script()

@@ -8,8 +8,11 @@ and is imported only when invoked, so ``fluxinfra query`` never pays for Pulumi 
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 from fluxinfra import __version__
 from fluxinfra.console import quiet_broken_pipe
@@ -39,6 +42,11 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "fast": ("numpy",),  # optional everywhere: the matcher ranks in plain Python without it
     "compiled": ("Cython", "setuptools"),  # optional: the same modules run as plain Python
 }
+
+
+#: commands whose process ends, once its output is flushed and its exit handlers have run,
+#: without the interpreter's teardown (:func:`script`)
+QUICK_EXIT = frozenset({"query"})
 
 
 def missing_extra(exc: ModuleNotFoundError) -> str | None:
@@ -88,5 +96,30 @@ def _run(name: str, rest: list[str]) -> int:
         return 130
 
 
+def script() -> NoReturn:
+    """The ``fluxinfra`` program (and ``python -m fluxinfra``): :func:`main` on the process's
+    arguments, then the end of the process.
+
+    A query session holds a graph and its jobs: millions of objects at 16,384 nodes. The
+    interpreter's teardown would collect them all once more and free them one by one (1.3 s
+    of a 5.6 s run of 20,000 matches there); the operating system takes the memory back at
+    once. So a command of :data:`QUICK_EXIT` flushes stdout and stderr, runs the exit
+    handlers (``atexit``: logging's, for one) and ends the process with its status; a
+    failed flush makes the status 120 when it was 0, as Python's own exit does. In-process
+    callers of :func:`main` are unaffected."""
+    argv = sys.argv[1:]
+    status = main(argv)
+    if argv and argv[0] in QUICK_EXIT:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                status = status or 120
+        atexit._run_exitfuncs()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    script()

@@ -126,7 +126,7 @@ def test_the_image_entrypoint_is_the_fluxinfra_command():
     assert entry[:2] == ["/usr/bin/tini", "--"], entry
     assert entry[-1] == "fluxinfra", entry
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["fluxinfra"] == "fluxinfra.cli:main"
+    assert scripts["fluxinfra"] == "fluxinfra.cli:script"
 
 
 def test_scheduler_args_parse_and_match_its_manifests(stack_manifests):

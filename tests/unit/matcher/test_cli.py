@@ -82,3 +82,55 @@ def test_query_unknown_job_is_one_line_and_exit_0_after_the_session(tmp_path, ca
     assert "INFO: JOBID=1" in out  # the session went on, like resource-query
     err = capsys.readouterr().err
     assert err == "cancel: ERROR: nonexistent job 7\n"  # resource-query's words
+
+
+def _program(tmp_path, argv: list[str], stdin: str = "") -> tuple[int, str, str, bool]:
+    """``fluxinfra ARGV`` as its own process through :func:`fluxinfra.cli.script` (what the
+    console script and ``python -m fluxinfra`` run), with an exit handler registered first:
+    (status, stdout, stderr, whether the handler ran)."""
+    import subprocess
+    import sys
+
+    ran = tmp_path / "atexit-ran"
+    code = ("import atexit, pathlib, sys\n"
+            f"atexit.register(pathlib.Path({str(ran)!r}).write_text, 'yes')\n"
+            f"sys.argv = ['fluxinfra', *{argv!r}]\n"
+            "from fluxinfra.cli import script\nscript()\n")
+    proc = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr, ran.exists()
+
+
+def test_the_program_ends_a_query_with_everything_written(tmp_path, capsys):
+    # A query ends without the interpreter's teardown (QUICK_EXIT): what it wrote to a pipe
+    # (far more than a pipe holds) and to -t is whole, exit handlers ran, and the bytes are
+    # those of the same session run in process.
+    commands = "".join(f"match allocate {JOB}\ncancel {i + 1}\n" for i in range(300))
+    commands += f"match allocate {JOB}\ninfo 301\n"
+    out = tmp_path / "t.txt"
+    argv = ["query", "-L", TINY, "-f", "grug", "-P", "first", "-t", str(out)]
+    rc, stdout, stderr, ran = _program(tmp_path, argv + ["-F", "pretty_simple"], commands)
+    assert (rc, stderr, ran) == (0, "", True)
+    rc2, stdout2, _, _ = _program(tmp_path, argv[:-2] + ["-F", "pretty_simple"], commands)
+    assert rc2 == 0 and len(stdout2) > 1 << 16  # (more than a pipe's buffer)
+    expect = tmp_path / "expect.txt"
+    cmds = tmp_path / "cmds.in"
+    cmds.write_text(commands)
+    capsys.readouterr()
+    assert main(argv[:-1] + [str(expect), "-F", "pretty_simple", "--commands", str(cmds)]) == 0
+    def untimed(text: str) -> str:
+        return text.rpartition(",")[0]  # (the last field of info's line is the match's time)
+
+    # info prints to stdout with -t too; without -t, the matches come before it
+    assert untimed(stdout) == untimed(capsys.readouterr().out) != ""
+    assert out.read_text() == expect.read_text()
+    assert "INFO: JOBID=301" in out.read_text()
+    assert untimed(stdout2) == out.read_text() + untimed(stdout)
+
+
+def test_the_program_keeps_a_failed_query_s_status(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    rc, _, stderr, ran = _program(tmp_path, ["query", "-L", str(bad), "-f", "jgf"])
+    assert (rc, ran) == (1, True)
+    assert stderr.startswith("fluxinfra query: error: JGF: malformed JSON")
