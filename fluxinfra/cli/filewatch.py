@@ -4,8 +4,9 @@
 does, but keeps the text of a file it has read and reads it again only when the file changed.
 Finding that out with ``stat`` costs a system call and a path walk per command: about 5 us in a
 match loop of 50 us. On Linux, :class:`FileWatch` asks the kernel (inotify) to report changes
-to a watched file and to every directory on its path instead; a command then only asks whether
-any report came in (one ``ioctl``), and falls back to ``stat`` when one did.
+to a watched file and to every directory on its path instead; the session then only asks
+whether any report came in (one ``ioctl``, once per read of its command input), and reads a
+file again when one did.
 
 What a watch sees: the file written, truncated, its attributes changed (permissions, times set,
 links), the file or any directory on its path renamed, deleted or replaced, the file's name or

@@ -108,11 +108,11 @@ def replace_keeping_size_and_time(path, text: str, when: float) -> None:
     os.replace(fresh, path)
 
 
-@pytest.mark.parametrize("how", ["rewrite", "replace", "directory"])
+@pytest.mark.parametrize("how", ["rewrite", "restored-time", "replace", "directory"])
 def test_every_change_to_what_the_path_names_is_seen(watchable, how):
     """Three nodes of four are free after the first job; a rewritten request for four must
     find them busy. Each change keeps the file's size; only the watch and the (size, mtime,
-    inode) check together see each one."""
+    inode) check together see each one; a rewrite that sets the time back only the watch."""
     d = watchable / "jobs"
     d.mkdir()
     spec = d / "job.json"
@@ -124,6 +124,9 @@ def test_every_change_to_what_the_path_names_is_seen(watchable, how):
     if how == "rewrite":  # same inode, new time
         spec.write_text(jobspec(4))
         settle(spec, when - 60)
+    elif how == "restored-time":  # same inode, size and time (cp -p, rsync -t): only the watch
+        spec.write_text(jobspec(4))
+        settle(spec, when)
     elif how == "replace":  # a new inode at the path, same size and times
         replace_keeping_size_and_time(spec, jobspec(4), when)
     else:  # the directory above replaced by another holding a file of that name
@@ -168,3 +171,83 @@ def test_a_file_system_inotify_cannot_vouch_for_is_not_watched(watchable, monkey
     p = watchable / "a.json"
     p.write_text("1")
     assert not filewatch.FileWatch().add(str(p))
+
+
+class CountingAsks:
+    """The session's real watch, counting how often it is asked for its generation."""
+
+    def __init__(self, watch) -> None:
+        self.watch, self.asks = watch, 0
+
+    def add(self, path: str) -> bool:
+        return self.watch.add(path)
+
+    def generation(self) -> int:
+        self.asks += 1
+        return self.watch.generation()
+
+
+def test_the_watch_is_asked_once_per_read_of_the_commands(watchable):
+    """From a file or pipe the commands are read a chunk at a time and the watch is asked
+    once per read (a system call each), not once per command; a list of lines asks per
+    command."""
+    spec = watchable / "one.json"
+    spec.write_text(jobspec(1))
+    settle(spec)
+    s, out = session(watchable)
+    s._watch = counting = CountingAsks(s._watch)
+    commands = watchable / "cmds.in"
+    lines = [f"match allocate {spec}\n", "cancel 1\r\n"] * 500  # (CRLF: universal newlines)
+    commands.write_text("".join(lines) + "info 1001")  # (the last line without its newline)
+    with open(commands, encoding="utf-8") as fh:
+        s.run(fh)
+    assert len(allocated(out)) == 500
+    reads = -(-commands.stat().st_size // (1 << 16)) + 1  # (the last read finds the end)
+    assert 1 <= counting.asks <= reads + 2, counting.asks  # (+ the first read of the file)
+    assert s._gen is None
+    s2, out2 = session(watchable)
+    s2._watch = counting = CountingAsks(s2._watch)
+    s2.run(lines[:20])
+    assert len(allocated(out2)) == 10 and counting.asks >= 10
+
+
+def test_a_driver_s_edit_before_its_next_command_is_seen(watchable):
+    """The order a program driving ``fluxinfra query`` through pipes sets up: send a command,
+    read its answer, edit the jobspec (same size and times: only the watch can tell), send
+    the next command. The real program, through its own stdin and stdout."""
+    import subprocess
+    import sys
+
+    spec = watchable / "job.json"
+    spec.write_text(jobspec(1))
+    when = settle(spec)
+    grug = watchable / "m.graphml"
+    grug.write_text(recipe_to_grug(RECIPE))
+    proc = subprocess.Popen([sys.executable, "-m", "fluxinfra", "query", "-L", str(grug), "-f",
+                             "grug", "-P", "first"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def answer(command: str) -> list[str]:
+        proc.stdin.write(command)
+        proc.stdin.flush()
+        got = []
+        while not got or got[-1] != "INFO: =============================" or \
+                not any(line.startswith(("INFO: JOBID=", "INFO: SCHEDULED AT=")) for line in got):
+            line = proc.stdout.readline()
+            assert line, f"the program ended: {got}"
+            got.append(line.rstrip("\n"))
+        return got
+
+    try:
+        for jobid in (1, 2):
+            assert f"INFO: JOBID={jobid}" in answer(f"match allocate {spec}\n")
+        replace_keeping_size_and_time(spec, jobspec(4), when)  # four nodes: two are held
+        assert "INFO: No matching resources found" in answer(f"match allocate {spec}\n")
+        spec.write_text(jobspec(1))  # the same inode, size and (set back) time as read
+        settle(spec, when)
+        got = answer(f"match allocate {spec}\n")
+        assert "INFO: JOBID=4" in got and "INFO: RESOURCES=ALLOCATED" in got
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
