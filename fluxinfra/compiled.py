@@ -57,8 +57,13 @@ MODULES = (
 #: ``list`` still takes a tuple, as in Python.
 DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": True}
 
+#: the C compiler's flags: a C method passed where a plain function of other arguments is
+#: expected (a ``cpdef`` method of a typed object read as a value: Cython converts it with
+#: one argument too few) is an error, not a warning
+CFLAGS = ["-Werror=incompatible-pointer-types"]
+
 #: part of every digest: changing how modules are compiled makes new ones
-_RECIPE = repr(sorted(DIRECTIVES.items())).encode()
+_RECIPE = repr((sorted(DIRECTIVES.items()), CFLAGS)).encode()
 
 #: compiled forms kept per module (of its most recent sources)
 _KEEP = 4
@@ -292,7 +297,7 @@ def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int 
                     dep_copy = work / "src" / Path(*dep.split(".")).with_suffix(".pxd")
                     dep_copy.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(dep_pxd, dep_copy)
-            exts.append(Extension(name, [str(copy)]))
+            exts.append(Extension(name, [str(copy)], extra_compile_args=CFLAGS))
         for pkg in {p.parent for p in (work / "src").rglob("*.py")}:
             for up in (pkg, *pkg.parents):
                 if up == work / "src":

@@ -270,7 +270,7 @@ class Express:
         sched = t.sched
         at, duration = meta.at, meta.duration
         forms_at, slot, members, prune_at = plan[8], plan[1], plan[7], plan[5]
-        ordered, unheld, agg = t._ordered_children, t.unheld_children, t.agg
+        ordered, agg = t._ordered_children, t.agg
         stack: list[tuple[int, object, object]] = []  # (vertex, its children left, holds)
         u = root
         while True:
@@ -284,7 +284,7 @@ class Express:
                     path.extend([entry[0] for entry in reversed(stack)])
                     return found
             else:
-                children, held = unheld(u, ordered(u), at)
+                children, held = t.unheld_children(u, ordered(u), at)
                 stack.append((u, iter(children), held))
             # the next child to descend into, from the deepest vertex with children left
             while stack:
@@ -337,7 +337,6 @@ class Express:
         members, _, want = members
         order = t._ordered_children(u)
         children, held = t.unheld_children(u, order, at)
-        leaf = t._leaf
         if len(members) == 1:  # the common slot of one type (slot[1]{core[1]})
             r = members[0]
             rtype = r.type
@@ -364,7 +363,7 @@ class Express:
                 p = sched.get(c)
                 if p is not None and p.avail_during(at, duration) == 0:
                     continue  # (what Traverser._leaf answers first for a busy leaf)
-                hit = leaf(meta, c, r, True)
+                hit = t._leaf(meta, c, r, True)
                 if hit is not None:
                     if remember:
                         self._busy[u] = (order, order.ver, at, duration, r, i)
@@ -382,7 +381,7 @@ class Express:
                 continue  # the traversal tests it and finds nothing of the slot in it
             if kids[c]:
                 raise _Abort  # a member type with children: the general visit decides
-            hit = leaf(meta, c, r, True)
+            hit = t._leaf(meta, c, r, True)
             if hit is not None:
                 got[ctype] = (c, hit[1])
                 if len(got) == len(want):

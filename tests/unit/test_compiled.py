@@ -181,6 +181,26 @@ def test_a_module_compiled_against_another_modules_types_loads_only_beside_its_c
 
 
 @needs_compiler
+def test_a_c_method_read_as_a_value_does_not_compile(probe):
+    """A ``cpdef`` method of a typed object read as a value (``f = t.method``, then
+    ``f(...)``): Cython converts the C method to a Python callable of one argument fewer than
+    the C function takes, which C compilers only warn about. The flags make it an error
+    (compiled so, a call would pass the method's last C argument from a stray register)."""
+    source, cache = probe
+    pkg = source.parent
+    base, user = "fxcprobe.base", "fxcprobe.user"
+    (pkg / "base.py").write_text("class Box:\n    def get(self, v):\n        return v\n")
+    (pkg / "base.pxd").write_text("cdef class Box:\n    cpdef get(self, v)\n")
+    (pkg / "user.py").write_text("def twice(b, v):\n    get = b.get\n    return get(v) * 2\n")
+    (pkg / "user.pxd").write_text("from fxcprobe.base cimport Box\n\n"
+                                  "cpdef twice(Box b, v)\n")
+    with pytest.raises(RuntimeError, match="incompatible-pointer-types"):
+        compiled.build((base, user), cache, jobs=1, log=io.StringIO())
+    (pkg / "user.py").write_text("def twice(b, v):\n    return b.get(v) * 2\n")
+    assert sorted(compiled.build((base, user), cache, jobs=1, log=io.StringIO())) == [base, user]
+
+
+@needs_compiler
 def test_a_module_that_does_not_compile_says_so(probe):
     source, cache = probe
     source.write_text("def broken(:\n")
