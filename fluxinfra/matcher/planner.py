@@ -352,7 +352,7 @@ class MultiPlanner(_Timeline):
         j = bisect_left(times, at + duration) if duration > 0 else i + 1
         usage = self.usage
         most = usage[i][rtype]
-        for k in range(i + 1, j):  # (a loop, not max() over a generator: see planner.pxd)
+        for k in range(i + 1, j):  # (a loop: a C method, planner.pxd, cannot hold a generator)
             n = usage[k][rtype]
             if n > most:
                 most = n
