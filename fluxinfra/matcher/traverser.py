@@ -49,6 +49,9 @@ _UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used c
 MAX_TEMPLATES = 4096
 #: subtrees the full walk remembers at most (then it starts over)
 _MAX_MEMO = 400_000
+#: changed vertices (``_dirty``) a commit or cancel lets pile up before it stamps them (see
+#: _restamp): the express lane commits without a full walk, which alone stamped them
+_RESTAMP_AT = 1024
 _LAYOUT = "layout"  # key of what one untouched subtree of a layout found, for all of them
 _WIDE_KEY = "wide"  # key of the last exploration of a vertex's children
 #: vertices with more children than this keep their last exploration (_explore_kept)
@@ -1323,6 +1326,12 @@ class Traverser:
         self._dirty.append(v)
 
     def _restamp(self) -> None:
+        """Give every vertex changed since the last stamp, and each vertex above it, a new
+        stamp (the full walk's memo is good for a subtree while its stamp is unchanged).
+        The full walk stamps first; a commit or cancel stamps too once ``_RESTAMP_AT``
+        changes wait (first-fit streams the express lane serves walk rarely: the list grew
+        by every vertex of every job until a walk met it, 9-13 ms at once at 16,384 nodes
+        after 180 jobs of 64 nodes)."""
         clock = self._clock = self._clock + 1
         ver = self._ver
         parent = self.g.parent[self.sub]
@@ -1876,6 +1885,8 @@ class Traverser:
         """Commit the last selection: add spans, emit vertices (post-order) to ``emit(level,
         vertex, needs, exclusive, exclusive_parent)`` or, by default, to ``job.vertices``;
         fill ``job``."""
+        if len(self._dirty) >= _RESTAMP_AT:
+            self._restamp()
         if emit is None and self.express is not None:
             n = self.express.commit(meta, job)
             if n is not None:
@@ -2099,6 +2110,8 @@ class Traverser:
 
         Returns True when nothing of the job remains.
         """
+        if len(self._dirty) >= _RESTAMP_AT:
+            self._restamp()
         if vertices is None:
             return self._release_all(job)
         job.node_hint = None

@@ -357,3 +357,50 @@ def test_a_cancel_leaves_what_releasing_each_vertex_leaves(policy: str) -> None:
             assert jobs_state(fast) == jobs_state(ref), (recipe, step)
             check_invariants(fast)
     assert whole_cancels >= 50, whole_cancels  # the fast release really ran
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("seed", range(6))
+def test_stamps_made_between_walks_keep_the_walks_memo_true(policy: str, seed: int,
+                                                            monkeypatch) -> None:
+    """Commits and cancels stamp the vertices they changed once ``_RESTAMP_AT`` wait (here
+    every time), not only the next full walk: the walk's memo must still forget exactly
+    the subtrees that changed. Reference: a matcher whose memo is emptied before each step
+    (every subtree walked afresh), the lane off."""
+    monkeypatch.setattr(traverser, "_RESTAMP_AT", 1)
+    rng = random.Random(f"stamps/{policy}/{seed}")
+    recipe = random_recipe(rng)
+    kept = Matcher(graph_from_recipe(recipe), policy=policy)
+    bare = Matcher(graph_from_recipe(recipe), policy=policy)
+    bare.trav.express = None
+    clock = kept.trav._clock
+    for step in range(80):
+        op = single_node_op(rng)
+        bare.trav._memo.clear()
+        assert guarded(kept, op) == guarded(bare, op), (recipe, step)
+        assert planner_state(kept) == planner_state(bare), (recipe, step)
+        assert weights_state(kept) == weights_state(bare), (recipe, step)
+        assert jobs_state(kept) == jobs_state(bare), (recipe, step)
+    assert kept.trav._clock > clock
+
+
+def test_a_stream_the_lane_serves_keeps_few_changes_waiting(monkeypatch) -> None:
+    """Whole-node jobs the express lane answers (no full walk after the first) and their
+    cancels: the changed vertices waiting for a stamp stay under ``_RESTAMP_AT`` plus one
+    job's worth, where they used to grow with every job until a walk."""
+    monkeypatch.setattr(traverser, "_RESTAMP_AT", 16)
+    recipe = {"cluster": "c", "racks": 2, "nodes_per_rack": 8, "sockets": 2,
+              "cores_per_socket": 4, "gpus_per_socket": 1, "memory_per_socket": [2, 8]}
+    m = Matcher(graph_from_recipe(recipe), policy="firstnodex")
+    answered = []
+    select = m.trav.express.select
+    m.trav.express.select = lambda *args: answered.append(select(*args)) or answered[-1]
+    most = 0
+    for _ in range(200):
+        job = m.match(nodes_job(1, 1))
+        most = max(most, len(m.trav._dirty))
+        if len(m.jobs) > 8:
+            m.cancel(min(m.jobs))
+            most = max(most, len(m.trav._dirty))
+    assert answered.count(True) >= 190, answered
+    assert 0 < most < 16 + 2 * len(job.emitted), most
