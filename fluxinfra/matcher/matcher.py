@@ -142,14 +142,17 @@ class Matcher:
             # a million-vertex graph is long-lived: keep the cyclic GC from re-scanning it
             # (gen-2 collections otherwise add 100 ms pauses to random matches)
             freeze_alive()
-            # and collect less often: a young collection walks every young container in full
-            # (a fresh list of a million entries costs 20 ms to look at) and a full one every
-            # object the matcher made since the freeze (74-120 ms at 16,384 nodes): at
-            # CPython's defaults (700, 10, 10) they landed on random matches, a 64-node fill's
-            # p99 29-146 ms. Only ever raised (never lowered), like `fluxinfra query`'s.
+            # and collect the older generations less often: a middle-generation collection
+            # walks every survivor since the last one and a full one every object the matcher
+            # made since the freeze (74-120 ms at 16,384 nodes): at CPython's defaults
+            # (700, 10, 10) they landed on random matches, a 64-node fill's p99 29-146 ms.
+            # Young collections stay small (about 0.2 us per young object on this VM, so
+            # 10,000 of them were a 2-4 ms pause in one match in ten of a 64-node fill) and
+            # the middle generation comes once per million allocations, as with (10,000,
+            # 100). Only ever raised (never lowered); `fluxinfra query`, a batch, sets its own.
             limits = gc.get_threshold()
             if limits[0]:  # (0: the host turned automatic collection off; leave it so)
-                gc.set_threshold(max(limits[0], 10_000), max(limits[1], 100),
+                gc.set_threshold(max(limits[0], 1_000), max(limits[1], 1_000),
                                  max(limits[2], 100))
         if subsystem not in graph.children:
             raise GraphError(f"subsystem {subsystem!r} is not in the graph "
