@@ -12,8 +12,9 @@ checked against Fluxion v0.54.0's resource-query on the same graphs and jobspecs
 from __future__ import annotations
 
 import pytest
+from matcher_testlib import TESTDATA
 
-from fluxinfra.matcher import Busy, Matcher, ResourceGraph, Unsatisfiable
+from fluxinfra.matcher import Busy, Matcher, ResourceGraph, Unsatisfiable, load_graph
 
 POWER = "power"
 
@@ -137,3 +138,28 @@ def test_a_pool_over_other_parents_stores_ranks_last_once_used():
     # pool0 now ranks last (nothing below it counts as free), so the racks come first
     assert m.match(rack_job()).nodes == ["node0"]
     assert m.match(rack_job()).nodes == ["node1"]
+
+
+GRUGS = TESTDATA / "data" / "resource" / "grugs"
+
+
+@pytest.mark.skipif(not GRUGS.exists(), reason=f"Fluxion test data not at {GRUGS}")
+@pytest.mark.parametrize("name", ["tiny", "medium", "power", "sierra",
+                                  "advanced_test", "coarse_iobw"])
+def test_inner_edges_are_those_of_the_post_order_below(name: str) -> None:
+    """``first`` re-ranks the children of the vertices a held subtree reaches: the edges to
+    children with children, walked without listing the leaves (a node's first commit), and
+    for every vertex of a layout but the first, found by their places below it. They must
+    be those read off the full post-order below, in the same order, at every vertex of
+    Fluxion's machines (subtrees with leaves and inner vertices side by side included)."""
+    g = load_graph((GRUGS / f"{name}.graphml").read_text(), fmt="grug")
+    trav = Matcher(g, policy="first").trav
+    kids = g.children[trav.sub]
+    mixed = 0
+    for u in range(len(g)):
+        want = [(v, c) for v in trav._post_below(u)[2] for c in kids[v] if kids[c]]
+        assert trav.inner_edges(u) == want, (name, u)
+        mixed += any(kids[c] for c in kids[u]) and not all(kids[c] for c in kids[u])
+    if name in ("power", "sierra", "advanced_test"):
+        assert mixed, "no vertex with leaf and inner children side by side"
+    assert len(trav._inner_plans) == len(set(g.layouts.values()))  # (none in power)
