@@ -919,13 +919,17 @@ class Traverser:
             shape = self._shape(u)
         weights = None
         if self.policy.stop_on_k and u in self._weighted:
-            # ``first`` orders children by how free they were when last committed
-            _, post, inner = self._post_below(u)
+            # ``first`` orders children by how free they were when last committed: the
+            # weights of u and of each vertex with children below it (inner_edges' order),
+            # each child by its place among its parent's (subtrees of one shape share them;
+            # no list of every vertex below u is needed)
+            inner = [u]
+            inner += [c for _, c in self.inner_edges(u)]
             found = list(map(self.weights.get, inner))
             if any(found):
-                where = {v: i for i, v in enumerate(post)}
-                weights = tuple(tuple(sorted((where[c], a) for c, a in w.items())) if w
-                                else () for w in found)
+                kids = self.g.children[self.sub]
+                weights = tuple(_by_place(kids[v], w) if w else ()
+                                for v, w in zip(inner, found, strict=True))
         rkey = per_request(self._request_keys, resources, _request_key)
         return (shape, weights, rkey, x_in, pristine, meta.alloc_type == AT_SAT)
 
@@ -2501,6 +2505,14 @@ def _inner_below(kids: list, v: int, out: list[int]) -> None:
             if kids[c]:
                 _inner_below(kids, c, out)
                 out.append(c)
+
+
+def _by_place(kids: list[int], weights: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    """``weights`` (child -> weight) as (the child's index among ``kids``, weight), sorted."""
+    if len(weights) > 8:
+        where = {c: i for i, c in enumerate(kids)}
+        return tuple(sorted([(where[c], w) for c, w in weights.items()]))
+    return tuple(sorted([(kids.index(c), w) for c, w in weights.items()]))
 
 
 def _inner_plan(kids: list, u: int, edges: list[tuple[int, int]]) -> tuple:
