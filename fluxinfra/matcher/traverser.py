@@ -2517,27 +2517,18 @@ def _by_place(kids: list[int], weights: dict[int, int]) -> tuple[tuple[int, int]
 
 def _inner_plan(kids: list, u: int, edges: list[tuple[int, int]]) -> tuple:
     """``edges`` (below ``u``) by place: per edge (v, c), the child indices leading from u
-    to v and c's index among v's children."""
+    to v and c's index among v's children (one walk below u)."""
     path = {u: ()}
-    plan = []
-    for v, c in edges:
-        if v not in path:
-            path[v] = _path_to(kids, u, v)
-        plan.append((path[v], kids[v].index(c)))
-    return tuple(plan)
-
-
-def _path_to(kids: list, u: int, v: int) -> tuple[int, ...]:
-    """The child indices leading from ``u`` down to ``v`` (v below u)."""
-    stack = [(u, ())]
+    place: dict[tuple[int, int], tuple] = {}
+    stack = [u]
     while stack:
-        w, path = stack.pop()
-        for i, c in enumerate(kids[w]):
-            if c == v:
-                return path + (i,)
+        v = stack.pop()
+        for i, c in enumerate(kids[v]):
             if kids[c]:
-                stack.append((c, path + (i,)))
-    raise ValueError(f"vertex {v} is not below {u}")
+                place[(v, c)] = (path[v], i)
+                path[c] = path[v] + (i,)
+                stack.append(c)
+    return tuple(map(place.__getitem__, edges))
 
 
 def _appender(out: list):
