@@ -422,7 +422,7 @@ class Express:
         depth = len(ancestors) + 1  # the node's level (the root's is 1)
         raw = job.raw_vertices
         # the node, held whole (Traverser._hold_whole): its own span, no aggregates
-        raw.append(_HELD((depth + 1, t.post_below, size, n)))
+        raw.append(_HELD((depth + 1, t, n)))
         pl = t.sched.get(n)
         if pl is None:
             pl = t.sched[n] = Planner(needs)

@@ -64,9 +64,10 @@ class ResourceGraph:
         #: some vertex has two parents in one subsystem (Fluxion's ASSOCIATE_IN)
         self.multi_parent = False
         #: builder hint: vertices with the same layout id have identical subtrees (tree,
-        #: types, sizes, ids, statuses, properties, children ascending by uniq_id), so a
-        #: traversal may work a subtree's shape out once per layout. finalize() drops every
-        #: hint (the structure may have changed); a status change drops the hints above it.
+        #: types, sizes, ids and so names, statuses, properties, children ascending by
+        #: uniq_id), so a traversal may work a subtree's shape (and a writer its lines) out
+        #: once per layout. finalize() drops every hint (the structure may have changed); a
+        #: status change drops the hints above it.
         self.layouts: dict[int, int] = {}
 
     # -- building ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ cdef class Traverser:
     cdef public dict _order_cache, _weigh_type, _policy_cache, _kid_types
     cdef public object fast, marks, chosen_slots, root_mark, preorder, postorder, _ml
     cdef public object _shapes, _bulk
-    cdef public dict _post_cache, _inner_cache, _kid_pos, _free
+    cdef public dict _post_cache, _inner_cache, _kid_pos, _free, _held_texts
     cdef public object _held_kids  # (a test double replaces it by a dict subclass)
     cdef public object _marked_kids
     cdef public dict _whole, _whole_alloc

@@ -12,13 +12,15 @@ compares every result (vertices, amounts, slots, nodes) and the planners' state.
 from __future__ import annotations
 
 import pytest
-from matcher_testlib import check_invariants
+from matcher_testlib import TESTDATA, check_invariants
 
 from fluxinfra.matcher import Busy, Matcher, load_graph
 from fluxinfra.matcher.recipe import graph_from_recipe, recipe_to_grug
 
 POLICIES = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
             "variation"]
+
+GRUGS = TESTDATA / "data" / "resource" / "grugs"
 
 RECIPE = {"cluster": "c", "racks": 2, "nodes_per_rack": 4, "sockets": 2, "cores_per_socket": 4,
           "gpus_per_socket": 1, "memory_per_socket": [2, 8]}
@@ -202,6 +204,26 @@ def test_grug_layout_hints_name_the_shapes_a_full_walk_finds(policy: str) -> Non
     nodes = [v for v in range(len(g)) if g.type[v] == "node"]
     assert set(g.layouts) == set(nodes)
     assert_hinted_shapes_are_walked(g, nodes, policy)
+
+
+@pytest.mark.parametrize("source", ["recipe", "grug", "fluxion"])
+def test_subtrees_of_one_layout_list_the_same_names_sizes_and_depths(source: str) -> None:
+    """What a writer may reuse per layout (Traverser.held_text): below every vertex of one
+    layout, the same names, sizes and depths in post-order (both builders name a vertex by
+    its basename and id)."""
+    if source == "recipe":
+        g = graph_from_recipe(RECIPE)
+    elif source == "grug":
+        g = load_graph(recipe_to_grug(RECIPE), fmt="grug")
+    else:
+        g = load_graph((GRUGS / "medium.graphml").read_text(), fmt="grug")
+    assert g.layouts
+    trav = Matcher(g, policy="first").trav
+    seen: dict[int, tuple] = {}
+    for v, layout in g.layouts.items():
+        depths, post = trav._post_below(v)
+        below = (bytes(depths), [g.name[c] for c in post], [g.size[c] for c in post])
+        assert seen.setdefault(layout, below) == below, (source, v)
 
 
 def test_grug_ids_counted_across_instances_give_no_layout() -> None:
