@@ -52,7 +52,7 @@ cdef class _Order:
 
 cdef class _Evals:
     cdef public object eg, qual, total, best_k, best_i, it, parts, n, _scores
-    cdef public object _ranked, _bounds, _distinct, _keys, _starts
+    cdef public object _ranked, _bounds, _distinct, _keys, _starts, _runs
 
 cdef class _Dfu:
     cdef public object ev, avail, overall, hier, used

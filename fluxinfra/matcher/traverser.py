@@ -88,7 +88,7 @@ class _Evals:
     gathers a million slots merges the racks' lists, not the slots."""
 
     __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
-                 "_ranked", "_bounds", "_distinct", "_keys", "_starts")
+                 "_ranked", "_bounds", "_distinct", "_keys", "_starts", "_runs")
 
     def __init__(self) -> None:
         self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
@@ -106,6 +106,7 @@ class _Evals:
         self._distinct: frozenset[int] | None = None  # the scores, kept
         self._keys: tuple | None = None  # ((base, high), key bytes), kept
         self._starts: list[int] | None = None  # where each part starts (group() bisects)
+        self._runs: tuple | None | bool = False  # runs(), kept (False: not worked out)
 
     def add(self, group: list) -> None:
         self.total += group[1]
@@ -207,6 +208,20 @@ class _Evals:
             self._distinct = got
         return got
 
+    def runs(self) -> tuple | None:
+        """The scores' runs when they are strictly monotonic in group order (see _runs_of),
+        else None. A concatenation joins its parts' runs (kept by each part once worked
+        out): a root's list of 16,384 nodes is read once per part, not once per match."""
+        got = self._runs
+        if got is False:
+            if self.parts is None:
+                got = _runs_of(self.scores())
+            else:
+                got = _join_runs([_runs_of(list(map(_score, part))) if type(part) is list
+                                  else part.runs() for part in self.parts])
+            self._runs = got
+        return got
+
     def group(self, i: int) -> list:
         """Group ``i`` (in order): its part found by bisecting where the parts start."""
         parts = self.parts
@@ -253,18 +268,19 @@ class _Evals:
         """choose_best_k over a large concatenation: std::sort's first groups worked out from
         the scores alone (see stdsort.sorted_prefix), then only those groups read."""
         n = self.n
-        run_keys = None
+        in_order = None
         if runs:
-            # every score distinct and strictly monotonic in group order (locality walks ids
-            # in order): the runs read off the list as it is; otherwise ranked through the
-            # distinct scores (kept per part: cheap when many groups share few scores)
-            distinct = self.distinct()
-            if len(distinct) == n:
-                run_keys = _monotonic_run_keys(self.scores())
-            if run_keys is not None:
-                nruns = run_keys[1]
+            # scores strictly monotonic in group order (locality walks ids in order): the
+            # runs read off the parts as they are; otherwise ranked through the distinct
+            # scores (kept per part: cheap when many groups share few scores)
+            in_order = self.runs()
+            if in_order is not None:
+                lengths = in_order[3]
+                nruns = len(lengths)
+                # rank 0 is the highest run: the first when descending, else the last
+                ranks = range(nruns) if in_order[0] <= 0 else range(nruns - 1, -1, -1)
             else:
-                rank_of, nruns = _run_ranks(distinct)
+                rank_of, nruns = _run_ranks(self.distinct())
             one = nruns == 1
         else:
             lo, hi = self.bounds()
@@ -291,9 +307,14 @@ class _Evals:
             # keys in a byte: (score - lowest) or (highest - score), at C speed
             order = sorted_prefix_bytes(self.key_bytes(hi if high else lo, high), enough)
         else:
-            scores = self.scores()
             if runs:
-                keys = run_keys[0] if run_keys is not None else map(rank_of.__getitem__, scores)
+                if in_order is None:
+                    keys = map(rank_of.__getitem__, self.scores())
+                elif nruns <= 256:  # a run's keys at memset speed
+                    keys = b"".join([_BYTE[r] * count
+                                     for r, count in zip(ranks, lengths, strict=True)])
+                else:
+                    keys = chain.from_iterable(map(repeat, ranks, lengths))
                 if nruns <= 256:
                     order = sorted_prefix_bytes(bytes(keys), enough)
                 elif nruns <= 65_536:
@@ -301,6 +322,7 @@ class _Evals:
                 else:
                     order = sorted_prefix(list(keys), enough)
             else:
+                scores = self.scores()
                 order = sorted_prefix([-s for s in scores] if high else scores, enough)
         eg = [self.group(i) for i in order]
         left, i = k, 0
@@ -337,28 +359,50 @@ def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
     return _score_runs_of(map(_score, groups))
 
 
-def _monotonic_run_keys(scores: list[int]):
-    """locality's top-level keys (the rank of each score's run, 0 the highest run) when
-    ``scores`` are strictly decreasing or strictly increasing in group order, read off the
-    list without sorting it: (an iterator of the keys in group order, how many runs); None
-    otherwise (then _run_ranks)."""
+def _runs_of(scores: list[int]) -> tuple | None:
+    """locality's runs of ``scores`` when they are strictly monotonic in group order:
+    (direction: 1 ascending, -1 descending, 0 at most one score; the first score; the last;
+    the length of each run in order, a run being scores one apart), read off the list
+    without sorting it; None otherwise (then _run_ranks)."""
     n = len(scores)
     if n < 2:
-        return None
+        return (0, scores[0], scores[0], [1]) if n else (0, None, None, [])
     rest = islice(scores, 1, None)
-    if scores[0] > scores[1]:
-        if not all(map(gt, scores, rest)):
-            return None
-        # descending: score plus position is the same all along a run; the first run is
-        # the highest (rank 0)
-        lengths = [len(list(run)) for _, run in groupby(map(add, scores, range(n)))]
-        ranks = range(len(lengths))
-    else:
+    if scores[0] < scores[1]:
         if not all(map(lt, scores, rest)):
             return None
-        lengths = [len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
-        ranks = range(len(lengths) - 1, -1, -1)
-    return chain.from_iterable(map(repeat, ranks, lengths)), len(lengths)
+        # ascending: score less position is the same all along a run
+        return 1, scores[0], scores[-1], [
+            len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
+    if not all(map(gt, scores, rest)):
+        return None
+    return -1, scores[0], scores[-1], [
+        len(list(run)) for _, run in groupby(map(add, scores, range(n)))]
+
+
+def _join_runs(parts: list) -> tuple | None:
+    """The runs (see _runs_of) of the concatenation of lists whose runs are ``parts``."""
+    out = None
+    for part in parts:
+        if part is None:
+            return None
+        if not part[3]:
+            continue  # no groups
+        if out is None:
+            out = (part[0], part[1], part[2], list(part[3]))
+            continue
+        direction, first, last, lengths = out
+        step = part[1] - last
+        way = 1 if step > 0 else -1
+        if step == 0 or direction == -way or part[0] == -way:
+            return None
+        if step == way:  # the last run goes on into the part's first
+            lengths[-1] += part[3][0]
+            lengths += part[3][1:]
+        else:
+            lengths += part[3]
+        out = (way, first, part[2], lengths)
+    return out if out is not None else (0, None, None, [])
 
 
 def _run_ranks(distinct) -> tuple[dict[int, int], int]:
@@ -367,10 +411,15 @@ def _run_ranks(distinct) -> tuple[dict[int, int], int]:
     reverse), and how many runs; worked out with C-speed iterators, not a loop per score
     (a 16,384-node machine ranks that many scores every match)."""
     scores = sorted(distinct)
-    if len(scores) < 2:
-        return dict.fromkeys(scores, 0), len(scores)
-    keys, nruns = _monotonic_run_keys(scores)  # (ascending: always monotonic)
-    return dict(zip(scores, keys, strict=True)), nruns
+    lengths = _runs_of(scores)[3]  # (ascending: always monotonic)
+    ranks = range(len(lengths) - 1, -1, -1)
+    return dict(zip(scores, chain.from_iterable(map(repeat, ranks, lengths)),
+                    strict=True)), len(lengths)
+
+
+_RUNS = "runs"  # key of a layout's runs() in its kind's cache (the others: (base, high))
+#: each byte value as a one-byte string (run keys are repeated at memset speed)
+_BYTE = [bytes((i,)) for i in range(256)]
 
 
 def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:
@@ -2796,6 +2845,13 @@ class _Rebound:
 
     def distinct(self) -> frozenset[int]:
         return self.kind[5]
+
+    def runs(self) -> tuple | None:
+        cache = self.kind[6]  # (the same scores in every subtree of the layout)
+        got = cache.get(_RUNS, False)
+        if got is False:
+            got = cache[_RUNS] = _runs_of(self.kind[3])
+        return got
 
     def group(self, i: int) -> list:
         post = self.post_below(self.root)[1]

@@ -13,6 +13,7 @@ keys; here from the first key), and for byte keys also mixed: numpy partitioning
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 
@@ -353,28 +354,40 @@ def test_run_ranks_are_the_runs_in_reverse_order() -> None:
         assert _run_ranks(scores) == ({s: order[run[s]] for s in scores}, len(order))
 
 
-def test_monotonic_run_keys_are_the_run_ranks_in_group_order() -> None:
+def test_runs_read_in_group_order_and_joined_over_parts_are_the_run_ranks() -> None:
     """Scores strictly descending or ascending in group order (locality walks ids in order):
-    the keys read off the list equal the ranks worked out through the sorted distinct scores;
-    any other list is left to that general path (None)."""
-    from fluxinfra.matcher.traverser import _monotonic_run_keys, _run_ranks
+    the runs read off the list, or joined from the runs of the pieces it is cut into (a
+    root's list is its racks' lists), give each group the rank worked out through the sorted
+    distinct scores; any other list is left to that general path (None)."""
+    from fluxinfra.matcher.traverser import _join_runs, _run_ranks, _runs_of
+
+    def keys(runs: tuple) -> list[int]:  # as _choose_merged reads them
+        direction, _, _, lengths = runs
+        ranks = range(len(lengths)) if direction <= 0 else range(len(lengths) - 1, -1, -1)
+        return [r for r, count in zip(ranks, lengths, strict=True) for _ in range(count)]
 
     rng = random.Random(13)
-    for _ in range(500):
+    for _ in range(2000):
         scores = sorted(rng.sample(range(-5, 300), rng.randint(0, 80)))
         if rng.random() < 0.5:
             scores.reverse()
         monotonic = True
         if len(scores) > 2 and rng.random() < 0.2:
-            scores[1], scores[2] = scores[2], scores[1]
+            i = rng.randrange(len(scores) - 1)
+            scores[i], scores[i + 1] = scores[i + 1], scores[i]
             monotonic = False
-        got = _monotonic_run_keys(scores)
-        if len(scores) < 2 or not monotonic:
-            assert got is None
-            continue
-        rank_of, nruns = _run_ranks(set(scores))
-        keys, n = got
-        assert (list(keys), n) == ([rank_of[s] for s in scores], nruns)
+        elif len(scores) > 1 and rng.random() < 0.1:
+            scores[rng.randrange(len(scores) - 1) + 1] = scores[0]  # a repeated score
+            monotonic = False
+        cuts = sorted(rng.choices(range(len(scores) + 1), k=rng.randint(0, 6)))
+        pieces = [scores[a:b] for a, b in pairwise([0, *cuts, len(scores)])]
+        for got in (_runs_of(scores), _join_runs([_runs_of(p) for p in pieces])):
+            if not monotonic:
+                assert got is None, (scores, pieces)
+                continue
+            rank_of, nruns = _run_ranks(set(scores))
+            assert keys(got) == [rank_of[s] for s in scores], (scores, pieces)
+            assert len(got[3]) == (nruns if scores else 0)
 
 
 @pytest.mark.parametrize("policy", ["low", "high", "locality"])
