@@ -592,7 +592,7 @@ class Traverser:
         self.express: Express | None = Express(self)
         #: guarded selection (see select): per open ranking, what was left unexplored
         self._guard: list[list[tuple]] | None = None
-        #: ``_post_below``, bound once: the lazy entries (_Held, _Replayed, _Rebound) keep it,
+        #: ``_post_below``, bound once: the lazy entries (_Replayed, _Rebound) keep it,
         #: and binding it again for each one makes one more object for the collector to scan
         self.post_below = self._post_below
         #: the full walk remembered per subtree (see _visit): key -> what it found
