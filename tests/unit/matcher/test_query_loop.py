@@ -82,3 +82,24 @@ def test_a_jobspec_file_changed_during_the_session_is_read_again(tmp_path):
     spec.unlink()
     s.run([f"match allocate {spec}\n"])
     assert s.err.getvalue() == f"ERROR: can't open {spec}\n"
+
+
+def test_a_session_builds_its_matcher_with_the_collector_paused(tmp_path, monkeypatch):
+    """The collector stays off from the load to the matcher (a large graph's matcher freezes
+    what is alive first, so nothing walks the load's objects) and is on again after."""
+    import gc
+
+    from fluxinfra.cli import query
+
+    seen = []
+
+    class Spy(Matcher):
+        def __init__(self, *args, **kwargs):
+            seen.append(gc.isenabled())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(query, "Matcher", Spy)
+    assert gc.isenabled()
+    s, _ = session(tmp_path)
+    assert seen == [False] and gc.isenabled()
+    assert isinstance(s.m, Spy)

@@ -103,3 +103,40 @@ def test_hwloc_allowlist_keeps_listed_types():
     g = load_graph(xml, "hwloc", allowlist="node,socket,core,gpu")
     assert Counter(g.type) == {"core": 48, "gpu": 4, "socket": 2, "node": 1, "cluster": 1}
     assert g.path(g.resolve("corona11")) == "/cluster0/corona11"
+
+
+def test_the_collector_is_paused_while_a_graph_loads_and_restored_after(monkeypatch):
+    """Loading pauses the cyclic collector (a graph's millions of objects make almost no
+    cycles) and leaves it as it found it: on after a load, on after a load that failed, off
+    if the caller had turned it off, and a pause inside a pause does not end the outer one."""
+    import gc
+
+    from fluxinfra.matcher import readers
+
+    seen = []
+
+    def spy(source, fmt, **options):
+        seen.append(gc.isenabled())
+        if source == "bad":
+            raise GraphError("bad graph")
+        return ResourceGraph()
+
+    monkeypatch.setattr(readers, "_load", spy)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        load_graph("{}", "jgf")
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(GraphError, match="bad graph"):
+            load_graph("bad", "jgf")
+        assert seen == [False, False] and gc.isenabled()
+        with readers.collector_paused():
+            load_graph("{}", "jgf")
+            assert not gc.isenabled()  # the outer pause still holds
+        assert gc.isenabled()
+        gc.disable()
+        load_graph("{}", "jgf")
+        assert not gc.isenabled()  # the caller's choice stands
+    finally:
+        (gc.enable if was else gc.disable)()
+
