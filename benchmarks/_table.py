@@ -53,7 +53,7 @@ def _numeric(values: list[object]) -> bool:
 
 
 def _render(headers: list[str], cols: list[list[str]], numeric: list[bool]) -> list[str]:
-    widths = [max(len(h), *(len(c) for c in col)) for h, col in zip(headers, cols, strict=True)]
+    widths = [max([len(h), *map(len, col)]) for h, col in zip(headers, cols, strict=True)]
 
     def line(values: list[str]) -> str:
         return _GAP.join(v.rjust(w) if num else v.ljust(w)

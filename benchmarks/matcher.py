@@ -631,7 +631,8 @@ def report(processes: list[dict], inprocess: list[dict]) -> None:
                             "RSS after matching MiB"],
                            [[r["size"], r.get("vertices"), r.get("load_s"),
                              r.get("load_rss_mib"), r.get("rss_mib")] for r in inprocess]))
-        print(inprocess_table(inprocess))
+        if any(r.get("policies") for r in inprocess):  # (--policies none: load only)
+            print(inprocess_table(inprocess))
         for res in inprocess:
             for line in p99_summary(res):
                 print(line)
@@ -697,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        "inprocess": inprocess}))
     print(_load_line("end"))
     identical = all(process_tables([res])[1] for res in processes)
-    print(f"\nEvery -t output the same in both programs: {'yes' if identical else 'NO'}")
+    if processes:  # (in process only: nothing was compared)
+        print(f"\nEvery -t output the same in both programs: {'yes' if identical else 'NO'}")
     failed = any("error" in r for r in inprocess + processes)
     return 1 if failed or not identical else 0
 

@@ -118,3 +118,19 @@ def test_the_matcher_tables_fit_and_explain():
         assert max(len(line) for line in text.splitlines()) <= 100
     assert "median match latency" in inprocess
     assert "same <SHA-256 prefix>" in processes
+
+
+def test_a_table_without_rows_is_its_headers():
+    """A load-only run (``--policies none``) has no per-match rows: the table is its
+    headers, not a traceback."""
+    table = load("_table")
+    text = table.format_table(["nodes", "policy"], [], keys=2)
+    assert text.splitlines()[:2] == ["nodes  policy", "-----  ------"]
+
+
+def test_a_load_only_matcher_run_prints_loads_and_compares_nothing(capsys):
+    matcher = load("matcher")
+    matcher.report([], [{"size": 256, "vertices": 100, "load_s": 0.1, "load_rss_mib": 50,
+                         "rss_mib": 50, "policies": {}}])
+    out = capsys.readouterr().out
+    assert "GRUG load s" in out and "policy" not in out
