@@ -37,12 +37,13 @@ def _text(source) -> str:
 def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a graph is built, back on after (if it was).
 
-    Building a graph makes a few million objects that live as long as the graph and almost
-    no reference cycles (386 unreachable objects after a 16,384-node GRUG graph), while the
-    collector's young collections kept walking the long lists under construction: at 16,384
-    nodes about 0.5 s of a 2 s load went to collections that found next to nothing
-    (gc.callbacks, 2026-11-28). The few cycles a load leaves are collected by the next
-    collection after it (or stay frozen with the graph when a Matcher freezes it)."""
+    Building a graph allocates millions of objects, keeps what lasts in long lists that
+    live as long as the graph, and makes almost no reference cycles (386 unreachable objects
+    after a 16,384-node GRUG graph), while the collector's young collections kept walking
+    those lists as they grew: at 16,384 nodes about 0.5 s of a 2.5 s start went to
+    collections that found next to nothing (gc.callbacks, 2026-11-28). The few cycles a
+    load leaves are collected by the next collection after it (or stay frozen with the graph
+    when a Matcher freezes it)."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -139,4 +139,3 @@ def test_the_collector_is_paused_while_a_graph_loads_and_restored_after(monkeypa
         assert not gc.isenabled()  # the caller's choice stands
     finally:
         (gc.enable if was else gc.disable)()
-
