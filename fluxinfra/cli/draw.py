@@ -215,14 +215,16 @@ def main(argv: list[str]) -> int:
     from fluxinfra.cli.graphs import load_graph_file
     from fluxinfra.matcher import Matcher
     from fluxinfra.matcher.errors import Busy, JobspecError, Unsatisfiable
+    from fluxinfra.matcher.readers import collector_paused
 
     args = parser().parse_args(argv)
     fmt = args.output.suffix.lstrip(".").lower()
     if fmt not in PICTURE_FORMATS:
         raise DrawError(f"-o {args.output}: unknown picture format {fmt!r}; use a file name "
                         f"ending in {', '.join('.' + f for f in PICTURE_FORMATS)}")
-    graph = load_graph_file(args.graph, args.format_in)
-    matcher = Matcher(graph, policy=args.policy)
+    with collector_paused():  # from the load to the matcher, as in ``fluxinfra match``
+        graph = load_graph_file(args.graph, args.format_in)
+        matcher = Matcher(graph, policy=args.policy)
     for path in args.jobspecs:
         try:
             text = Path(path).read_text(encoding="utf-8")

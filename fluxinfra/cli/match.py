@@ -18,6 +18,7 @@ from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
 from fluxinfra.matcher import Busy, Matcher, Unsatisfiable
 from fluxinfra.matcher.errors import JobspecError
 from fluxinfra.matcher.matcher import OPS
+from fluxinfra.matcher.readers import collector_paused
 
 __all__ = ["main", "build_parser"]
 
@@ -42,18 +43,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    graph = load_graph_file(opts.graph, opts.format_in,
-                            hint="the order is: fluxinfra match GRAPH JOBSPEC")
-    if opts.jobspec == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(opts.jobspec, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise JobspecError(f"cannot read jobspec {opts.jobspec}: {exc.strerror}") from None
-    matcher = Matcher(graph, policy=opts.policy, subsystem=opts.subsystem,
-                      exact_pools=opts.exact_pools)
+    # the collector stays paused from the load to the matcher, as in ``fluxinfra query``:
+    # a large graph's matcher freezes what is alive, and a young collection before that
+    # would walk every object the load made
+    with collector_paused():
+        graph = load_graph_file(opts.graph, opts.format_in,
+                                hint="the order is: fluxinfra match GRAPH JOBSPEC")
+        if opts.jobspec == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                with open(opts.jobspec, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as exc:
+                raise JobspecError(f"cannot read jobspec {opts.jobspec}: {exc.strerror}") \
+                    from None
+        matcher = Matcher(graph, policy=opts.policy, subsystem=opts.subsystem,
+                          exact_pools=opts.exact_pools)
     indent = opts.indent or None
     try:
         result = matcher.match(text, op=opts.op)

@@ -93,12 +93,14 @@ def main(argv: list[str]) -> int:
         if value is not None and not 0 <= value <= 65535:
             raise ConfigError(f"{flag} {value}: not a TCP port; use 0..65535")
     from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher.readers import collector_paused
     from fluxinfra.service.server import new_epoch, serve, serve_health
     from fluxinfra.service.tls import read_tls_dir
 
     tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
     with termination_signals() as wait_for_signal:  # before gRPC starts any thread
-        matcher = Matcher(build_graph(args), policy=args.policy)
+        with collector_paused():  # from the build to the matcher, as in ``fluxinfra match``
+            matcher = Matcher(build_graph(args), policy=args.policy)
         epoch = new_epoch()
         try:
             server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
