@@ -281,23 +281,26 @@ def _partition_pair(vals: list, idx: list, first: int, last: int) -> int:
         lo += 1
 
 
-def sorted_prefix_bytes(keys: bytes | bytearray,
-                        enough: Callable[[list[int]], bool]) -> list[int]:
+def sorted_prefix_bytes(keys: bytes | bytearray, enough: Callable[[list[int]], bool], *,
+                        owned: bool = False) -> list[int]:
     """:func:`sorted_prefix` for keys that fit in a byte, at C speed where it counts: each
     partition finds its stops with ``bytes.translate`` and ``itertools.compress`` and swaps
     only the pairs it swaps; positions are traced back through the partitions at the end,
-    so no list of a million positions is ever made.
+    so no list of a million positions is ever made. The partitions run on a copy of
+    ``keys``, or on ``keys`` itself (left partitioned) when it is a bytearray the caller
+    gives away (``owned``): a million keys are then not copied again.
 
     >>> keys = bytes([3, 1, 3, 2] * 10)
     >>> order = sorted_prefix_bytes(keys, lambda got: len(got) >= 3)
     >>> order == sorted_prefix(list(keys), lambda got: len(got) >= 3)
     True
     """
-    if TYPED and _THRESHOLD < len(keys) <= _TYPED_MOST:
-        return _sorted_prefix_masked(_TypedBytes(keys), len(keys), enough)
-    if len(keys) >= BYTES_FROM and (np := _numpy()) is not None:
-        return _sorted_prefix_np(_MixedBytes(np, keys), enough)
-    return _sorted_prefix_masked(_ByteKeys(keys), len(keys), enough)
+    vals = keys if owned and type(keys) is bytearray else bytearray(keys)
+    if TYPED and _THRESHOLD < len(vals) <= _TYPED_MOST:
+        return _sorted_prefix_masked(_TypedBytes(vals), len(vals), enough)
+    if len(vals) >= BYTES_FROM and (np := _numpy()) is not None:
+        return _sorted_prefix_np(_MixedBytes(np, vals), enough)
+    return _sorted_prefix_masked(_ByteKeys(vals), len(vals), enough)
 
 
 def sorted_prefix_words(keys, enough: Callable[[list[int]], bool]) -> list[int]:
@@ -357,12 +360,13 @@ _EQ = [bytes(p) + b"\1" + bytes(255 - p) for p in range(256)]
 
 
 class _ByteKeys:
-    """Keys of one byte each, for _sorted_prefix_masked."""
+    """Keys of one byte each, for _sorted_prefix_masked (partitioned in ``vals``, the
+    bytearray given)."""
 
     __slots__ = ("vals",)
 
-    def __init__(self, keys) -> None:
-        self.vals = bytearray(keys)
+    def __init__(self, vals: bytearray) -> None:
+        self.vals = vals
 
     def getter(self):
         return self.vals.__getitem__
@@ -408,7 +412,7 @@ class _WordKeys(_ByteKeys):
     __slots__ = ("low",)
 
     def __init__(self, keys: list[int]) -> None:
-        super().__init__(map((8).__rrshift__, keys))
+        super().__init__(bytearray(map((8).__rrshift__, keys)))
         self.low = bytearray(map((255).__and__, keys))
 
     def getter(self):
@@ -543,13 +547,14 @@ _TYPED_MOST = (1 << 31) - 1  # positions are recorded as 4-byte integers
 
 
 class _TypedBytes:
-    """Byte keys partitioned by :func:`bytepart.partition`, for _sorted_prefix_masked."""
+    """Byte keys partitioned by :func:`bytepart.partition` in ``vals`` (the bytearray given),
+    for _sorted_prefix_masked."""
 
     __slots__ = ("vals", "bufs", "used", "ops")
     _local = threading.local()
 
-    def __init__(self, keys) -> None:
-        self.vals = bytearray(keys)
+    def __init__(self, vals: bytearray) -> None:
+        self.vals = vals
         local = self._local
         if getattr(local, "left", None) is None:
             local.left, local.right = array("i"), array("i")
@@ -671,8 +676,8 @@ class _MixedBytes(_ByteKeys):
 
     __slots__ = ("wide",)
 
-    def __init__(self, np, keys) -> None:
-        super().__init__(keys)
+    def __init__(self, np, vals: bytearray) -> None:
+        super().__init__(vals)
         self.wide = _NumpyKeys(np, np.frombuffer(self.vals, dtype=np.uint8))
 
     def partition(self, key, first: int, last: int, ops: list) -> int:

@@ -169,11 +169,23 @@ class _Evals:
             if self.parts is None:
                 data = _key_bytes(self.scores(), base, high)
             else:
-                data = b"".join(_key_bytes(list(map(_score, part)), base, high)
-                                if type(part) is list else part.key_bytes(base, high)
-                                for part in self.parts)
+                data = b"".join(self._part_keys(base, high))
             got = self._keys = ((base, high), data)
         return got[1]
+
+    def key_array(self, base: int, high: bool) -> bytearray:
+        """key_bytes in a bytearray of its own, for a ranking that partitions it in place:
+        joined straight into it when not kept (a concatenation ranked once, such as the
+        machine's cores under a top-level slot: one copy of a million keys, not two)."""
+        got = self._keys
+        if self.parts is None or got is not None and got[0] == (base, high):
+            return bytearray(self.key_bytes(base, high))
+        return bytearray().join(self._part_keys(base, high))
+
+    def _part_keys(self, base: int, high: bool):
+        """Each part's key bytes, in order."""
+        return (_key_bytes(list(map(_score, part)), base, high) if type(part) is list
+                else part.key_bytes(base, high) for part in self.parts)
 
     def bounds(self) -> tuple[int, int]:
         """(lowest, highest) score of a non-empty list (kept once worked out)."""
@@ -286,12 +298,15 @@ class _Evals:
             lo, hi = self.bounds()
             one = lo == hi
         taken = [0, 0, -1]  # groups counted, their units, how many groups made k units
+        eg: list = []  # the ranked groups read so far (each read once: a look-up per part)
 
         def enough(order: list[int]) -> bool:
             """The ranked groups so far give k units, and one more group follows."""
             for i in order[taken[0]:]:
                 taken[0] += 1
-                taken[1] += self.group(i)[1]
+                group = self.group(i)
+                eg.append(group)
+                taken[1] += group[1]
                 if taken[2] < 0 and taken[1] >= k:
                     taken[2] = taken[0]
             return 0 <= taken[2] < taken[0] or taken[0] >= n
@@ -305,7 +320,8 @@ class _Evals:
                 take *= 2
         elif not runs and hi - lo < 256:
             # keys in a byte: (score - lowest) or (highest - score), at C speed
-            order = sorted_prefix_bytes(self.key_bytes(hi if high else lo, high), enough)
+            order = sorted_prefix_bytes(self.key_array(hi if high else lo, high), enough,
+                                        owned=True)
         else:
             if runs:
                 if in_order is None:
@@ -316,7 +332,7 @@ class _Evals:
                 else:
                     keys = chain.from_iterable(map(repeat, ranks, lengths))
                 if nruns <= 256:
-                    order = sorted_prefix_bytes(bytes(keys), enough)
+                    order = sorted_prefix_bytes(bytearray(keys), enough, owned=True)
                 elif nruns <= 65_536:
                     order = sorted_prefix_words(keys, enough)
                 else:
@@ -324,7 +340,8 @@ class _Evals:
             else:
                 scores = self.scores()
                 order = sorted_prefix([-s for s in scores] if high else scores, enough)
-        eg = [self.group(i) for i in order]
+        if len(eg) != len(order):  # (each way above asks enough() about the order it gives)
+            eg = [self.group(i) for i in order]
         left, i = k, 0
         while left > 0:
             group = eg[i]

@@ -461,3 +461,49 @@ def test_a_matcher_that_will_rank_long_lists_imports_numpy_when_it_is_made(polic
     monkeypatch.setattr(stdsort, "_np_module", None)
     Matcher(graph, policy=policy)
     assert stdsort._np_module is None  # fewer: nothing that long to rank
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_byte_keys_given_away_are_partitioned_in_place_and_others_copied(seed: int,
+                                                                         way: str) -> None:
+    """``owned=True`` hands the bytearray to the partitions (no copy: the ranking of a
+    machine's cores under a top-level slot), which leave it changed; otherwise the caller's
+    keys stay as they were. The order is the same either way."""
+    rng = random.Random(f"owned/{seed}")
+    keys = bytearray(rng.randrange(rng.choice([2, 64, 255]))
+                     for _ in range(rng.choice([17, 3000, 40_000])))
+    before = bytes(keys)
+
+    def enough(order: list[int]) -> bool:
+        return len(order) >= 5
+
+    copied = sorted_prefix_bytes(keys, enough)
+    assert keys == before  # not owned: partitioned in a copy
+    given = sorted_prefix_bytes(keys, enough, owned=True)
+    assert given == copied == std_order(list(before))[:len(given)]
+    assert keys != before  # partitioned where it was (what it holds after is the store's)
+    frozen = bytes(before)
+    assert sorted_prefix_bytes(frozen, enough, owned=True) == copied  # bytes: copied anyway
+    assert frozen == before
+
+
+def test_a_merged_lists_key_array_is_its_key_bytes_in_a_bytearray_of_its_own() -> None:
+    """key_array joins the parts' keys straight into a new bytearray when the list's own key
+    bytes are not kept, copies the kept ones when they are; changing it changes nothing the
+    list or its parts keep."""
+    rng = random.Random("key_array")
+    sizes = [rng.randint(1, 30) for _ in range(12)]
+    pieces = [groups_of(sorted(rng.randrange(1, 50) for _ in range(size)), [1] * size, tag)
+              for tag, size in enumerate(sizes)]
+    for base, high in ((49, True), (1, False)):
+        top = merged(pieces)
+        fresh = top.key_array(base, high)
+        assert type(fresh) is bytearray and top._keys is None  # not kept: a list ranked once
+        kept = top.key_bytes(base, high)
+        assert fresh == kept and type(kept) is bytes
+        again = top.key_array(base, high)
+        assert again == kept and again is not kept
+        again[:] = bytes(len(again))
+        fresh[:] = bytes(len(fresh))
+        assert top.key_bytes(base, high) == kept != bytes(len(kept))
+        assert b"".join(p.key_bytes(base, high) for p in top.parts) == kept
