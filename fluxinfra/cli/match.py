@@ -41,6 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _jobspec_text(path: str) -> str:
+    """The jobspec named on the command line (``-``: standard input)."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise JobspecError(f"cannot read jobspec {path}: {exc.strerror}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     # the collector stays paused from the load to the matcher, as in ``fluxinfra query``:
@@ -49,15 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     with collector_paused():
         graph = load_graph_file(opts.graph, opts.format_in,
                                 hint="the order is: fluxinfra match GRAPH JOBSPEC")
-        if opts.jobspec == "-":
-            text = sys.stdin.read()
-        else:
-            try:
-                with open(opts.jobspec, encoding="utf-8") as fh:
-                    text = fh.read()
-            except OSError as exc:
-                raise JobspecError(f"cannot read jobspec {opts.jobspec}: {exc.strerror}") \
-                    from None
+        text = _jobspec_text(opts.jobspec)
         matcher = Matcher(graph, policy=opts.policy, subsystem=opts.subsystem,
                           exact_pools=opts.exact_pools)
     indent = opts.indent or None
