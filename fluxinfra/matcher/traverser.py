@@ -301,8 +301,11 @@ class _Evals:
         eg: list = []  # the ranked groups read so far (each read once: a look-up per part)
 
         def enough(order: list[int]) -> bool:
-            """The ranked groups so far give k units, and one more group follows."""
+            """The ranked groups so far give k units, and one more group follows (each
+            group read once, and none past the one that follows)."""
             for i in order[taken[0]:]:
+                if 0 <= taken[2] < taken[0]:
+                    break
                 taken[0] += 1
                 group = self.group(i)
                 eg.append(group)
@@ -340,8 +343,7 @@ class _Evals:
             else:
                 scores = self.scores()
                 order = sorted_prefix([-s for s in scores] if high else scores, enough)
-        if len(eg) != len(order):  # (each way above asks enough() about the order it gives)
-            eg = [self.group(i) for i in order]
+        enough(order)  # (each way above has asked already: this reads nothing more)
         left, i = k, 0
         while left > 0:
             group = eg[i]

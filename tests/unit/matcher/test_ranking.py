@@ -333,6 +333,51 @@ def test_a_merged_list_reads_each_group_where_the_flat_list_has_it(seed: int) ->
         pieces.append(more)
 
 
+class _CountedEvals(_Evals):
+    """An _Evals part that counts the groups read from it (as a remembered node's lazy
+    part builds each group it is asked for: its vertices' post-order, then the edges)."""
+
+    read: list[int] = []
+
+    def group(self, i: int) -> list:
+        self.read.append(i)
+        return super().group(i)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: int,
+                                                                        monkeypatch) -> None:
+    """A ranked concatenation reads each group once, the chosen ones and the one after
+    them (what the guard compares), not the rest of the run std::sort's prefix ended on;
+    what it chooses is the flat list's."""
+    rng = random.Random(f"reads/{seed}")
+    monkeypatch.setattr(_CountedEvals, "read", [])
+    spread = rng.choice([1, 2, 5, 40, 200])
+    pieces = []
+    top = _Evals()
+    for tag in range(rng.randint(3, 30)):
+        size = rng.randint(9, 40)  # (more than _TINY: merged by reference)
+        scores = [rng.randrange(spread) + 1 for _ in range(size)]
+        counts = [rng.choice([1, 1, 1, 4]) for _ in range(size)]
+        piece = groups_of(scores, counts, tag)
+        pieces.append(piece)
+        part = _CountedEvals()
+        for g in piece:
+            part.add(g)
+        top.merge(part, kept=True)
+    if top.n <= _FLAT:
+        return
+    ref = flat(pieces)
+    high = rng.random() < 0.5
+    k = rng.randint(1, min(6, top.qual))
+    assert top.choose_best_k(k, high) == ref.choose_best_k(k, high)
+    assert chosen(top) == chosen(ref)
+    read = _CountedEvals.read
+    assert len(read) == min(top.best_i + 1, top.n) == len(top.eg)
+    if top.best_i < top.n:
+        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+
+
 def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
     pieces = [groups_of([1] * (_FLAT + 1), [1] * (_FLAT + 1), 0)]
     top = merged(pieces)
