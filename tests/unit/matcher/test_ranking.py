@@ -355,7 +355,9 @@ def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: in
     spread = rng.choice([1, 2, 5, 40, 200])
     pieces = []
     top = _Evals()
-    for tag in range(rng.randint(3, 30)):
+    tags = rng.randint(3, 30)
+    while len(pieces) < tags or top.n <= _FLAT:  # (longer than _FLAT: ranked merged)
+        tag = len(pieces)
         size = rng.randint(9, 40)  # (more than _TINY: merged by reference)
         scores = [rng.randrange(spread) + 1 for _ in range(size)]
         counts = [rng.choice([1, 1, 1, 4]) for _ in range(size)]
@@ -365,12 +367,11 @@ def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: in
         for g in piece:
             part.add(g)
         top.merge(part, kept=True)
-    if top.n <= _FLAT:
-        return
     ref = flat(pieces)
     high = rng.random() < 0.5
     k = rng.randint(1, min(6, top.qual))
     assert top.choose_best_k(k, high) == ref.choose_best_k(k, high)
+    assert top._ranked == (high, False)  # (ranked merged, from the scores)
     assert chosen(top) == chosen(ref)
     read = _CountedEvals.read
     assert len(read) == min(top.best_i + 1, top.n) == len(top.eg)
