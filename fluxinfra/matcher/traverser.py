@@ -91,7 +91,10 @@ class _Evals:
                  "_ranked", "_bounds", "_distinct", "_keys", "_starts", "_runs")
 
     def __init__(self) -> None:
-        self.eg: list[list] = []  # [score, count, needs, exclusive, root, edges]
+        # [score, count, needs, exclusive, root, edges]; edges, a tuple of (amount, taken,
+        # exclusive, vertex, parent) tuples, is only read: tuples of ints, which the cyclic
+        # collector stops tracking (a node's groups outlive many matches)
+        self.eg: list[list] = []
         self.qual = 0
         self.total = 0
         self.best_k = 0
@@ -747,7 +750,7 @@ class Traverser:
         if not ok:
             return False
         dfu.evals(self.g.type[root]).add(
-            [dfu.overall, dfu.avail, 0, excl, True, [[dfu.avail, dfu.avail, excl, root, -1]]])
+            [dfu.overall, dfu.avail, 0, excl, True, ((dfu.avail, dfu.avail, excl, root, -1),)])
         needs = self._resolve_graph(root, resources, dfu)
         if needs is None:
             return False
@@ -1164,7 +1167,7 @@ class Traverser:
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
-            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
+            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)])
             found = True
         return found
 
@@ -1222,7 +1225,7 @@ class Traverser:
         if leaves is not None and not kids[c] and gtype[c] in leaves:
             hit = self._leaf(meta, c, leaves[gtype[c]], excl)
             return None if hit is None else (
-                [hit[0], hit[1], 0, hit[2], False, [[hit[1], hit[1], hit[2], c, u]]],
+                [hit[0], hit[1], 0, hit[2], False, ((hit[1], hit[1], hit[2], c, u),)],
                 (), None, 1, 1)
         return self._visit(context, window, meta, c, resources, pristine, excl, u)
 
@@ -1329,7 +1332,7 @@ class Traverser:
         self.postorder -= post
         if ok:
             cnt = capture.avail
-            out = ([capture.overall, cnt, 0, x, False, [[cnt, cnt, x, c, u]]],
+            out = ([capture.overall, cnt, 0, x, False, ((cnt, cnt, x, c, u),)],
                    tuple(capture.ev.items()),
                    (resources, pristine, excl) if self._inside != inner else None, pre, post)
         else:
@@ -1378,7 +1381,7 @@ class Traverser:
             # subtrees around c must say so too, as a walk of c would have made them
             self._inside += 1
         merged = tuple((rtype, _Rebound(kind, self.post_below, c)) for rtype, kind in kinds)
-        return ([score + self._own_score(c), cnt, 0, x, False, [[cnt, cnt, x, c, u]]], merged,
+        return ([score + self._own_score(c), cnt, 0, x, False, ((cnt, cnt, x, c, u),)], merged,
                 (resources, pristine, excl) if inner else None, pre, post)
 
     def _unfold(self, x: int) -> None:
@@ -1609,7 +1612,7 @@ class Traverser:
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
-            dfu.evals(ctype).add([score, cnt, 0, x, False, [[cnt, cnt, x, c, u]]])
+            dfu.evals(ctype).add([score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)])
             found = True
             enough = True
             for t, tally in tallies.items():
@@ -1701,7 +1704,7 @@ class Traverser:
                     edge = group[5][0]
                     left = edge[0] if cur[1] < 0 else cur[1]
                     take = min(left, count - j) if exact else left
-                    edges.append([edge[0], take, True, edge[3], edge[4]])
+                    edges.append((edge[0], take, True, edge[3], edge[4]))
                     score += group[0]
                     j += take
                     if left - take > 0:
@@ -1709,7 +1712,7 @@ class Traverser:
                     else:
                         cur[0], cur[1] = k + 1, -1
                     used[elem.type] = cur[0] + (cur[1] >= 0)
-            made.append([score, 1, 0, True, False, edges])
+            made.append([score, 1, 0, True, False, tuple(edges)])
         ev = dfu.evals("slot")
         for group in made:
             ev.add(group)
@@ -2877,8 +2880,8 @@ class _Rebound:
         root = self.root
         score, count, x, is_root, edges = self.kind[0][i]
         return [score, count, 0, x, is_root,
-                [[e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root]
-                 for e0, e1, e2, v, p in edges]]
+                tuple([(e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root)
+                       for e0, e1, e2, v, p in edges])]
 
     def groups(self) -> list[list]:
         return [self.group(i) for i in range(self.n)]
@@ -3090,10 +3093,10 @@ class FlexibleTraverser(Traverser):
                     cursor[elem.type] = k + 1
                     group = ev.eg[k]
                     edge = group[5][0]
-                    edges.append([edge[0], edge[0], True, edge[3], edge[4]])
+                    edges.append((edge[0], edge[0], True, edge[3], edge[4]))
                     score += group[0]
                     j += edge[0]
-            made.append([score, 1, 0, True, False, edges])
+            made.append([score, 1, 0, True, False, tuple(edges)])
             config = memo.get(config[0], ((), 0, -1))
         ev = dfu.evals("slot")
         for group in made:
