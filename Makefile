@@ -52,7 +52,8 @@ image: setup
 # $$FLUXINFRA_E2E_KUBECONFIG; fails, rather than skips, when neither is there.
 e2e: setup
 	scripts/kube deps
-	FLUXINFRA_E2E_REQUIRED=1 $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+	FLUXINFRA_E2E_REQUIRED=1 FLUXINFRA_E2E_NODES=$${FLUXINFRA_E2E_NODES:-4} \
+	  $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check fluxinfra tests benchmarks __main__.py roles/flux_broker/filter_plugins scripts/lab scripts/kubebed

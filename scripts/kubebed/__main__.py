@@ -1,4 +1,5 @@
-"""``scripts/kube up|down|status|deps``: the command line of the Kubernetes test bed."""
+"""``scripts/kube up|down|status|add-node|remove-node|deps``: the command line of the Kubernetes
+test bed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from . import hollow
 from .bed import Bed, BedError, all_beds
 from .deps import ensure_packages
-from .layout import LayoutError
+from .layout import MAX_NODES, LayoutError
 from .procs import CommandError
 
 
@@ -17,11 +18,12 @@ def _up(args: argparse.Namespace) -> int:
     ensure_packages(log=lambda m: print(f"kube: {m}", file=sys.stderr))
     nodes = [hollow.node_object(f"hollow-{i}", cpu=args.hollow_cpu, memory=args.hollow_memory)
              for i in range(args.hollow)]
-    bed = Bed.up(args.name, real_node=not args.no_node, scheduler=not args.no_scheduler,
+    bed = Bed.up(args.name, nodes=0 if args.no_node else args.nodes,
+                 scheduler=not args.no_scheduler,
                  node_monitor_grace=args.node_monitor_grace, hollow_nodes=nodes,
                  log=lambda m: print(f"kube: {m}", file=sys.stderr))
     print(f"bed {bed.layout.name} is up: {bed.layout.server}"
-          + (f", node {bed.node_name}" if bed.node_name else "")
+          + (f", nodes {' '.join(bed.node_names)}" if bed.node_names else "")
           + (f", {args.hollow} hollow nodes" if args.hollow else ""))
     print(f"export KUBECONFIG={bed.kubeconfig}")
     return 0
@@ -35,6 +37,21 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_node(args: argparse.Namespace) -> int:
+    bed = Bed.load(args.name)
+    name = bed.add_node(log=lambda m: print(f"kube: {m}", file=sys.stderr))
+    print(f"node {name} joined bed {args.name}")
+    return 0
+
+
+def _remove_node(args: argparse.Namespace) -> int:
+    bed = Bed.load(args.name)
+    bed.remove_node(args.node, drain=not args.no_drain,
+                    log=lambda m: print(f"kube: {m}", file=sys.stderr))
+    print(f"node {args.node} left bed {args.name}")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else all_beds()
     report = [Bed.load(n).status() for n in names]
@@ -45,7 +62,8 @@ def _status(args: argparse.Namespace) -> int:
         print("no beds")
     for r in report:
         procs = " ".join(f"{n}={s}" for n, s in r["processes"].items())
-        print(f"{r['name']} (slot {r['slot']}) {r['server']} node={r['node'] or '-'}\n"
+        print(f"{r['name']} (slot {r['slot']}) {r['server']} "
+              f"nodes={','.join(r['nodes']) or '-'}\n"
               f"  kubeconfig {r['kubeconfig']}\n  {procs}")
     return 0
 
@@ -61,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a bed and print its kubeconfig")
     up.add_argument("--name", default="default", help="bed name (default: default)")
+    up.add_argument("--nodes", type=int, default=1, metavar="N",
+                    help="N real nodes, each with its own kubelet, containerd, namespaces and "
+                    "addresses (default 1)")
     up.add_argument("--no-node", action="store_true", help="control plane only, no kubelet")
     up.add_argument("--no-scheduler", action="store_true", help="no kube-scheduler")
     up.add_argument("--hollow", type=int, default=0, metavar="N", help="N hollow nodes")
@@ -78,11 +99,21 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--name")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
+    add = sub.add_parser("add-node", help="join one more real node to a running bed")
+    add.add_argument("--name", default="default")
+    add.set_defaults(func=_add_node)
+    rm = sub.add_parser("remove-node", help="drain a real node, stop it, delete its Node")
+    rm.add_argument("node", help="the node's name (scripts/kube status lists them)")
+    rm.add_argument("--name", default="default")
+    rm.add_argument("--no-drain", action="store_true", help="stop it without draining")
+    rm.set_defaults(func=_remove_node)
     deps = sub.add_parser("deps", help="install the Debian packages a bed needs (root)")
     deps.set_defaults(func=_deps)
     args = parser.parse_args(argv)
     if getattr(args, "hollow", 0) < 0:
         parser.error(f"--hollow {args.hollow}: use a count >= 0")
+    if not 0 <= getattr(args, "nodes", 1) <= MAX_NODES:
+        parser.error(f"--nodes {args.nodes}: use a count from 0 to {MAX_NODES}")
     try:
         return args.func(args)
     except (BedError, LayoutError, CommandError) as err:

@@ -18,11 +18,22 @@ from typing import Any
 
 from . import hollow
 from .control_plane import ControlPlane, make_pki
-from .images import normalize_ref
-from .layout import Layout, allocate, bed_records, find_binary, registry_root, release
-from .node import Node, node_teardown
-from .procs import CommandError, Proc, launch, run
-from .rest import Rest
+from .images import normalize_ref, pause_image
+from .layout import (
+    MAX_NODES,
+    Layout,
+    NodeSpec,
+    allocate,
+    bed_records,
+    find_binary,
+    registry_root,
+    release,
+    require_binary,
+)
+from .node import Node, node_teardown, remove_cgroup, wait_all_ready
+from .procs import CommandError, Proc, launch, run, wait_until
+from .rest import ApiStatus, Rest
+from .services import host_rules
 
 __all__ = ["Bed", "BedError"]
 
@@ -88,12 +99,37 @@ class Bed:
         return self.record["pki"]
 
     @property
+    def node_specs(self) -> list[NodeSpec]:
+        """The real nodes, in the order they joined (the first is the bed's first node)."""
+        specs = [NodeSpec(**n["spec"]) for n in self.record.get("nodes", {}).values()]
+        return sorted(specs, key=lambda n: n.index)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.node_specs]
+
+    @property
     def has_node(self) -> bool:
-        return "kubelet" in self.record.get("procs", {})
+        return bool(self.record.get("nodes"))
 
     @property
     def node_name(self) -> str | None:
-        return self.layout.node_name if self.has_node else None
+        """The first real node (where single-node tests put their pods), or None."""
+        names = self.node_names
+        return names[0] if names else None
+
+    def node(self, name: str | None = None) -> Node:
+        """The running node ``name`` (default: the first), to enter or to import into."""
+        specs = {n.name: n for n in self.node_specs}
+        if not specs:
+            raise BedError(f"bed {self.layout.name} has no real node (started with --no-node)")
+        spec = specs.get(name or self.node_name)
+        if spec is None:
+            raise BedError(f"bed {self.layout.name} has no node {name!r}; its nodes: "
+                           f"{', '.join(specs)}")
+        node = Node(self.layout, spec, self.pki, lambda key: None, lambda proc: None)
+        node.init = self.procs().get(f"{spec.name}/init")
+        return node
 
     @property
     def audit_log(self) -> Path:
@@ -106,26 +142,84 @@ class Bed:
         p = self.pki
         return Rest(self.layout.server, p["ca"], p["admin"], p["admin_key"])
 
-    def ctr(self, *args: str) -> list[str]:
-        """argv of ``ctr`` against this bed's containerd (namespace ``k8s.io``)."""
-        if not self.has_node:
-            raise BedError(f"bed {self.layout.name} has no real node (started with --no-node)")
-        return Node(self.layout, self.pki, self._made).ctr(*args)
+    def ctr(self, *args: str, node: str | None = None) -> list[str]:
+        """argv of ``ctr`` against a node's containerd (namespace ``k8s.io``; default: the
+        first node)."""
+        return self.node(node).ctr(*args)
 
     def import_image(self, tar: Path, *, tags: dict[str, str] | None = None) -> None:
-        """Load a docker-archive or OCI tar into the node's containerd; ``tags`` maps an
-        imported name to another name for it (e.g. the short name a manifest uses)."""
-        run(self.ctr("images", "import", str(tar)), timeout=900)
+        """Load a docker-archive or OCI tar into every node's containerd (and remember it for
+        nodes that join later); ``tags`` maps an imported name to another name for it (e.g.
+        the short name a manifest uses)."""
+        for name in self.node_names:
+            run(self.ctr("images", "import", str(tar), node=name), timeout=900)
+        self.record.setdefault("images", []).append({"tar": str(tar), "tags": tags or {}})
+        self.save()
         for source, target in (tags or {}).items():
             self.tag_image(source, target)
 
     def tag_image(self, source: str, *targets: str) -> None:
-        """Give an image in the node's containerd more names; short names are completed the
+        """Give an image in every node's containerd more names; short names are completed the
         way the kubelet does (``x:1`` is ``docker.io/library/x:1``)."""
-        for target in targets:
-            if normalize_ref(target) != normalize_ref(source):
-                run(self.ctr("images", "tag", "--force", normalize_ref(source),
-                             normalize_ref(target)))
+        for name in self.node_names:
+            for target in targets:
+                if normalize_ref(target) != normalize_ref(source):
+                    run(self.ctr("images", "tag", "--force", normalize_ref(source),
+                                 normalize_ref(target), node=name))
+        if targets:
+            self.record.setdefault("tags", []).append([source, *targets])
+            self.save()
+
+    def exec_on(self, node: str, argv: list[str], *, timeout: float = 120,
+                check: bool = True):
+        """Run ``argv`` on a node as its own processes do (its namespaces and cgroup)."""
+        return run(self.node(node).enter(argv), timeout=timeout, check=check)
+
+    # -- nodes joining and leaving -----------------------------------------------------------
+    def add_node(self, *, log=lambda msg: None) -> str:
+        """Start one more real node (the lowest free index) and wait until it is Ready, with
+        the images every other node was given; returns its name."""
+        used = {n.index for n in self.node_specs}
+        free = [i for i in range(MAX_NODES) if i not in used]
+        if not free:
+            raise BedError(f"bed {self.layout.name}: {MAX_NODES} nodes already")
+        node = self._start_nodes([free[0]], log=log)[0]
+        rest = self.rest()
+        try:
+            wait_all_ready([node], rest)
+        finally:
+            rest.close()
+        return node.spec.name
+
+    def remove_node(self, name: str, *, drain: bool = True, delete: bool = True,
+                    log=lambda msg: None) -> None:
+        """Take a node away as an operator would: cordon and drain it (its pods deleted, not
+        DaemonSet pods, which go with the kubelet), stop its kubelet and everything on it,
+        then delete the Node object."""
+        spec = next((n for n in self.node_specs if n.name == name), None)
+        if spec is None:
+            raise BedError(f"bed {self.layout.name} has no node {name!r}; its nodes: "
+                           f"{', '.join(self.node_names)}")
+        rest = self.rest()
+        try:
+            if drain:
+                _drain(rest, name, log)
+            procs = self.procs()
+            entry = self.record["nodes"][name]
+            problems = node_teardown(self.layout, spec, procs, entry.get("made", {}))
+            if problems:
+                raise BedError(f"node {name}: teardown left: " + "; ".join(problems))
+            for key in [k for k in self.record.get("procs", {}) if k.startswith(f"{name}/")]:
+                del self.record["procs"][key]
+            del self.record["nodes"][name]
+            self.save()
+            if delete:
+                with contextlib.suppress(ApiStatus):
+                    rest.delete(f"/api/v1/nodes/{name}")
+        finally:
+            rest.close()
+        shutil.rmtree(spec.state, ignore_errors=True)
+        log(f"node {name} removed")
 
     def add_hollow_nodes(self, nodes: list[dict[str, Any]]) -> list[str]:
         """Create hollow nodes (from :func:`kubebed.hollow.node_object`) the keeper keeps
@@ -149,23 +243,29 @@ class Bed:
                 "server": self.layout.server, "kubeconfig": str(self.kubeconfig)
                 if "pki" in self.record else None,
                 "processes": {n: ("running" if p.alive() else "gone") for n, p in procs.items()},
-                "node": self.node_name, "timings": self.record.get("timings", {})}
+                "node": self.node_name, "nodes": self.node_names,
+                "timings": self.record.get("timings", {})}
 
     # -- up ----------------------------------------------------------------------------------
     @classmethod
     def up(cls, name: str, *, real_node: bool = True, scheduler: bool = True,
            node_monitor_grace: int = 40, state_dir: Path | None = None,
-           hollow_nodes: list[dict[str, Any]] | None = None, log=lambda msg: None) -> Bed:
-        """Start a bed; on any failure everything already started is taken down again."""
-        preflight(real_node=real_node)
+           hollow_nodes: list[dict[str, Any]] | None = None, nodes: int | None = None,
+           log=lambda msg: None) -> Bed:
+        """Start a bed with ``nodes`` real nodes (default 1, or 0 when ``real_node`` is
+        false); on any failure everything already started is taken down again."""
+        count = (1 if real_node else 0) if nodes is None else nodes
+        if not 0 <= count <= MAX_NODES:
+            raise BedError(f"nodes {count}: a bed has 0..{MAX_NODES} real nodes")
+        preflight(real_node=count > 0)
         t0 = time.monotonic()
         layout = allocate(name, state_dir)
-        bed = cls(layout, {"made": {}, "procs": {}, "grace": node_monitor_grace,
-                           "options": {"real_node": real_node, "scheduler": scheduler},
+        bed = cls(layout, {"made": {}, "procs": {}, "nodes": {}, "grace": node_monitor_grace,
+                           "options": {"nodes": count, "scheduler": scheduler},
                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         bed.save()
         try:
-            bed._start(t0, real_node=real_node, scheduler=scheduler, log=log)
+            bed._start(t0, nodes=count, scheduler=scheduler, log=log)
             if hollow_nodes:
                 bed.add_hollow_nodes(hollow_nodes)
         except BaseException:
@@ -175,7 +275,7 @@ class Bed:
             raise
         return bed
 
-    def _start(self, t0: float, *, real_node: bool, scheduler: bool, log) -> None:
+    def _start(self, t0: float, *, nodes: int, scheduler: bool, log) -> None:
         lay = self.layout
         timings: dict[str, float] = {}
         self.record["timings"] = timings
@@ -204,12 +304,67 @@ class Bed:
                           lay.state / "logs", cwd=SCRIPTS))
         cp.wait_for_default_service_account()
         mark("control_plane")
-        if real_node:
+        if nodes:
+            self._make_node_network()
+            started = self._start_nodes(list(range(nodes)), log=log)
+            mark("nodes_started")
             rest = self.rest()
-            node = Node(lay, self.pki, self._made)
-            node.start(self._proc, rest)
-            rest.close()
-            mark("node_ready")
+            try:
+                wait_all_ready(started, rest)
+            finally:
+                rest.close()
+            mark("nodes_ready")
+
+    def _make_node_network(self) -> None:
+        """The machine's side of the node network: the bridge every node's ``eth0`` joins, its
+        address (cluster DNS answers there), forwarding on that bridge only, and the bed's nft
+        table that keeps the nodes' traffic on it; then the services process."""
+        lay = self.layout
+        self._made("lan_bridge")
+        run(["ip", "link", "add", lay.lan_bridge, "type", "bridge"])
+        run(["ip", "addr", "add", f"{lay.lan_gateway}/{lay.lan_cidr.split('/')[1]}", "dev",
+             lay.lan_bridge])
+        run(["ip", "link", "set", lay.lan_bridge, "up"])
+        self._made("nft_table")
+        run([require_binary("nft"), "-f", "-"], input_text=host_rules(lay))
+        Path(f"/proc/sys/net/ipv4/conf/{lay.lan_bridge}/forwarding").write_text("1\n")
+        proc = self._proc(launch("services", [sys.executable, "-m", "kubebed.services",
+                                              str(lay.state)], lay.state / "logs", cwd=SCRIPTS))
+        if not wait_until(lambda: (lay.state / "services.ready").exists()
+                          or not proc.alive(), 15) or not proc.alive():
+            raise CommandError(f"the services process did not come up:\n{proc.log_tail()}")
+
+    def _start_nodes(self, indexes: list[int], *, log) -> list[Node]:
+        """Start nodes ``indexes`` one after another (each is recorded before anything of it
+        is made), each given the pause image and the images imported so far."""
+        lay = self.layout
+        if not self.record.get("made", {}).get("lan_bridge"):
+            self._make_node_network()
+        pause = lay.state / "images" / "pause.tar"
+        if not pause.exists():
+            pause = pause_image(lay.state / "images")
+        started = []
+        for index in indexes:
+            spec = lay.node(index)
+            entry = self.record.setdefault("nodes", {}).setdefault(
+                spec.name, {"spec": spec.to_json(), "made": {}})
+
+            def made(key: str, entry=entry) -> None:
+                entry["made"][key] = True
+                self.save()
+            node = Node(lay, spec, self.pki, made, self._proc)
+            self.save()
+            node.start(pause)
+            for image in self.record.get("images", []):
+                node.import_image(Path(image["tar"]))
+            for source, *targets in self.record.get("tags", []):
+                for target in targets:
+                    if normalize_ref(target) != normalize_ref(source):
+                        run(node.ctr("images", "tag", "--force", normalize_ref(source),
+                                     normalize_ref(target)))
+            log(f"node {spec.name} started ({spec.ip}, pods {spec.pod_cidr})")
+            started.append(node)
+        return started
 
     # -- down --------------------------------------------------------------------------------
     def down(self, *, keep_logs: str | None = None) -> None:
@@ -220,10 +375,15 @@ class Bed:
         problems: list[str] = []
         if "hollow-keeper" in procs:
             procs["hollow-keeper"].stop(timeout=5)
-        try:
-            problems += node_teardown(self.layout, procs, made)
-        except CommandError as err:
-            problems.append(str(err))
+        if "services" in procs:
+            procs["services"].stop(timeout=10)
+        for spec in self.node_specs:
+            try:
+                problems += node_teardown(self.layout, spec, procs,
+                                          self.record["nodes"][spec.name].get("made", {}))
+            except CommandError as err:
+                problems.append(str(err))
+        problems += self._remove_node_network(made)
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             if name in procs:
                 try:
@@ -246,6 +406,42 @@ class Bed:
             shutil.copytree(self.state / "logs", dest, dirs_exist_ok=True)
         shutil.rmtree(self.state, ignore_errors=True)
         release(self.layout)
+
+
+    def _remove_node_network(self, made: dict[str, Any]) -> list[str]:
+        lay, problems = self.layout, []
+        if made.get("nft_table"):
+            nft = find_binary("nft")
+            if nft and run([nft, "list", "table", "ip", lay.nft_table],
+                           check=False).returncode == 0:
+                run([nft, "delete", "table", "ip", lay.nft_table], check=False)
+        if made.get("lan_bridge") and Path(f"/sys/class/net/{lay.lan_bridge}").exists():
+            for port in Path(f"/sys/class/net/{lay.lan_bridge}/brif").iterdir():
+                run(["ip", "link", "del", port.name], check=False)
+            run(["ip", "link", "del", lay.lan_bridge], check=False)
+            if Path(f"/sys/class/net/{lay.lan_bridge}").exists():
+                problems.append(f"link {lay.lan_bridge} remains")
+        if self.record.get("nodes") is not None:
+            problems += [f"cgroup {p} remains" for p in remove_cgroup(lay.cgroup_root)]
+        return problems
+
+
+def _drain(rest: Rest, name: str, log) -> None:
+    """``kubectl drain --ignore-daemonsets --delete-emptydir-data --force``, in short: cordon,
+    delete every pod on the node but DaemonSet pods, wait until they are gone."""
+    rest.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
+
+    def remaining() -> list[dict[str, Any]]:
+        pods = rest.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{name}")["items"]
+        return [p for p in pods if not any(o.get("kind") == "DaemonSet" for o in
+                                           p["metadata"].get("ownerReferences") or [])]
+    for pod in remaining():
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiStatus):
+            rest.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+    if not wait_until(lambda: not remaining(), 120):
+        log(f"drain {name}: pods still there after 120s: "
+            f"{[p['metadata']['name'] for p in remaining()]}")
 
 
 def preflight(*, real_node: bool) -> None:

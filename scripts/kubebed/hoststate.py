@@ -19,12 +19,13 @@ unless it exists already: listing one creates it).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
 
-from .layout import CGROUP_FS, Layout
+from .layout import CGROUP_FS, MAX_NODES, Layout
 
 __all__ = ["KERNEL_SETTINGS", "WATCHED_PATHS", "attribute", "changes", "snapshot"]
 
@@ -44,9 +45,12 @@ WATCHED_PATHS = (
     "/var/run/kubernetes", "/root/.kube", "/run/netns", "/etc/netns", "/run/mount",
 )
 #: What only a Kubernetes node makes, whichever bed or kubelet made it: a bed never should.
+#: ``/run/runc`` is not among them: runc keeps its own state there for any caller (podman
+#: building the project's image makes it on a new machine); a container state in it is the
+#: bed's only when it names the bed (see :func:`_files`).
 KUBE_MARKS = re.compile(r"KUBE-|CNI-|kubepods|/var/lib/kubelet|/var/log/pods|/var/log/containers|"
                         r"/var/lib/cni|/run/containerd|/var/lib/containerd|/opt/containerd|"
-                        r"/run/runc|/var/run/kubernetes|/root/.kube|/run/netns/cni-")
+                        r"/var/run/kubernetes|/root/.kube|/run/netns/cni-")
 NODE_PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
                   "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2")
 
@@ -130,13 +134,26 @@ def _processes() -> set[str]:
     return out
 
 
+def _runc_entry(entry: Path) -> str:
+    """A runc container state directory, with the root file system and cgroup its
+    ``state.json`` names (so a bed's container is told from podman's)."""
+    try:
+        config = json.loads((entry / "state.json").read_text()).get("config", {})
+    except (OSError, ValueError):
+        return str(entry)
+    cgroup = (config.get("cgroups") or {}).get("path", "")
+    return f"{entry} rootfs={config.get('rootfs', '?')} cgroup={cgroup}"
+
+
 def _files() -> set[str]:
     out = set()
     for path in WATCHED_PATHS:
         p = Path(path)
         if p.exists():
             out.add(path)
-            if p.is_dir():
+            if p.is_dir() and path == "/run/runc":
+                out.update(_runc_entry(c) for c in p.iterdir() if c.is_dir())
+            elif p.is_dir():
                 out.update(str(c) for c in p.iterdir())
     for shm in Path("/dev/shm").glob("fluxinfra-kube-*"):
         out.add(str(shm))
@@ -175,8 +192,14 @@ def attribute(diff: dict[str, dict], layouts: list[Layout]) -> tuple[list[str], 
     watched."""
     marks = [KUBE_MARKS]
     for lay in layouts:
-        names = (lay.bridge, lay.nft_table, lay.cgroup_root.lstrip("/"), lay.node_ip,
-                 lay.pod_cidr.rsplit(".", 1)[0] + ".", lay.state_dir, lay.etcd_dir)
+        names = [lay.bridge, lay.nft_table, lay.cgroup_root.lstrip("/"), lay.node_ip,
+                 lay.state_dir, lay.etcd_dir]
+        if lay.lan_bridge:
+            names += [lay.lan_bridge, lay.lan_cidr.rsplit(".", 1)[0] + "."]
+            for i in range(MAX_NODES):
+                names += [f"fxkv{lay.slot}n{i}", lay.node(i).pod_cidr.rsplit(".", 1)[0] + "."]
+        else:
+            names.append(lay.pod_cidr.rsplit(".", 1)[0] + ".")
         marks.append(re.compile("|".join(re.escape(n) + r"\b" for n in names)))
     ours, theirs = [], []
     for category, sides in diff.items():

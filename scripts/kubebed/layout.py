@@ -6,15 +6,20 @@ Several beds run on one machine at once (one per engineer or test session). Each
 two beds never share anything:
 
 ==================  ==============================================  ===========================
-what                value for slot ``s``                            override
+what                value for slot ``s``, node ``i``                override
 ==================  ==============================================  ===========================
-node / API address  ``192.0.2.(100+s)/32`` on ``lo``                ``FLUXINFRA_KUBE_NODE_NET``
-ports (loopback)    ``24000 + 10 s`` .. ``+6``                       ``FLUXINFRA_KUBE_PORT_BASE``
-pod network         ``10.213.s.0/24`` on bridge ``fxkb<s>``          ``FLUXINFRA_KUBE_POD_NET``
-service network     ``10.96.0.0/24``; reachable only from the bed's own bridge (nft table
-                    ``fxkube<s>``), so beds can share it
-cgroups             ``/fxkube<s>`` in every hierarchy (the kubelet's ``cgroupRoot``)
+API address         ``192.0.2.(100+s)/32`` on ``lo``                ``FLUXINFRA_KUBE_NODE_NET``
+ports               ``24000 + 10 s`` .. ``+6``                       ``FLUXINFRA_KUBE_PORT_BASE``
+node network        ``10.212.s.0/24`` on bridge ``fxkn<s>``; the     ``FLUXINFRA_KUBE_NODE_LAN``
+                    machine is ``.1`` (cluster DNS), node ``i`` is
+                    ``.(10+i)`` in a network namespace of its own
+pod network         node ``i``: ``10.(213+i).s.0/24`` on a bridge   ``FLUXINFRA_KUBE_POD_NET``
+                    inside that node's network namespace
+service network     ``10.96.0.0/24``, translated inside each node's network namespace, so beds
+                    can share it
+cgroups             ``/fxkube<s>`` in every hierarchy; node ``i`` is ``/fxkube<s>/node<i>``
 state               ``$FLUXINFRA_KUBE_ROOT/beds/<name>`` (default root ``/tmp/fluxinfra-kube``)
+node names          ``<name>-node``, ``<name>-node2``, ... (kind's pattern)
 ==================  ==============================================  ===========================
 
 The ports sit below the kernel's ephemeral range (32768+), so no outgoing connection takes one
@@ -36,10 +41,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["MAX_SLOT", "Layout", "LayoutError", "allocate", "bed_records", "find_binary", "lock",
-           "registry_root", "release", "require_binary"]
+__all__ = ["MAX_NODES", "MAX_SLOT", "NODE_OVERLAYS", "Layout", "LayoutError", "NodeSpec",
+           "allocate", "bed_records", "find_binary", "lock", "registry_root", "release",
+           "require_binary"]
 
 MAX_SLOT = 99
+#: Nodes per bed: pod networks ``10.(213+i).s.0/24`` stay below the labs' ``10.244``.
+MAX_NODES = 16
 PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kubelet",
               "kubelet_healthz")
 SERVICE_CIDR = "10.96.0.0/24"
@@ -88,6 +96,10 @@ class Layout:
     node_name: str
     etcd_dir: str
     extra: dict[str, str] = field(default_factory=dict)
+    #: the node network: the machine's bridge, its address (cluster DNS) and the /24
+    lan_bridge: str = ""
+    lan_gateway: str = ""
+    lan_cidr: str = ""
 
     @property
     def state(self) -> Path:
@@ -114,7 +126,52 @@ class Layout:
             service_cidr=SERVICE_CIDR, service_ip=str(service.network_address + 1),
             bridge=f"fxkb{slot}", nft_table=f"fxkube{slot}", cgroup_root=f"/fxkube{slot}",
             node_name=f"{name}-node", etcd_dir=str(etcd_dir),
+            lan_bridge=f"fxkn{slot}", lan_gateway=f"{_lan_net()}.{slot}.1",
+            lan_cidr=f"{_lan_net()}.{slot}.0/24",
         )
+
+    def node(self, index: int) -> NodeSpec:
+        """Node ``index``'s names and addresses (0 is the first node)."""
+        if not 0 <= index < MAX_NODES:
+            raise LayoutError(f"node index {index}: a bed has nodes 0..{MAX_NODES - 1}")
+        first, second = os.environ.get("FLUXINFRA_KUBE_POD_NET", "10.213").split(".")
+        pod_prefix = f"{first}.{int(second) + index}.{self.slot}"
+        name = self.node_name if index == 0 else f"{self.node_name}{index + 1}"
+        return NodeSpec(index=index, name=name, ip=self.lan_gateway.rsplit(".", 1)[0]
+                        + f".{10 + index}", pod_cidr=f"{pod_prefix}.0/24",
+                        pod_gateway=f"{pod_prefix}.1",
+                        cgroup=f"{self.cgroup_root}/node{index}",
+                        state_dir=str(self.state / "nodes" / name))
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+#: What each node sees as its own copy of the machine's directories (overlays whose writes stay
+#: in the node's state directory); a bed's state must live elsewhere.
+NODE_OVERLAYS = ("/etc", "/opt", "/usr/local", "/var", "/run", "/home", "/root", "/srv")
+
+
+def _lan_net() -> str:
+    return os.environ.get("FLUXINFRA_KUBE_NODE_LAN", "10.212")
+
+
+@dataclass
+class NodeSpec:
+    """One real node of a bed: its name, its address on the node network, its pod network,
+    its cgroup (under the bed's) and its state directory."""
+
+    index: int
+    name: str
+    ip: str
+    pod_cidr: str
+    pod_gateway: str
+    cgroup: str
+    state_dir: str
+
+    @property
+    def state(self) -> Path:
+        return Path(self.state_dir)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -191,17 +248,20 @@ def _taken(layout: Layout, used: set[int]) -> str | None:
     """Why this slot cannot be used now, or None."""
     if layout.slot in used:
         return "registered"
-    if Path(f"/sys/class/net/{layout.bridge}").exists():
-        return f"link {layout.bridge} exists"
+    for link in (layout.bridge, layout.lan_bridge):
+        if Path(f"/sys/class/net/{link}").exists():
+            return f"link {link} exists"
     if (CGROUP_FS / "memory" / layout.cgroup_root.lstrip("/")).exists():
         return f"cgroup {layout.cgroup_root} exists"
     node = ipaddress.ip_address(layout.node_ip)
-    pods = ipaddress.ip_network(layout.pod_cidr)
+    ours = [ipaddress.ip_network(layout.lan_cidr)] + [
+        ipaddress.ip_network(layout.node(i).pod_cidr) for i in range(MAX_NODES)]
     for net in _host_addresses():
         if net.ip == node:
             return f"{node} is in use"
-        if net.network.prefixlen > 0 and net.network.overlaps(pods):
-            return f"{pods} overlaps {net.network}"
+        for mine in ours:
+            if net.network.prefixlen > 0 and net.network.overlaps(mine):
+                return f"{mine} overlaps {net.network}"
     busy = [p for p in layout.ports.values() if not _port_free(p)]
     if busy:
         return f"ports {busy} in use"
@@ -237,7 +297,7 @@ def allocate(name: str, state_dir: Path | None = None) -> Layout:
         if layout.state.exists() and any(layout.state.iterdir()):
             raise LayoutError(f"state directory {layout.state} is not empty; remove it or "
                               "pick another --name")
-        for forbidden in ("/var", "/run"):
+        for forbidden in NODE_OVERLAYS:
             if Path(layout.state_dir).resolve().is_relative_to(forbidden):
                 raise LayoutError(f"state directory {layout.state_dir}: must not be under "
                                   f"{forbidden} (the node overlays it); use another "

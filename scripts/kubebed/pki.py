@@ -96,6 +96,12 @@ class CertificateAuthority(KeyPair):
         )
         return cls(cert, key)
 
+    @classmethod
+    def load(cls, cert: Path, key: Path) -> CertificateAuthority:
+        """The CA a bed wrote with :meth:`KeyPair.write` (to issue a node added later)."""
+        return cls(x509.load_pem_x509_certificate(cert.read_bytes()),
+                   serialization.load_pem_private_key(key.read_bytes(), password=None))
+
     def issue(self, common_name: str, *, organizations: tuple[str, ...] = (),
               client: bool = False, server: bool = False, dns: tuple[str, ...] = (),
               ips: tuple[str, ...] = ()) -> KeyPair:

@@ -104,7 +104,7 @@ def launch(name: str, argv: list[str], log_dir: Path, *, cwd: Path | None = None
     """Start ``argv`` in its own session (so it outlives a CLI that started it and ignores the
     terminal's ^C), stdout and stderr to ``log_dir/<name>.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"{name}.log"
+    log = log_dir / f"{name.replace('/', '.')}.log"
     with open(log, "ab") as out:
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,

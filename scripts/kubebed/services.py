@@ -1,22 +1,25 @@
-"""Services and cluster DNS for the real node's pods, without kube-proxy or CoreDNS.
+"""Services and cluster DNS for the real nodes' pods, without kube-proxy or CoreDNS.
 
-kube-proxy owns machine-wide iptables chains and a DNS add-on needs a Service of its own, so a
-bed runs one small process instead (``python -m kubebed.services STATE``) that reads Services
-and Endpoints every second and
+kube-proxy owns iptables chains and a DNS add-on needs a Service of its own, so a bed runs one
+small process instead (``python -m kubebed.services STATE``) that reads Services and Endpoints
+every second and
 
-- writes the bed's nft table (``fxkube<s>``): traffic *from the bed's bridge* to a ClusterIP
+- writes an nft table ``fxkube`` *inside each real node's network namespace* (as kube-proxy
+  does on every node): traffic from the node's pods, or from the node itself, to a ClusterIP
   port is DNATed to one of the ready endpoints (picked at random, as kube-proxy's iptables mode
-  does), and hairpin traffic (a pod reaching a Service that sends it to a pod on the same
-  bridge) is masqueraded to the bridge address so the answer comes back the same way; the
-  bridge (only it) forwards, and nothing from the bridge is forwarded anywhere else;
-- answers DNS on the bridge address, port 53 (the kubelet's ``clusterDNS``):
+  does), on whichever node it runs, and hairpin traffic (a pod reaching a Service that sends
+  it to a pod on the same bridge) is masqueraded to the bridge address so the answer comes back
+  the same way;
+- answers DNS on the node network's gateway (the machine's end of ``fxkn<s>``), port 53 (the
+  kubelets' ``clusterDNS``):
   ``<service>.<namespace>.svc.cluster.local`` is the ClusterIP, or for a headless Service the
   endpoint addresses, and ``<hostname>.<service>.<namespace>.svc.cluster.local`` is the pod an
   endpoint names (what a StatefulSet or an indexed Job with a ``subdomain`` relies on). Other
   names go to the machine's own resolver.
 
-Only the bed's own pods see any of it: every rule matches the bed's bridge, and other beds have
-their own table, bridge and address.
+Only the bed's own nodes see any of it. On the machine, the bed's nft table (``fxkube<s>``,
+:func:`host_rules`) keeps the node network to itself: the machine forwards between nodes on the
+bridge and nothing from it anywhere else.
 
 >>> catalog = Catalog.build(
 ...     [{"metadata": {"name": "web", "namespace": "d"},
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import struct
@@ -40,13 +44,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .layout import Layout, require_binary
+from .layout import Layout, NodeSpec, require_binary
 from .procs import run
 from .rest import ApiStatus, Rest
 
-__all__ = ["Catalog", "DnsServer", "answer", "nft_rules", "services_main"]
+__all__ = ["NODE_TABLE", "Catalog", "DnsServer", "answer", "host_rules", "nft_rules",
+           "services_main"]
 
 DOMAIN = "cluster.local"
+#: The Service table's name inside every node's network namespace.
+NODE_TABLE = "fxkube"
 TTL = 5
 
 
@@ -86,19 +93,35 @@ class Catalog:
         return catalog
 
 
-def nft_rules(layout: Layout, catalog: Catalog) -> str:
-    """The bed's whole nft table, for one atomic ``nft -f``."""
-    bridge, table = layout.bridge, layout.nft_table
+def host_rules(layout: Layout) -> str:
+    """The bed's table on the machine: what arrives from the node network is forwarded back
+    onto it (node to node, pod to pod) and nowhere else."""
+    lan, table = layout.lan_bridge, layout.nft_table
+    return "\n".join([
+        f"table ip {table} {{}}", f"delete table ip {table}", f"table ip {table} {{",
+        "  chain forward {",
+        "    type filter hook forward priority filter; policy accept;",
+        f'    iifname "{lan}" oifname != "{lan}" reject with icmp type admin-prohibited',
+        f'    oifname "{lan}" iifname != "{lan}" reject with icmp type admin-prohibited',
+        "  }", "}", ""])
+
+
+def nft_rules(layout: Layout, node: NodeSpec, catalog: Catalog, bridge: str = "cni0") -> str:
+    """One node's whole Service table (inside its network namespace), for one atomic
+    ``nft -f``."""
+    table = NODE_TABLE
     lines = [f"table ip {table} {{}}", f"delete table ip {table}", f"table ip {table} {{",
              "  chain prerouting {", "    type nat hook prerouting priority dstnat; "
              "policy accept;", f'    iifname "{bridge}" jump services', "  }",
+             "  chain output {", "    type nat hook output priority -100; policy accept;",
+             "    jump services", "  }",
              "  chain services {",
-             # The API server is on this machine: no endpoint list needed, and always there.
+             # The API server is on the machine: no endpoint list needed, and always there.
              f"    ip daddr {layout.service_ip} tcp dport 443 dnat to "
              f"{layout.node_ip}:{layout.ports['apiserver']}"]
     for ip, proto, port, targets in catalog.routes:
         if ip == layout.service_ip or not targets:
-            continue  # no endpoint: the forward chain below refuses it
+            continue  # no endpoint: nothing answers, as with kube-proxy's reject rule
         match = f"    ip daddr {ip} {proto} dport {port} dnat to "
         if len(targets) == 1:
             lines.append(match + f"{targets[0][0]}:{targets[0][1]}")
@@ -108,12 +131,7 @@ def nft_rules(layout: Layout, catalog: Catalog) -> str:
     lines += ["  }",
               "  chain postrouting {",
               "    type nat hook postrouting priority srcnat; policy accept;",
-              f'    oifname "{bridge}" ip saddr {layout.pod_cidr} ct status dnat masquerade',
-              "  }",
-              "  chain forward {",
-              "    type filter hook forward priority filter; policy accept;",
-              f'    iifname "{bridge}" oifname != "{bridge}" reject with icmp type '
-              "admin-prohibited",
+              f'    oifname "{bridge}" ip saddr {node.pod_cidr} ct status dnat masquerade',
               "  }", "}", ""]
     return "\n".join(lines)
 
@@ -202,8 +220,25 @@ class DnsServer:
 
 
 # -- the process -----------------------------------------------------------------------------
+def _nodes(state: Path) -> list[tuple[NodeSpec, int]]:
+    """The bed's running real nodes and their init's pid (from ``bed.json``, re-read each
+    pass: nodes join and leave while the bed runs)."""
+    with contextlib.suppress(OSError, ValueError):
+        bed = json.loads((state / "bed.json").read_text())
+        procs = bed.get("procs", {})
+        found = []
+        for entry in bed.get("nodes", {}).values():
+            spec = NodeSpec(**entry["spec"])
+            init = procs.get(f"{spec.name}/init")
+            if init and os.path.exists(f"/proc/{init['pid']}/ns/net"):
+                found.append((spec, int(init["pid"])))
+        return found
+    return []
+
+
 def services_main(argv: list[str]) -> int:
-    """``python -m kubebed.services STATE_DIR``: keep the table and DNS in step until SIGTERM."""
+    """``python -m kubebed.services STATE_DIR``: keep the tables and DNS in step until
+    SIGTERM."""
     state = Path(argv[0])
     bed = json.loads((state / "bed.json").read_text())
     layout, pki = Layout(**bed["layout"]), bed["pki"]
@@ -211,12 +246,11 @@ def services_main(argv: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     current = [Catalog()]
-    # Only the bridge forwards (hairpin Service traffic); the machine-wide setting stays.
-    Path(f"/proc/sys/net/ipv4/conf/{layout.bridge}/forwarding").write_text("1\n")
-    dns = DnsServer(layout.pod_gateway, lambda: current[0])
+    dns = DnsServer(layout.lan_gateway, lambda: current[0])
     threading.Thread(target=dns.serve, args=(stop,), daemon=True).start()
+    (state / "services.ready").write_text("ready\n")
     nft = require_binary("nft")
-    applied = None
+    applied: dict[tuple[str, int], str] = {}
     while not stop.is_set():
         try:
             catalog = Catalog.build(rest.get("/api/v1/services")["items"],
@@ -227,13 +261,20 @@ def services_main(argv: list[str]) -> int:
             stop.wait(1.0)
             continue
         current[0] = catalog
-        rules = nft_rules(layout, catalog)
-        if rules != applied:
-            result = run([nft, "-f", "-"], input_text=rules, check=False)
+        nodes = _nodes(state)
+        for key in set(applied) - {(n.name, pid) for n, pid in nodes}:
+            del applied[key]
+        for node, pid in nodes:
+            rules = nft_rules(layout, node, catalog)
+            if applied.get((node.name, pid)) == rules:
+                continue
+            result = run(["nsenter", f"--net=/proc/{pid}/ns/net", "--", nft, "-f", "-"],
+                         input_text=rules, check=False)
             if result.returncode:
-                print(f"services: nft: {result.stderr.strip()}", file=sys.stderr, flush=True)
+                print(f"services: nft on {node.name}: {result.stderr.strip()}",
+                      file=sys.stderr, flush=True)
             else:
-                applied = rules
+                applied[(node.name, pid)] = rules
         stop.wait(1.0)
     return 0
 

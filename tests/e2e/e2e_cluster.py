@@ -109,8 +109,14 @@ class Cluster:
 
     @property
     def real_node(self) -> str | None:
-        """The bed's kubelet node, or None (an existing cluster: nodes are not ours to use)."""
+        """The bed's first kubelet node, or None (an existing cluster: nodes are not ours to
+        use)."""
         return self.bed.node_name if self.bed else None
+
+    @property
+    def real_nodes(self) -> list[str]:
+        """Every real node of the bed, first node first ([] for an existing cluster)."""
+        return self.bed.node_names if self.bed else []
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -163,6 +169,16 @@ def _unavailable_reason() -> str | None:
     return None
 
 
+def e2e_nodes() -> int:
+    """How many real nodes the session's bed gets: ``$FLUXINFRA_E2E_NODES`` (``make e2e``
+    sets 4), else 1."""
+    raw = os.environ.get("FLUXINFRA_E2E_NODES", "1")
+    if not raw.isdigit() or not 1 <= int(raw) <= kubebed.MAX_NODES:
+        raise E2EUnavailable(f"FLUXINFRA_E2E_NODES={raw!r}: use a count from 1 to "
+                             f"{kubebed.MAX_NODES}")
+    return int(raw)
+
+
 def open_cluster(cache_dir: Path) -> Cluster:
     """The session's cluster (see the module docstring); raises E2EUnavailable with the reason
     when there is none."""
@@ -189,7 +205,7 @@ def open_cluster(cache_dir: Path) -> Cluster:
     # Short grace: the suite checks that the keeper keeps hollow nodes Ready and that the
     # real controller notices one it stops renewing, without waiting the default 40 s.
     before = hoststate.snapshot()
-    bed = kubebed.Bed.up(f"e2e-{os.getpid()}", node_monitor_grace=20,
+    bed = kubebed.Bed.up(f"e2e-{os.getpid()}", node_monitor_grace=20, nodes=e2e_nodes(),
                          log=lambda m: print(f"e2e bed: {m}", file=sys.stderr))
     cluster = Cluster(bed.kubeconfig, cache_dir, bed)
     cluster.machine_before = before
@@ -205,7 +221,8 @@ def take_down(cluster: Cluster) -> list[str]:
     diff = hoststate.changes(cluster.machine_before, hoststate.snapshot())
     ours, theirs = hoststate.attribute(diff, [cluster.bed.layout])
     timings = cluster.bed.record.get("timings", {})
-    print(f"\ne2e bed: control plane {timings.get('control_plane', 0):.1f}s, node Ready "
-          f"{timings.get('node_ready', 0):.1f}s after start; teardown {took:.1f}s; "
+    print(f"\ne2e bed: control plane {timings.get('control_plane', 0):.1f}s, "
+          f"{len(cluster.bed.node_names)} nodes Ready "
+          f"{timings.get('nodes_ready', 0):.1f}s after start; teardown {took:.1f}s; "
           f"{len(theirs)} machine changes by others during the run", file=sys.stderr)
     return ours

@@ -34,7 +34,7 @@ spec:
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/probe",
                     "--timeout=90s")
     pod = cluster.get("pod", "probe", "-n", namespace)
-    assert pod["spec"]["nodeName"] == real_node
+    assert pod["spec"]["nodeName"] in cluster.real_nodes
     wait_for(lambda: "started" in cluster.kubectl("logs", "-n", namespace, "probe").stdout,
              30, "the pod's log line")
     host = cluster.kubectl("exec", "-n", namespace, "probe", "--",
