@@ -4,11 +4,11 @@ impersonating its ServiceAccount, node-watch's rank map on the real API's compar
 on the bed's real node with the Flux build at /opt/flux (outside the repository), the installer
 DaemonSet running Flux (``source: prefix``) and MiniClusters running on a Flux view image.
 
-The bed has one real node, so the installer's instance has one live rank (the others of
-``maxNodes`` down) and its joins and leaves are that node's; MiniCluster pods share the node
+The installer runs over every real node of the bed (each a machine of its own: see
+docs/e2e.md), one rank each. MiniCluster pods here share the first node
 (``oneBrokerPerNode: false``) and find each other through a stand-in for cluster DNS
-(``pod_dns.py``: the bed runs none). Multi-node joins with real brokers are in
-tests/unit/k8s/test_flux_live.py.
+(``pod_dns.py``). The dev stack's installer over four nodes, with a node joining and one
+leaving, is in test_multinode.py.
 """
 
 from __future__ import annotations
@@ -252,21 +252,28 @@ class OnNode:
         prefix = ["nsenter", "-t", self.pid, "-m", "-u", "-i", "-n", "-p", "--"]
         if env:
             prefix += ["env", *(f"{k}={v}" for k, v in env.items())]
-        proc = subprocess.run(prefix + list(argv), capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(prefix + list(argv), capture_output=True, text=True, timeout=300)
         if check and proc.returncode != 0:
             raise AssertionError(f"{argv} on the node: {proc.returncode}: {proc.stderr}")
         return proc.stdout
 
 
-def test_the_installer_runs_flux_on_the_real_node(cluster: Cluster, real_node: str, images):
+def test_the_installer_runs_flux_on_every_real_node(cluster: Cluster, real_node: str, images):
+    """The installer with ``source: prefix`` and the default ``hostTarget`` (PID 1 of each
+    node) over every real node of the bed (``maxNodes`` of them): every rank up, the first
+    labelled node rank 0, a job on each; ``fluxinfra distribute --kubernetes`` puts a file into
+    each node's own file system; a rolling update leaves every broker and a running job alone;
+    a node leaves and joins again on its rank; the uninstall stops every broker."""
+    nodes = cluster.real_nodes
     tag = uuid.uuid4().hex[:6]
     name, ns = f"fi-{tag}", f"fi-{tag}"
-    base = f"/var/lib/fluxinfra-e2e-{tag}"   # inside the bed's /var overlay
+    base = f"/var/lib/fluxinfra-e2e-{tag}"   # inside each node's own /var
     label = f"fluxinfra.io/e2e-{tag}"
     port = 25000 + int(tag[:2], 16) * 10
+    size = len(nodes)
     args = FluxInstallerArgs(
         namespace=ns, image=images.fluxinfra, source="prefix", prefix=str(FLUX_PREFIX),
-        flux_core_version="0.88.0", flux_user="root", host_target="kubelet", max_nodes=4,
+        flux_core_version="0.88.0", flux_user="root", max_nodes=size,
         broker_port=port, node_selector={label: "true"}, settle_seconds=1,
         lib_dir=f"{base}/lib", etc_dir=f"{base}/etc", state_dir=f"{base}/state",
         run_dir=f"{base}/run", munge_dir=f"{base}/munge", bin_dir=f"{base}/bin",
@@ -274,78 +281,100 @@ def test_the_installer_runs_flux_on_the_real_node(cluster: Cluster, real_node: s
     keys = derive_cluster_keys(b"e2e installer seed of 32 bytes..", tag)
     manifests = installer_manifests(name, args, keys.curve.public)
     manifests.insert(-1, installer_keys_secret(name, args, keys.curve_cert, keys.munge_key))
-    node = OnNode(real_node)
+    on = {n: OnNode(n) for n in nodes}
+    lead = on[nodes[0]]
     uri = {"FLUX_URI": f"local://{base}/run/local"}
+    every = "fluxnode0" if size == 1 else f"fluxnode[0-{size - 1}]"
 
     def flux(*argv: str, check: bool = True) -> str:
-        return node.run(f"{FLUX_PREFIX}/bin/flux", *argv, env=uri, check=check)
+        return lead.run(f"{FLUX_PREFIX}/bin/flux", *argv, env=uri, check=check)
 
     def up() -> str:
         return flux("resource", "list", "-s", "up", "-no", "{nodelist}", check=False).strip()
 
-    def supervisor() -> str:
-        return node.run("cat", f"{base}/run/broker-supervisor.pid", check=False).strip()
+    def supervisors() -> dict[str, str]:
+        return {n: on[n].run("cat", f"{base}/run/broker-supervisor.pid", check=False).strip()
+                for n in nodes}
 
     try:
         cluster.apply(dump(manifests))
         started = time.monotonic()
-        cluster.kubectl("label", "node", real_node, f"{label}=true")
-        wait_for(lambda: up() == "fluxnode0", 300, "the real node's broker up as rank 0")
+        for node in nodes:  # the first one first: it takes rank 0
+            cluster.kubectl("label", "node", node, f"{label}=true")
+        wait_for(lambda: up() == every, 300, f"every node's broker up ({every})")
         first_up = time.monotonic() - started
         listing = flux("resource", "list", "-no", "{state} {nnodes} {ncores} {nodelist}")
-        cores = int(node.run("nproc", "--all").strip())
-        assert f"free 1 {cores} fluxnode0" in listing, listing
-        assert "down 3" in listing and "fluxnode[1-3]" in listing, listing
-        assert flux("run", "-N1", "hostname").strip(), "a job ran on the node"
-        # `fluxinfra distribute --kubernetes` through the installer's pod, as an operator runs it
-        node.run("sh", "-c", f"head -c 3000000 /dev/urandom > {base}/payload.bin")
+        cores = int(lead.run("nproc", "--all").strip())
+        assert f"free {size} {size * cores} {every}" in listing, listing
+        assert not [ln for ln in listing.splitlines() if ln.startswith("down ")
+                    and ln.split()[1] != "0"], listing
+        hosts = flux("run", "-N", str(size), "hostname").split()
+        assert sorted(hosts) == sorted(nodes), hosts
+        ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
+            "ranks.json"])
+        assert ranks["slots"]["0"]["node"] == nodes[0] and ranks["R"] is not None
+        # `fluxinfra distribute --kubernetes` through the installer's pod, as an operator runs
+        # it: the file lands in each node's own file system
+        lead.run("sh", "-c", f"head -c 256000000 /dev/urandom > {base}/payload.bin")
+        sent = time.monotonic()
         dist = subprocess.run(
             [str(REPO / ".venv/bin/fluxinfra"), "distribute", "--kubernetes", "--namespace", ns,
              "--installer", name, "--kubectl", cluster.kubectl_path, "--flux-prefix",
              str(FLUX_PREFIX), "--flux-user", "root", "--run-dir", f"{base}/run",
-             "--host-target", "kubelet", "--dest", f"{base}/dist", "--state-dir",
+             "--dest", f"{base}/dist", "--state-dir",
              str(REPO / "build" / f"e2e-distribute-{tag}"), f"{base}/payload.bin"],
-            env=cluster.env, capture_output=True, text=True, timeout=300, check=False)
+            env=cluster.env, capture_output=True, text=True, timeout=900, check=False)
         assert dist.returncode == 0, dist.stderr[-3000:]
-        digest = node.run("sha256sum", f"{base}/payload.bin", f"{base}/dist/payload.bin")
-        assert len({line.split()[0] for line in digest.splitlines()}) == 1, digest
+        spread = time.monotonic() - sent
+        want = lead.run("sha256sum", f"{base}/payload.bin").split()[0]
+        for node in nodes:
+            got = on[node].run("sha256sum", f"{base}/dist/payload.bin").split()[0]
+            assert got == want, f"{node}: {got} != {want}"
         shutil.rmtree(REPO / "build" / f"e2e-distribute-{tag}", ignore_errors=True)
-        ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
-            "ranks.json"])
-        assert ranks["slots"]["0"]["node"] == real_node and ranks["R"] is not None
-        # a rolling update of the installer leaves the broker (and its jobs) alone
-        job = flux("submit", "sleep", "600").strip()
-        broker = supervisor()
+        # a rolling update of the installer leaves every broker (and its jobs) alone
+        job = flux("submit", "-N", str(size), "sleep", "600").strip()
+        brokers = supervisors()
         cluster.kubectl("patch", "daemonset", name, "-n", ns, "--type=merge", "-p", json.dumps(
             {"spec": {"template": {"metadata": {"annotations": {"e2e/roll": "1"}}}}}))
-        cluster.kubectl("rollout", "status", f"daemonset/{name}", "-n", ns, "--timeout=180s")
-        assert supervisor() == broker and flux("jobs", "-no", "{state_single}", job).strip() \
-            == "R", "the broker survived the installer's rolling update"
-        # the node leaves: its pod goes, preStop stops the broker; the rank stays held
-        cluster.kubectl("label", "node", real_node, f"{label}-")
-        wait_for(lambda: supervisor() == "", 120, "the broker stopped by preStop")
+        cluster.kubectl("rollout", "status", f"daemonset/{name}", "-n", ns, "--timeout=300s",
+                        timeout=320)
+        assert supervisors() == brokers and flux("jobs", "-no", "{state_single}", job).strip() \
+            == "R", "every broker survived the installer's rolling update"
+        flux("cancel", job)
+        # the last node leaves: its pod goes, preStop stops its broker; the rank stays held
+        leaving = nodes[-1]
+        rank = next(r for r, s in ranks["slots"].items() if s["node"] == leaving)
+        cluster.kubectl("label", "node", leaving, f"{label}-")
+        wait_for(lambda: supervisors()[leaving] == "", 120, "the broker stopped by preStop")
+        assert {n: p for n, p in supervisors().items() if n != leaving} == \
+            {n: p for n, p in brokers.items() if n != leaving}, "the others are untouched"
         ranks = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
             "ranks.json"])
-        assert ranks["slots"]["0"]["node"] == real_node
+        assert ranks["slots"][rank]["node"] == leaving
         # and joins again: same rank, same epoch
         started = time.monotonic()
-        cluster.kubectl("label", "node", real_node, f"{label}=true")
-        wait_for(lambda: up() == "fluxnode0", 300, "the broker back as rank 0")
+        cluster.kubectl("label", "node", leaving, f"{label}=true")
+        wait_for(lambda: up() == every, 300, f"the broker back as rank {rank}")
         rejoin = time.monotonic() - started
         again = json.loads(cluster.get("configmap", f"{name}-ranks", "-n", ns)["data"][
             "ranks.json"])
         assert again["epoch"] == ranks["epoch"]
-        print(f"\ninstaller on {real_node}: first broker up {first_up:.1f}s after the label "
-              f"(install included); rejoin {rejoin:.1f}s")
-        # uninstall: deleting the DaemonSet stops the broker
-        cluster.kubectl("delete", "daemonset", name, "-n", ns, "--wait=true", "--timeout=120s")
-        wait_for(lambda: supervisor() == "", 120, "the broker stopped by the uninstall")
+        print(f"\ninstaller on {size} nodes: every broker up {first_up:.1f}s after the labels "
+              f"(install included); 256 MB to {size} nodes {spread:.1f}s; rank {rank} rejoin "
+              f"{rejoin:.1f}s")
+        # uninstall: deleting the DaemonSet stops every broker
+        cluster.kubectl("delete", "daemonset", name, "-n", ns, "--wait=true", "--timeout=180s",
+                        timeout=200)
+        wait_for(lambda: not any(supervisors().values()), 180,
+                 "every broker stopped by the uninstall")
     finally:
-        cluster.kubectl("label", "node", real_node, f"{label}-", check=False)
+        for node in nodes:
+            cluster.kubectl("label", "node", node, f"{label}-", check=False)
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         cluster.kubectl("delete", "clusterrole,clusterrolebinding", f"{name}-nodes", check=False)
-        node.run(f"{base}/lib/flux-start.sh", "stop", check=False)
-        node.run("rm", "-rf", base, check=False)
+        for node in nodes:
+            on[node].run(f"{base}/lib/flux-start.sh", "stop", check=False)
+            on[node].run("rm", "-rf", base, check=False)
 
 
 # -- MiniClusters on the real node ----------------------------------------------------------------

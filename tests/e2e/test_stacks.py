@@ -207,8 +207,9 @@ def test_stack_deployments_become_available_on_the_real_node(
         meta = deployment["metadata"]
         pods = cluster.get("pods", "-n", meta["namespace"], "-l", ",".join(
             f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()))
-        assert {p["spec"]["nodeName"] for p in pods["items"]
-                if p["status"].get("phase") == "Running"} == {real_node}
+        running_on = {p["spec"]["nodeName"] for p in pods["items"]
+                      if p["status"].get("phase") == "Running"}
+        assert running_on and running_on <= set(cluster.real_nodes), running_on
 
 
 def test_the_configured_queues_are_made_by_the_queue_controller(

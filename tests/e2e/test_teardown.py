@@ -41,8 +41,8 @@ def test_a_bed_with_running_pods_leaves_nothing_behind(cluster: Cluster, real_no
         during, _ = hoststate.attribute(hoststate.changes(before, hoststate.snapshot()),
                                         [bed.layout])
         seen = " ".join(during)
-        for made in (bed.layout.bridge, bed.layout.nft_table, bed.layout.node_ip,
-                     bed.layout.cgroup_root.lstrip("/")):
+        for made in (bed.layout.lan_bridge, bed.layout.nft_table, bed.layout.node_ip,
+                     bed.layout.cgroup_root.lstrip("/"), f"fxkv{bed.layout.slot}n0"):
             assert made in seen, f"the check does not see {made} while the bed runs: {during}"
     finally:
         started = time.monotonic()
@@ -51,5 +51,5 @@ def test_a_bed_with_running_pods_leaves_nothing_behind(cluster: Cluster, real_no
     ours, theirs = hoststate.attribute(hoststate.changes(before, hoststate.snapshot()),
                                        [bed.layout])
     assert not ours, "left behind:\n" + "\n".join(ours)
-    print(f"\nsecond bed: started in {bed.record['timings']['node_ready']:.1f}s, down in "
+    print(f"\nsecond bed: started in {bed.record['timings']['nodes_ready']:.1f}s, down in "
           f"{took:.1f}s; {len(theirs)} changes by others meanwhile")
