@@ -39,6 +39,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -194,12 +195,47 @@ def _new_epoch(ranks: dict[str, Any], live: dict[str, str], why: str,
             notes.append(f"{slot['node']}: rank {old} -> {new}")
 
 
+def first_host(live: dict[str, str]) -> str:
+    """The first of the eligible nodes in name order, numbers compared as numbers
+    (``kind-worker``, ``kind-worker2``, ..., ``kind-worker10``): the node that leads a new
+    instance.
+
+    >>> first_host({"w10": "a", "w2": "b", "w": "c"})
+    'w'
+    """
+    def key(name: str) -> list[Any]:
+        parts = re.split(r"(\d+)", name)
+        return [(0, int(p)) if p.isdigit() else (1, p) for p in parts]
+    return min(live, key=key)
+
+
+class LeadRule:
+    """Whether this node may take rank 0 of a new instance: the first host may at once;
+    another node once it has waited 3 x settleSeconds (its first question starts the wait), so
+    a first host whose installer pod cannot run never blocks the instance."""
+
+    def __init__(self, me: str, settle_seconds: float) -> None:
+        self.me = me
+        self.patience = 3 * settle_seconds
+        self.since: float | None = None
+
+    def __call__(self, live: dict[str, str], now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if self.me in live and self.me == first_host(live):
+            return True
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.patience
+
+
 def plan(current: dict[str, Any] | None, live: dict[str, str], me: str,
          shape: dict[str, str] | None, settings: dict[str, Any],
-         notes: list[str] | None = None) -> dict[str, Any]:
+         notes: list[str] | None = None, *, may_lead: bool = True) -> dict[str, Any]:
     """The rank map after this node's pass: ``live`` are the eligible nodes (name -> address),
     ``shape`` this node's ``{"cores", "gpus"}`` once Flux is installed. Changes only what this
     pass is entitled to: epochs (the lead gone, new instance settings), this node's own slot.
+    A new instance's rank 0 is taken only by a node that ``may_lead`` (:func:`first_host`, or
+    any node once the first host has left it unclaimed too long); the others take ranks from 1.
     ``notes`` collects one line per change, for the log."""
     notes = [] if notes is None else notes
     ranks = copy.deepcopy(current) if current else new_map(settings)
@@ -219,7 +255,7 @@ def plan(current: dict[str, Any] | None, live: dict[str, str], me: str,
     if why is not None:
         _new_epoch(ranks, live, why, notes)
     slots = ranks["slots"]
-    if "0" not in slots and me in live:
+    if "0" not in slots and me in live and may_lead:
         slots["0"] = {"node": me, "address": live[me], "shape": shape}
         notes.append(f"rank 0 is now {me}")
         if why is None:
@@ -388,13 +424,14 @@ class RankStore:
 
 
 def reconcile(store: RankStore, live: dict[str, str], me: str, shape: dict[str, str] | None,
-              settings: dict[str, Any], write_r: Any = None) -> dict[str, Any]:
+              settings: dict[str, Any], write_r: Any = None, *, may_lead: bool = True
+              ) -> dict[str, Any]:
     """Read the map, apply this node's :func:`plan` (and, if ``write_r(ranks)`` says so, the
     lead's R) and write it back; on a lost compare-and-swap read again. Returns the map."""
     while True:
         current, version = store.read()
         notes: list[str] = []
-        ranks = plan(current, live, me, shape, settings, notes)
+        ranks = plan(current, live, me, shape, settings, notes, may_lead=may_lead)
         if rank_of(ranks, me) == 0 and ranks["R"] is None and write_r is not None and \
                 write_r(ranks):
             ranks["R"] = lead_r(ranks, settings)
@@ -598,6 +635,7 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
     public_key = curve_public_key(f"{settings['keysDir']}/curve.cert")
     members = Membership(settings)
     backoff, r_wait_start = 1.0, None
+    may_lead = LeadRule(me, settings["settleSeconds"])
     while True:
         try:
             listing = json.load(api.get("/api/v1/nodes", timeout=30))
@@ -605,7 +643,8 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
             version = listing["metadata"]["resourceVersion"]
             if shape is None:
                 # Claim a rank first (so nodes starting together keep their order), install.
-                reconcile(store, members.eligible(), me, None, settings)
+                live = members.eligible()
+                reconcile(store, live, me, None, settings, may_lead=bool(live) and may_lead(live))
                 shape = prepare_fn(settings)
             dirty, changed_at = True, 0.0
             while True:
@@ -622,7 +661,8 @@ def run(settings: dict[str, Any], api: Api | None = None, me: str | None = None,
                         ranks = reconcile(store, live, me, shape, settings,
                                           lambda ranks, live=live, since=since: (
                                               shapes_known(ranks, live) or time.monotonic()
-                                              - since >= settings["settleSeconds"]))
+                                              - since >= settings["settleSeconds"]),
+                                          may_lead=may_lead(live))
                         did = sync_broker(ranks, me, settings, root=root, start=start,
                                           public_key=public_key)
                         if did == "no-rank":

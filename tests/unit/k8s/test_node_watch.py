@@ -121,6 +121,22 @@ def test_first_node_leads_the_others_take_the_lowest_free_ranks(nw):
     assert ranks["size"] == 8 and ranks["hostPrefix"] == "fluxnode" and ranks["R"] is None
 
 
+def test_the_first_host_leads_a_new_instance_whoever_claims_first(nw):
+    """Pods start together: a node that is not the first host (names compared with numbers as
+    numbers, kind's order) takes a rank from 1 and waits; the first host takes rank 0 and the
+    epoch begins with the ranks in node order."""
+    everyone = live("w2", "w10", "w")
+    assert nw.first_host(everyone) == "w"
+    ranks = nw.plan(None, everyone, "w2", None, SETTINGS, may_lead=False)
+    assert held(ranks) == {1: "w2"} and ranks["epoch"] == 0
+    ranks = nw.plan(ranks, everyone, "w10", None, SETTINGS, may_lead=False)
+    assert held(ranks) == {1: "w2", 2: "w10"}
+    notes = []
+    ranks = nw.plan(ranks, everyone, "w", None, SETTINGS, notes, may_lead=True)
+    assert held(ranks) == {0: "w", 1: "w2", 2: "w10"} and ranks["epoch"] == 1, notes
+    assert nw.plan(ranks, everyone, "w2", None, SETTINGS, may_lead=False) == ranks
+
+
 def test_a_pass_that_changes_nothing_returns_an_equal_map(nw):
     ranks = grow(nw, ["w1", "w2"])
     assert nw.plan(ranks, live("w1", "w2"), "w2", CORES8, SETTINGS) == ranks
@@ -544,6 +560,15 @@ def test_the_loop_relists_when_the_resource_version_is_gone(nw, api_server, tmp_
     assert actions == ["restart", "ensure"]
     lists = [path for method, path, _ in seen if method == "GET" and path == "/api/v1/nodes"]
     assert len(lists) == 2, seen
+
+
+def test_a_node_that_is_not_first_leads_only_after_the_first_host_stays_away(nw):
+    everyone = live("w1", "w2")
+    first, second = nw.LeadRule("w1", 10), nw.LeadRule("w2", 10)
+    assert first(everyone, now=0.0), "the first host leads at once"
+    assert not second(everyone, now=100.0) and not second(everyone, now=129.0)
+    assert second(everyone, now=130.0), "3 x settleSeconds later another node may lead"
+    assert nw.LeadRule("w2", 10)(live("w2", "w3"), now=0.0), "w1 not eligible: w2 is first"
 
 
 def test_a_second_node_takes_rank_one_and_connects_to_the_lead(nw, api_server, tmp_path,
