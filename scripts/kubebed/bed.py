@@ -148,13 +148,11 @@ class Bed:
         return self.node(node).ctr(*args)
 
     def import_image(self, tar: Path, *, tags: dict[str, str] | None = None) -> None:
-        """Load a docker-archive or OCI tar into every node's containerd (and remember it for
-        nodes that join later); ``tags`` maps an imported name to another name for it (e.g.
-        the short name a manifest uses)."""
+        """Load a docker-archive or OCI tar into every node's containerd (a node that joins
+        later gets a copy of the first node's images); ``tags`` maps an imported name to
+        another name for it (e.g. the short name a manifest uses)."""
         for name in self.node_names:
             run(self.ctr("images", "import", str(tar), node=name), timeout=900)
-        self.record.setdefault("images", []).append({"tar": str(tar), "tags": tags or {}})
-        self.save()
         for source, target in (tags or {}).items():
             self.tag_image(source, target)
 
@@ -166,9 +164,6 @@ class Bed:
                 if normalize_ref(target) != normalize_ref(source):
                     run(self.ctr("images", "tag", "--force", normalize_ref(source),
                                  normalize_ref(target), node=name))
-        if targets:
-            self.record.setdefault("tags", []).append([source, *targets])
-            self.save()
 
     def exec_on(self, node: str, argv: list[str], *, timeout: float = 120,
                 check: bool = True):
@@ -344,6 +339,7 @@ class Bed:
         if not pause.exists():
             pause = pause_image(lay.state / "images")
         started = []
+        running = [n for n in self.node_specs if n.index not in indexes]
         for index in indexes:
             spec = lay.node(index)
             entry = self.record.setdefault("nodes", {}).setdefault(
@@ -355,13 +351,8 @@ class Bed:
             node = Node(lay, spec, self.pki, made, self._proc)
             self.save()
             node.start(pause)
-            for image in self.record.get("images", []):
-                node.import_image(Path(image["tar"]))
-            for source, *targets in self.record.get("tags", []):
-                for target in targets:
-                    if normalize_ref(target) != normalize_ref(source):
-                        run(node.ctr("images", "tag", "--force", normalize_ref(source),
-                                     normalize_ref(target)))
+            if running:
+                self._copy_images(self.node(running[0].name), node)
             log(f"node {spec.name} started ({spec.ip}, pods {spec.pod_cidr})")
             started.append(node)
         return started
@@ -407,6 +398,20 @@ class Bed:
         shutil.rmtree(self.state, ignore_errors=True)
         release(self.layout)
 
+
+    def _copy_images(self, source: Node, target: Node) -> None:
+        """Every image of ``source``'s containerd, with all its names, into ``target``'s (what
+        an operator's node image or a registry would give a new node)."""
+        refs = run(source.ctr("images", "ls", "-q")).stdout.split()
+        if not refs:
+            return
+        tar = self.layout.state / "images" / f"to-{target.spec.name}.tar"
+        tar.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run(source.ctr("images", "export", str(tar), *refs), timeout=900)
+            target.import_image(tar)
+        finally:
+            tar.unlink(missing_ok=True)
 
     def _remove_node_network(self, made: dict[str, Any]) -> list[str]:
         lay, problems = self.layout, []
