@@ -547,20 +547,28 @@ def test_the_components_python_only_args_are_documented():
         f"paste this table (python tests/unit/test_docs.py):\n\n{python_only_table()}")
 
 
-def test_every_args_field_is_in_one_table():
-    """Each field of each component's Args is a stack key of the config reference (its Python
-    name the key in snake_case) or a row of the Python-only table, never neither."""
-    from fluxinfra.k8s.config import options_of
-    from fluxinfra.k8s.stack import config_reference
-    reference = config_reference()
-    python_only = {(c.__name__, f.name) for c, f in python_only_fields()}
-    for _, cls, _ in _reference_sections():
-        for key, (f, _) in options_of(cls).items():
-            assert f"| `{key}` |" in reference, (cls.__name__, key)
-            assert re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower() == f.name, (key, f.name)
+def test_every_args_field_has_a_row_in_docs_kubernetes():
+    """Read from the page itself: each field of each component's Args has a row, with its
+    default, in its component's config-reference table (its stack key being the field's name
+    in camelCase) or in the table of fields set in Python."""
+    from fluxinfra.k8s.config import default_of, options_of
+    doc = (REPO / "docs" / "kubernetes.md").read_text()
+    python_rows = {(r[0].strip("`"), r[1].strip("`")): r[2]
+                   for r in table_rows(doc, "### Args fields set in Python")}
+    missing = []
+    for section, cls, _ in _reference_sections():
+        rows = {r[0].strip("`"): r[2] for r in table_rows(doc, f"\n`fluxinfra:{section}`")}
+        keys = {f.name: key for key, (f, _) in options_of(cls).items()}
         for f in dataclasses.fields(cls):
-            assert (cls.__name__, f.name) in python_only or f.name in {
-                g.name for g, _ in options_of(cls).values()}
+            shown = "`" + _cell(json.dumps(default_of(f))) + "`"
+            if f.name in keys:
+                assert re.sub(r"(?<!^)([A-Z])", r"_\1", keys[f.name]).lower() == f.name
+                got = rows.get(keys[f.name])
+            else:
+                got = python_rows.get((cls.__name__, f.name))
+            if got != shown:
+                missing.append(f"{cls.__name__}.{f.name}: {got!r}, want {shown!r}")
+    assert not missing, "docs/kubernetes.md: " + "; ".join(missing)
 
 
 def test_every_args_class_is_in_the_reference():
