@@ -14,17 +14,26 @@ A value that is missing (``None``, ``nan``, ``""``) prints as ``-``; a column wi
 any row is left out. When the columns do not fit in ``width``, the table is printed in parts,
 the first ``keys`` columns repeated in each. The legend explains every column shown that
 ``legend`` describes.
+
+When ``$FLUXINFRA_BENCH_RECORD`` names a file, every table is also appended to it as one JSON
+line (its columns, its rows with the values as given, missing ones ``null``, and its legend):
+``benchmarks/run.py`` sets it, in its own process and the subprocesses a benchmark starts, and
+writes the results file from those lines.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import textwrap
 
-__all__ = ["format_table", "cell"]
+__all__ = ["format_table", "cell", "record", "RECORD_ENV"]
 
 WIDTH = 100
 _GAP = "  "
+#: the file every table is also recorded in, one JSON object per line (see the docstring)
+RECORD_ENV = "FLUXINFRA_BENCH_RECORD"
 
 
 def cell(value: object) -> str:
@@ -63,10 +72,33 @@ def _render(headers: list[str], cols: list[list[str]], numeric: list[bool]) -> l
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _json_value(value: object) -> object:
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def record(headers: list[str], rows: list[list[object]],
+           legend: dict[str, str] | None = None) -> None:
+    """Append one table to the file ``$FLUXINFRA_BENCH_RECORD`` names, if it names one."""
+    path = os.environ.get(RECORD_ENV)
+    if not path:
+        return
+    entry = {"columns": list(headers),
+             "rows": [[_json_value(v) for v in row] for row in rows],
+             "legend": dict(legend or {})}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry) + "\n")
+
+
 def format_table(headers: list[str], rows: list[list[object]], *,
                  legend: dict[str, str] | None = None, keys: int = 1,
                  width: int = WIDTH) -> str:
-    """``rows`` under ``headers`` as text (see the module docstring)."""
+    """``rows`` under ``headers`` as text (see the module docstring); recorded as well when
+    ``$FLUXINFRA_BENCH_RECORD`` is set."""
+    record(headers, rows, legend)
     columns = [[row[i] if i < len(row) else None for row in rows] for i in range(len(headers))]
     shown = [i for i in range(len(headers))
              if i < keys or any(cell(v) != "-" for v in columns[i])]

@@ -12,7 +12,7 @@ Machines: N nodes x 2 sockets x 32 cores, 2 GPUs and 4 x 16 GB memory per socket
 * ``nodex``  — ``node[1](exclusive){slot[1]{core[1]}}``: one whole node;
 * ``64node`` — ``node[64](exclusive){slot[64]{core[1]}}``: 64 whole nodes, one task per core.
   (A *shared* ``node`` with a slot directly below it is never matched by Fluxion v0.54: see
-  docs/matcher.md, "Known differences".)
+  docs/matcher.md, "Live differential against a real resource-query".)
 
 **Whole processes** (``--resource-query PATH``): the same GRUG file and the same command file
 go through ``fluxinfra query`` (the console script users run) and ``resource-query``, each a

@@ -14,19 +14,35 @@ that name a module select it; every other argument is passed to each selected mo
 ``main`` (so ``--quick`` reaches them all). Each prints its own tables (``benchmarks/_table.py``:
 no ``nan``, no empty columns, ~100 columns wide, a legend); the exit status is the worst of
 theirs.
+
+What a benchmark prints is also written as JSON, ``benchmarks/results/<name>.json`` (with
+``--quick``: ``<name>-quick.json``, so a quick run never replaces a full one): the command line,
+when and where it ran (host, processors, memory, Python, load averages before and after), its
+exit status, and every table it printed, as columns and rows of values. ``--results-dir DIR``
+writes them elsewhere, ``--no-results`` not at all; these two options are run.py's own and are
+not passed on.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
 import importlib.util
+import json
+import os
+import platform
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from unittest import mock
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+#: _table.py's variable (kept in step by a test; run.py does not import _table before a module)
+RECORD_ENV = "FLUXINFRA_BENCH_RECORD"
 
 
 def discover() -> dict[str, Path]:
@@ -97,14 +113,97 @@ def _options(module) -> list[str]:
 
 
 def full_help(modules: dict[str, Path]) -> str:
-    lines = ["usage: benchmarks/run.py [--list] [--help] [BENCHMARK ...] [OPTION ...]", "",
+    lines = ["usage: benchmarks/run.py [--list] [--help] [--results-dir DIR | --no-results] "
+             "[BENCHMARK ...] [OPTION ...]", "",
              __doc__.strip().splitlines()[0], "",
-             "Options not naming a benchmark go to every selected one (e.g. --quick).", "",
+             "Options not naming a benchmark go to every selected one (e.g. --quick).",
+             "--results-dir DIR: where <name>.json goes "
+             f"(default {RESULTS.relative_to(HERE.parent)}); --no-results: write none.", "",
              "benchmarks and their options:"]
     for name, path in modules.items():
         module = _load(name, path)
         lines += ["", f"{name}: {_summary(module)}", *("  " + o for o in _options(module))]
     return "\n".join(lines)
+
+
+def machine() -> dict[str, object]:
+    """Where a run happened: host, processors, memory, Python."""
+    model = ""
+    with contextlib.suppress(OSError):
+        model = next((line.split(":", 1)[1].strip()
+                      for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+    memory = None
+    with contextlib.suppress(OSError, ValueError):
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"host": platform.node(), "system": platform.platform(), "cpus": os.cpu_count(),
+            "processor": model or platform.processor(), "memory_bytes": memory,
+            "python": platform.python_version()}
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def results_path(name: str, passed: list[str], folder: Path) -> Path:
+    return folder / (f"{name}-quick.json" if "--quick" in passed else f"{name}.json")
+
+
+def _pop_results_options(argv: list[str]) -> tuple[list[str], Path | None]:
+    """run.py's own options out of ``argv``: the results folder, or None for none."""
+    folder: Path | None = RESULTS
+    rest = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--no-results":
+            folder = None
+        elif arg == "--results-dir" or arg.startswith("--results-dir="):
+            value = arg.split("=", 1)[1] if "=" in arg else next(it, "")
+            if not value:
+                raise SystemExit("benchmarks/run.py: --results-dir needs a directory")
+            folder = Path(value)
+        else:
+            rest.append(arg)
+    return rest, folder
+
+
+def run_one(name: str, module, passed: list[str], folder: Path | None) -> int:
+    """Run one benchmark's ``main``; with ``folder``, write what it printed as JSON there."""
+    started = time.perf_counter()
+    when = datetime.datetime.now(datetime.UTC)
+    load_before = _load_average()
+    print(f"== benchmark {name} ==", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fluxinfra-bench-") as scratch:
+        record = Path(scratch) / "tables.jsonl"
+        previous = os.environ.get(RECORD_ENV)
+        if folder is not None:
+            os.environ[RECORD_ENV] = str(record)
+        try:
+            rc = module.main(passed)
+        finally:
+            if previous is None:
+                os.environ.pop(RECORD_ENV, None)
+            else:
+                os.environ[RECORD_ENV] = previous
+        seconds = time.perf_counter() - started
+        print(f"== {name}: {seconds:.1f} s, exit {rc} ==", flush=True)
+        if folder is not None:
+            tables = ([json.loads(line) for line in record.read_text().splitlines() if line]
+                      if record.exists() else [])
+            out = results_path(name, passed, folder)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({
+                "benchmark": name, "argv": passed,
+                "command": " ".join(["benchmarks/run.py", name, *passed]),
+                "started": when.isoformat(timespec="seconds"), "seconds": round(seconds, 1),
+                "exit": rc or 0, "machine": machine(),
+                "load_average": {"before": load_before, "after": _load_average()},
+                "tables": tables}, indent=1) + "\n")
+            print(f"== {name}: results in {out} ==", flush=True)
+    return rc or 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in modules.items():
             print(f"{name:<14} {_summary(_load(name, path))}")
         return 0
+    argv, folder = _pop_results_options(argv)
     chosen = [a for a in argv if a in modules]
     passed = [a for a in argv if a not in modules]
     if not chosen and any(not a.startswith("-") and a not in modules for a in argv[:1]):
@@ -129,11 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         module = _load(name, modules[name])
         if not hasattr(module, "main"):
             continue
-        started = time.perf_counter()
-        print(f"== benchmark {name} ==", flush=True)
-        rc = module.main(passed)
-        print(f"== {name}: {time.perf_counter() - started:.1f} s, exit {rc} ==", flush=True)
-        status = max(status, rc or 0)
+        status = max(status, run_one(name, module, passed, folder))
     return status
 
 

@@ -146,10 +146,11 @@ class Matcher:
             # walks every survivor since the last one and a full one every object the matcher
             # made since the freeze (74-120 ms at 16,384 nodes): at CPython's defaults
             # (700, 10, 10) they landed on random matches, a 64-node fill's p99 29-146 ms.
-            # Young collections stay small (about 0.2 us per young object on this VM, so
-            # 10,000 of them were a 2-4 ms pause in one match in ten of a 64-node fill) and
-            # the middle generation comes once per million allocations, as with (10,000,
-            # 100). Only ever raised (never lowered); `fluxinfra query`, a batch, sets its own.
+            # Young collections stay small (each costs a fraction of a microsecond per young
+            # object, so 10,000 of them made a pause of milliseconds in one match in ten of a
+            # 64-node fill) and the middle generation comes once per million allocations, as
+            # with (10,000, 100). Only ever raised (never lowered); `fluxinfra query`, a
+            # batch, sets its own (docs/design/matcher-performance.md).
             limits = gc.get_threshold()
             if limits[0]:  # (0: the host turned automatic collection off; leave it so)
                 gc.set_threshold(max(limits[0], 1_000), max(limits[1], 1_000),

@@ -38,10 +38,10 @@ def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a graph is built, back on after (if it was).
 
     Building a graph allocates millions of objects, keeps what lasts in long lists that
-    live as long as the graph, and makes almost no reference cycles (386 unreachable objects
-    after a 16,384-node GRUG graph), while the collector's young collections kept walking
-    those lists as they grew: at 16,384 nodes about 0.5 s of a 2.5 s start went to
-    collections that found next to nothing (gc.callbacks, 2026-11-28). The few cycles a
+    live as long as the graph, and makes almost no reference cycles (a few hundred
+    unreachable objects after a 16,384-node GRUG graph), while the collector's young
+    collections would keep walking those lists as they grow: about a fifth of a 16,384-node
+    start, finding next to nothing (docs/design/matcher-performance.md). The few cycles a
     load leaves are collected by the next collection after it (or stay frozen with the graph
     when a Matcher freezes it)."""
     was = gc.isenabled()

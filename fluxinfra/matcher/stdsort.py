@@ -606,7 +606,8 @@ class _TypedBytes:
 VECTOR_FROM = 32_768
 #: byte keys (what low, high and locality rank by) from this many on: their parts of
 #: PART_FROM keys or more are partitioned with numpy, shorter ones in plain Python (numpy's
-#: fixed cost per call outweighs its speed there); measured crossovers, docs/matcher.md
+#: fixed cost per call outweighs its speed there); measured crossovers:
+#: docs/design/matcher-performance.md
 BYTES_FROM = 2048
 PART_FROM = 1024
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +136,47 @@ def test_a_load_only_matcher_run_prints_loads_and_compares_nothing(capsys):
                          "rss_mib": 50, "policies": {}}])
     out = capsys.readouterr().out
     assert "GRUG load s" in out and "policy" not in out
+
+
+def test_a_run_writes_what_it_printed_as_json(tmp_path, capsys):
+    """Every table a benchmark formats, in its process or in one it starts, lands in the results
+    file with the command, the machine and the exit status; --quick runs get a file of their
+    own; nothing is written with --no-results."""
+    runner = load("run")
+    bench = tmp_path / "demo.py"
+    bench.write_text(
+        "import subprocess, sys\n"
+        f"sys.path.insert(0, {str(BENCH)!r})\n"
+        "from _table import format_table\n\n"
+        "def main(argv):\n"
+        "    print(format_table(['nodes', 'med ms'], [[256, 0.5], [4096, None]]))\n"
+        "    subprocess.run([sys.executable, '-c', 'import sys; sys.path.insert(0, %r); '\n"
+        "                    'from _table import format_table; '\n"
+        "                    'print(format_table([\"child\"], [[1]]))' % sys.path[0]],\n"
+        "                   check=True)\n"
+        "    return 3\n")
+    module = runner._load("demo", bench)
+    folder = tmp_path / "results"
+    assert runner.run_one("demo", module, ["--quick"], folder) == 3
+    saved = json.loads((folder / "demo-quick.json").read_text())
+    assert saved["command"] == "benchmarks/run.py demo --quick" and saved["exit"] == 3
+    assert saved["machine"]["cpus"] == os.cpu_count()
+    assert [t["columns"] for t in saved["tables"]] == [["nodes", "med ms"], ["child"]]
+    assert saved["tables"][0]["rows"] == [[256, 0.5], [4096, None]]
+    assert runner.run_one("demo", module, [], folder) == 3
+    assert (folder / "demo.json").exists()
+    assert "results in" in capsys.readouterr().out
+    assert runner.run_one("demo", module, [], None) == 3
+    assert sorted(p.name for p in folder.iterdir()) == ["demo-quick.json", "demo.json"]
+    assert runner.RECORD_ENV not in os.environ
+
+
+def test_run_keeps_its_results_options_to_itself(tmp_path):
+    runner = load("run")
+    rest, folder = runner._pop_results_options(["matcher", "--results-dir", str(tmp_path),
+                                                "--quick"])
+    assert rest == ["matcher", "--quick"] and folder == tmp_path
+    assert runner._pop_results_options(["--no-results", "--sizes", "256"]) == (
+        ["--sizes", "256"], None)
+    assert runner._pop_results_options([])[1] == runner.RESULTS
+    assert runner.RECORD_ENV == load("_table").RECORD_ENV

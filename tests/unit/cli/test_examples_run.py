@@ -117,8 +117,8 @@ def test_service_and_client_examples_run_as_written(scratch):
 
 
 def test_the_command_file_block_is_examples_cmds_in():
-    blocks = [body for lang, body in code_blocks(REPO / "README.md") if lang == "text"
-              and body.startswith("# resource-query commands")]
+    blocks = [body for lang, body in code_blocks(REPO / "examples" / "README.md")
+              if lang == "text" and body.startswith("# resource-query commands")]
     assert blocks == [(REPO / "examples" / "cmds.in").read_text()]
 
 
