@@ -285,6 +285,9 @@ class QueueBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.inner.podgroup_status(namespace, name, status)
 
+    def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
+        self.inner.node_event(name, uid, reason, note)
+
     def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         return self.inner.preempt(victim, preemptor, node)
 

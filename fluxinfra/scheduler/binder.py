@@ -24,6 +24,7 @@ from typing import Any
 
 from fluxinfra.scheduler.events import (
     disruption_condition_patch,
+    node_event,
     pod_event,
     podgroup_event,
     scheduled_condition_patch,
@@ -155,6 +156,10 @@ class KubeBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._submit(lambda: self.api.patch_podgroup_status(namespace, name,
                                                             {"status": status}))
+
+    def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
+        event = node_event(name, uid, reason, note, self.controller, self.instance)
+        self._submit(lambda: self.api.create_event("default", event))
 
 
 def done(result: Any) -> Future:

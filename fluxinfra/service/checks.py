@@ -291,8 +291,6 @@ def check_jgf(doc: Any, field: str, limit: int) -> Mapping[str, Any]:
             if isinstance(value, int) and not isinstance(value, bool) and \
                     not -INT64_MAX - 1 <= value <= INT64_MAX:
                 raise InvalidRequest(f"{at}.metadata.{key}: {shown(value)} is past int64")
-        if not isinstance(md.get("type"), str):
-            raise InvalidRequest(f"{at}.metadata.type: missing; every vertex has a type")
         if isinstance(md.get("size"), int) and md["size"] < 0:
             raise InvalidRequest(f"{at}.metadata.size: {md['size']}; sizes are >= 0")
         for key in ("properties", "paths"):
