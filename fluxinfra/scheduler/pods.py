@@ -526,8 +526,12 @@ def check_pod(pod: Any) -> None:
 
 
 def _check_pod(pod: Any) -> None:
-    object_identity(pod, "pod")
+    if not isinstance(pod, Mapping):
+        raise shapes.ShapeError(f"pod: {shapes.shown(pod)} is not an object")
     meta, spec, status = (shapes.mapping(pod.get(k), k) for k in ("metadata", "spec", "status"))
+    for key in ("name", "generateName", "namespace", "uid"):
+        # a pod being created may have no name yet (generateName): the core requires one
+        shapes.string(meta.get(key), f"metadata.{key}")
     shapes.string_map(meta.get("labels"), "metadata.labels")
     shapes.string_map(meta.get("annotations"), "metadata.annotations")
     for i, owner in enumerate(shapes.mappings(meta.get("ownerReferences"),
