@@ -39,6 +39,7 @@ its reservation and is retried to the same node with backoff until the group's
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import heapq
 import logging
@@ -973,6 +974,16 @@ class SchedulerCore:
         results = self.binder.bind(assignments)
         elapsed = (time.perf_counter() - t0) / max(1, len(assignments))
         return self._bind_results(assignments, results, [elapsed] * len(assignments))
+
+    def settle(self, deadline: float) -> int:
+        """Shutdown: wait (until ``deadline``, ``time.monotonic()``) for the binds already
+        started and take in their results, so their ``Scheduled`` Events and PodGroup status
+        go out with the rest; returns how many binds are still out. Nothing new is placed."""
+        futures = [future for _, _, future, _ in self.inflight]
+        if futures:
+            concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        self._collect_binds()
+        return len(self.inflight)
 
     def _collect_binds(self) -> int:
         """Take in the results of the binds that finished (async binding)."""
