@@ -94,11 +94,32 @@ def check_amount(value: int, field: str) -> int:
 # -- documents ------------------------------------------------------------------------------------
 
 def check_jobspec_text(text: str, field: str = "jobspec") -> str:
-    """A jobspec's text, before it is parsed: bounded in size."""
+    """A jobspec's text (YAML or JSON), before it is parsed: bounded in size and in nesting
+    (brackets, and block indentation), so no parser recursion runs away on it."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_JOBSPEC_BYTES:
         raise InvalidRequest(f"{field}: {size} bytes; a jobspec may have at most "
                              f"{MAX_JOBSPEC_BYTES} (send the request, not its data)")
+    depth = deepest = 0
+    for ch in text:  # quotes are not skipped: 64 open brackets inside a string is no jobspec
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    indents: list[int] = []
+    for line in text.splitlines():
+        stripped = line.lstrip(" -")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        while indents and indents[-1] >= indent:
+            indents.pop()
+        indents.append(indent)
+        deepest = max(deepest, len(indents))
+    if deepest > MAX_JSON_DEPTH:
+        raise InvalidRequest(f"{field}: nested more than {MAX_JSON_DEPTH} levels deep; send "
+                             "a canonical jobspec (RFC 14)")
     return text
 
 
