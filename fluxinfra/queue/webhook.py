@@ -338,7 +338,7 @@ def _review(request: _Request, config: WebhookConfig) -> dict[str, Any]:
                             else _pod_create(obj, config))
         if not config.admitters or request.user in config.admitters:
             return _allowed(uid)  # the queue's own updates (or no one to tell apart)
-        obj = request.raw.get("object")
+        obj = _checked(lambda: shapes.mapping(request.raw.get("object"), "object"))
         change = _starting(kind, request.raw.get("oldObject"), obj)
         if not change:
             return _allowed(uid)
@@ -398,7 +398,8 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
                 body = json.loads(self._body())
                 request = read_request(body)
             except (ValueError, RecursionError, OSError) as exc:
-                # NotAdmissionReview is a ValueError, as are bad lengths and bad JSON
+                # NotAdmissionReview is a ValueError, as are bad lengths and bad JSON; the
+                # rest of the body may be unread: the connection is closed, and says so
                 self.close_connection = True
                 self._reply(400, f"not an AdmissionReview: {exc}\n".encode(), "text/plain")
                 return
@@ -435,6 +436,8 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
 

@@ -311,6 +311,15 @@ def test_an_object_of_the_wrong_shape_is_refused_naming_the_field(change, kind, 
     assert response["status"]["message"].startswith(message), response["status"]["message"]
 
 
+def test_an_update_without_an_object_is_read_as_an_empty_one():
+    old = make_pod("p", "team-a")
+    old["spec"]["schedulingGates"] = [{"name": GATE}]
+    body = pod_review({}, "Pod", "UPDATE", old)
+    body["request"]["object"] = None  # found by tests/fuzz/test_fuzz_webhook.py: was a 500
+    response = well_formed(review(body, CONFIG))
+    assert response["status"]["code"] == 403  # no object: the gate is gone
+
+
 def test_an_update_of_the_wrong_shape_is_refused_unless_the_queue_makes_it():
     old = make_job(suspend=True)
     body = pod_review({"spec": {"suspend": "no"}}, "Job", "UPDATE", old)
@@ -366,6 +375,7 @@ def test_the_handler_answers_a_body_that_is_not_an_admission_review_with_400(
     answer = post_raw(port, context, head, body)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert says in answer
+    assert b"\r\nConnection: close\r\n" in answer  # the body may be unread: it says it closes
 
 
 def test_the_handler_answers_a_malformed_review_with_a_refusal(https):
