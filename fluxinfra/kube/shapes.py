@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
@@ -149,7 +150,7 @@ def quantity(value: Any, where: str, resource: str = "") -> int:
     base = math.ceil(amount * 1000) if resource == "cpu" else math.ceil(amount)
     if base > INT64_MAX:
         unit = "millicores" if resource == "cpu" else "units"
-        raise ShapeError(f"{where}: {shown(value)} is {base:.3g} {unit}, more than a "
+        raise ShapeError(f"{where}: {shown(value)} is {Decimal(base):.3g} {unit}, more than a "
                          f"Kubernetes quantity holds (2^63-1); use a realistic amount")
     return base
 
