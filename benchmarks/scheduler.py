@@ -96,6 +96,9 @@ class _Recorder:
     def podgroup_status(self, *a: Any) -> None:
         pass
 
+    def node_event(self, *a: Any) -> None:
+        pass
+
 
 def run_scenario(name: str, nodes: int, pods: int, profile: bool,
                  rate: float = 800.0) -> dict[str, Any]:

@@ -43,6 +43,7 @@ pods on those nodes, its running pods shown as those slots, nothing matched agai
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
@@ -285,6 +286,9 @@ class QueueBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.inner.podgroup_status(namespace, name, status)
 
+    def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
+        self.inner.node_event(name, uid, reason, note)
+
     def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         return self.inner.preempt(victim, preemptor, node)
 
@@ -322,10 +326,12 @@ class QueueCore:
         self._pending_events: list[dict[str, Any]] = []
         self._evented: dict[str, str] = {}            # unit -> state of its Event this cycle
         self._event_queue: queue.Queue[dict[str, Any] | None] | None = None
+        self._event_sender: threading.Thread | None = None
         if self.config.async_events:
             self._event_queue = queue.Queue(maxsize=10_000)
-            threading.Thread(target=self._send_events, name="queue-events",
-                             daemon=True).start()
+            self._event_sender = threading.Thread(target=self._send_events,
+                                                  name="queue-events", daemon=True)
+            self._event_sender.start()
         self._startup_pods: dict[str, dict[str, Any]] = {}
         self._last_queued = 0.0
         # API writes in flight: results come back on ``_done`` and are applied by the loop
@@ -426,6 +432,28 @@ class QueueCore:
             self._in_flight -= 1
             then(result)
         return self._in_flight
+
+    def settle(self, deadline: float) -> int:
+        """Shutdown (the runner stopped): the core's binds in flight, then the queue's own
+        writes, are taken in until ``deadline`` (``time.monotonic()``), and the FluxJob
+        Events queued by then are sent; returns how many binds, writes and Events are left."""
+        left = self.core.settle(deadline)
+        left += self.collect(wait=max(0.0, deadline - time.monotonic()))
+        if self._event_queue is None or self._event_sender is None:
+            return left
+        with contextlib.suppress(queue.Full):
+            self._event_queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
+        self._event_sender.join(max(0.0, deadline - time.monotonic()))
+        unsent = 0
+        while True:
+            try:
+                unsent += self._event_queue.get_nowait() is not None
+            except queue.Empty:
+                break
+        if unsent:
+            log.warning("shutdown: %d FluxJob Events not sent within the grace period", unsent)
+        self._event_queue = None  # from now on an Event is sent at once
+        return left + unsent
 
     def close(self) -> None:
         if self._event_queue is not None:

@@ -16,6 +16,12 @@ What it does to objects that opted in (:mod:`fluxinfra.queue.api`):
   scheduler's name, and (UPDATE) starting a queued Job or removing the gate from a queued pod
   by anyone but the queue's own controller (``admitters``): queued work starts only when the
   queue admits it.
+- **Bad input** never raises out of :func:`review`: a field of the wrong type (a label that is
+  a number, a quantity past Python's integer-digit limit, an ownerReference that is not an
+  object) is refused (422) naming it; a body that is not an AdmissionReview is refused with
+  code 400 (the HTTP handler answers it ``400 Bad Request``, as it does a body it cannot read:
+  bad JSON, a bad or missing Content-Length, more than 8 MiB); kinds and operations the webhook
+  does not act on, and the admitters' own updates, are allowed without being read.
 
 >>> rv = review({"request": {"uid": "1", "kind": {"group": "batch", "kind": "Job"},
 ...     "operation": "CREATE", "namespace": "ns", "object": {"metadata": {"name": "j"},
@@ -42,6 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from fluxinfra.k8s.config import dns1123_label
+from fluxinfra.kube import shapes
 from fluxinfra.queue.api import (
     DEFAULT_QUEUE,
     GATE,
@@ -49,9 +56,10 @@ from fluxinfra.queue.api import (
     LABEL_QUEUE_NAME,
     OPT_OUT_VALUE,
 )
-from fluxinfra.scheduler.pods import PodSpecError, pod_info
+from fluxinfra.scheduler.pods import PodSpecError, check_pod, pod_info
 
-__all__ = ["WebhookConfig", "WebhookMetrics", "review", "serve", "tls_context"]
+__all__ = ["NotAdmissionReview", "WebhookConfig", "WebhookMetrics", "read_request", "review",
+           "serve", "tls_context"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,11 @@ log = logging.getLogger(__name__)
 #: Jobs itself (JobSet suspends and resumes its children), so their pods are gated instead.
 OUR_JOB_OWNERS = frozenset({"CronJob"})
 _DEFAULT_SCHEDULER = "default-scheduler"
+#: the largest request body read: an AdmissionReview holds the object and the old object, each
+#: at most the API server's 3 MiB request limit, plus the envelope
+MAX_BODY = 8 * 2**20
+#: seconds a connection may stay silent (mid-request or idle between requests)
+IDLE_SECONDS = 60.0
 
 
 @dataclass
@@ -104,6 +117,14 @@ def _check_pod(pod: dict[str, Any], where: str) -> None:
         raise Refused(f"{where}: {exc}") from None
 
 
+def _checked(read: Callable[[], Any]) -> Any:
+    """``read()``, a field of the wrong type refused with its name."""
+    try:
+        return read()
+    except (shapes.ShapeError, PodSpecError) as exc:
+        raise Refused(str(exc)) from None
+
+
 def _label_ops(meta: dict[str, Any], path: str, labels: dict[str, str]) -> list[dict[str, Any]]:
     current = meta.get("labels")
     todo = {k: v for k, v in labels.items() if (current or {}).get(k) != v}
@@ -123,18 +144,33 @@ def _opted_out(meta: dict[str, Any]) -> bool:
     return (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) == OPT_OUT_VALUE
 
 
+def _job_metadata(meta: Any, where: str) -> dict[str, Any]:
+    """A Job's metadata with the types of every field the webhook reads checked."""
+    meta = shapes.mapping(meta, where)
+    for key in ("name", "generateName", "namespace"):
+        shapes.string(meta.get(key), f"{where}.{key}")
+    shapes.string_map(meta.get("labels"), f"{where}.labels")
+    shapes.string_map(meta.get("annotations"), f"{where}.annotations")
+    for i, owner in enumerate(shapes.mappings(meta.get("ownerReferences"),
+                                              f"{where}.ownerReferences")):
+        shapes.string(owner.get("kind"), f"{where}.ownerReferences[{i}].kind")
+        shapes.boolean(owner.get("controller"), f"{where}.ownerReferences[{i}].controller")
+    return dict(meta)
+
+
 def _job_create(job: dict[str, Any], config: WebhookConfig) -> list[dict[str, Any]]:
-    meta = job.get("metadata") or {}
+    meta = _checked(lambda: _job_metadata(job.get("metadata"), "metadata"))
     owner = _controller_owner(meta)
     if _opted_out(meta):
         return []
     if owner is not None and owner.get("kind") not in OUR_JOB_OWNERS:
         return []  # JobSet & co. run their Jobs; the pods are gated one by one instead
-    spec = job.get("spec") or {}
-    template = spec.get("template") or {}
+    spec = _checked(lambda: shapes.mapping(job.get("spec"), "spec"))
+    template = _checked(lambda: shapes.mapping(spec.get("template"), "spec.template"))
     if not isinstance(template.get("spec"), dict):
         raise Refused("spec.template.spec: missing; a Job needs a pod template")
-    tmeta = template.get("metadata") or {}
+    tmeta = _checked(lambda: _job_metadata(template.get("metadata"),
+                                           "spec.template.metadata"))
     pod = {"metadata": {"name": meta.get("name") or meta.get("generateName") or "job",
                         "namespace": meta.get("namespace", ""),
                         "labels": tmeta.get("labels") or {},
@@ -158,6 +194,7 @@ def _skip_pod(pod: dict[str, Any]) -> bool:
 
 
 def _pod_create(pod: dict[str, Any], config: WebhookConfig) -> list[dict[str, Any]]:
+    _check_pod_shape(pod, "pod")  # every field's type, before anything is read
     if _skip_pod(pod):
         return []
     meta = pod.get("metadata") or {}
@@ -175,18 +212,35 @@ def _pod_create(pod: dict[str, Any], config: WebhookConfig) -> list[dict[str, An
     return ops
 
 
-def _starting(kind: str, old: dict[str, Any], new: dict[str, Any]) -> str:
+def _check_pod_shape(pod: Any, where: str) -> None:
+    try:
+        check_pod(pod)
+    except PodSpecError as exc:
+        raise Refused(f"{where}: {exc}") from None
+
+
+def _starting(kind: str, old: Any, new: Any) -> str:
     """What an UPDATE does to start queued work ("" when nothing)."""
+    old = _checked(lambda: shapes.mapping(old, "oldObject"))
+    new = _checked(lambda: shapes.mapping(new, "object"))
     if kind == "Job":
-        owner = _controller_owner(old.get("metadata") or {})
+        old_meta = _checked(lambda: _job_metadata(old.get("metadata"), "oldObject.metadata"))
+        owner = _controller_owner(old_meta)
         if owner is not None and owner.get("kind") not in OUR_JOB_OWNERS:
             return ""
-        if (old.get("spec") or {}).get("suspend") and not (new.get("spec") or {}).get("suspend"):
-            return "spec.suspend: true -> false"
-        return ""
-    had = any(g.get("name") == GATE for g in (old.get("spec") or {}).get("schedulingGates") or [])
-    has = any(g.get("name") == GATE for g in (new.get("spec") or {}).get("schedulingGates") or [])
+        was, now = (_checked(lambda o=o, w=w: shapes.boolean(
+            shapes.mapping(o.get("spec"), f"{w}.spec").get("suspend"), f"{w}.spec.suspend"))
+            for o, w in ((old, "oldObject"), (new, "object")))
+        return "spec.suspend: true -> false" if was and not now else ""
+    had, has = (GATE in _gates(o, w) for o, w in ((old, "oldObject"), (new, "object")))
     return f"spec.schedulingGates: removing {GATE!r}" if had and not has else ""
+
+
+def _gates(pod: dict[str, Any], where: str) -> list[str]:
+    spec = _checked(lambda: shapes.mapping(pod.get("spec"), f"{where}.spec"))
+    gates = _checked(lambda: shapes.mappings(spec.get("schedulingGates"),
+                                             f"{where}.spec.schedulingGates"))
+    return [g.get("name") for g in gates]
 
 
 def _allowed(uid: str, patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -197,40 +251,105 @@ def _allowed(uid: str, patch: list[dict[str, Any]] | None = None) -> dict[str, A
     return response
 
 
+_REASONS = {400: "BadRequest", 403: "Forbidden", 422: "Invalid", 500: "InternalError"}
+
+
 def _refused(uid: str, message: str, code: int = 422) -> dict[str, Any]:
     return {"uid": uid, "allowed": False,
-            "status": {"code": code, "message": message,
-                       "reason": "Invalid" if code == 422 else "Forbidden"}}
+            "status": {"code": code, "message": message, "reason": _REASONS[code]}}
+
+
+def _answer(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The parts of an AdmissionReview's ``request`` the webhook reads, type-checked."""
+
+    uid: str
+    kind: str
+    operation: str
+    namespace: str
+    user: str
+    raw: dict[str, Any]
+
+
+def read_request(body: Any) -> _Request:
+    """The request of an AdmissionReview; raises :class:`NotAdmissionReview` when ``body``
+    is not one (the HTTP handler answers 400)."""
+    if not isinstance(body, dict):
+        raise NotAdmissionReview(f"the body is {shapes.shown(body)}, not an AdmissionReview "
+                                 "object")
+    request = body.get("request")
+    if not isinstance(request, dict):
+        raise NotAdmissionReview(f"request: {shapes.shown(request)}; an AdmissionReview "
+                                 "carries its request as an object")
+    try:
+        uid = shapes.string(request.get("uid"), "request.uid", required=True)
+        kind = shapes.string(shapes.mapping(request.get("kind"), "request.kind").get("kind"),
+                             "request.kind.kind")
+        operation = shapes.string(request.get("operation"), "request.operation")
+        namespace = shapes.string(request.get("namespace"), "request.namespace")
+        user = shapes.string(shapes.mapping(request.get("userInfo"),
+                                            "request.userInfo").get("username"),
+                             "request.userInfo.username")
+    except shapes.ShapeError as exc:
+        raise NotAdmissionReview(str(exc)) from None
+    return _Request(uid, kind, operation, namespace, user, request)
+
+
+class NotAdmissionReview(ValueError):
+    """A body that is not an ``admission.k8s.io/v1`` AdmissionReview (names what is wrong)."""
 
 
 def review(body: dict[str, Any], config: WebhookConfig) -> dict[str, Any]:
-    """Answer one AdmissionReview (the request as JSON) with an AdmissionReview."""
-    request = body.get("request") or {}
-    uid = str(request.get("uid", ""))
-    kind = (request.get("kind") or {}).get("kind", "")
-    operation = request.get("operation", "")
-    obj = request.get("object") or {}
+    """Answer one AdmissionReview (the request as JSON) with an AdmissionReview.
+
+    Never raises: a body that is not an AdmissionReview is refused (code 400, ``uid`` empty
+    when it has none), an object with a field of the wrong type is refused naming the field
+    (422), and anything the webhook does not act on is allowed unread."""
     try:
-        if operation == "CREATE" and kind == "Job":
-            response = _allowed(uid, _job_create(obj, config))
-        elif operation == "CREATE" and kind == "Pod":
-            response = _allowed(uid, _pod_create(obj, config))
-        elif operation == "UPDATE" and kind in ("Job", "Pod"):
-            change = _starting(kind, request.get("oldObject") or {}, obj)
-            user = (request.get("userInfo") or {}).get("username", "")
-            if change and config.admitters and user not in config.admitters:
-                name = (obj.get("metadata") or {}).get("name", "")
-                response = _refused(uid, (
-                    f"{change}: {kind.lower()} {request.get('namespace', '')}/{name} is queued; "
-                    f"it starts when the fluxion queue admits it (kubectl get fluxjobs); "
-                    f"{user or 'this user'} may not start it"), code=403)
-            else:
-                response = _allowed(uid)
-        else:
-            response = _allowed(uid)
+        request = read_request(body)
+    except NotAdmissionReview as exc:
+        uid = ""
+        if isinstance(body, dict) and isinstance(body.get("request"), dict) and \
+                isinstance(body["request"].get("uid"), str):
+            uid = body["request"]["uid"]
+        return _answer(_refused(uid, f"not an AdmissionReview: {exc}", code=400))
+    try:
+        return _answer(_review(request, config))
+    except Exception as exc:  # noqa: BLE001 - the API server must get an answer, never a reset
+        log.exception("reviewing %s %s %s failed", request.operation, request.kind,
+                      request.uid)
+        return _answer(_refused(request.uid, f"the webhook failed reading this request "
+                                f"({type(exc).__name__}: {exc}); report it as a bug",
+                                code=500))
+
+
+def _review(request: _Request, config: WebhookConfig) -> dict[str, Any]:
+    uid, kind, operation = request.uid, request.kind, request.operation
+    if kind not in ("Job", "Pod") or operation not in ("CREATE", "UPDATE"):
+        return _allowed(uid)
+    try:
+        if operation == "CREATE":
+            obj = _checked(lambda: shapes.mapping(request.raw.get("object"), "object"))
+            return _allowed(uid, _job_create(obj, config) if kind == "Job"
+                            else _pod_create(obj, config))
+        if not config.admitters or request.user in config.admitters:
+            return _allowed(uid)  # the queue's own updates (or no one to tell apart)
+        obj = _checked(lambda: shapes.mapping(request.raw.get("object"), "object"))
+        change = _starting(kind, request.raw.get("oldObject"), obj)
+        if not change:
+            return _allowed(uid)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+        return _refused(uid, (
+            f"{change}: {kind.lower()} {request.namespace}/{name} is queued; "
+            f"it starts when the fluxion queue admits it (kubectl get fluxjobs); "
+            f"{request.user or 'this user'} may not start it"), code=403)
     except Refused as exc:
-        response = _refused(uid, str(exc))
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        return _refused(uid, str(exc))
 
 
 # -- the HTTPS server ----------------------------------------------------------------------------
@@ -263,6 +382,9 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
 def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses its connections
+        # A client that stops mid-request (or idles on a kept-alive connection) for this long
+        # is let go: its thread ends instead of waiting forever.
+        timeout = IDLE_SECONDS
         # Headers and body go out as separate writes; with Nagle's algorithm on, the second
         # waits for the client's delayed ACK (~40 ms on Linux): off, as every server does.
         disable_nagle_algorithm = True
@@ -273,19 +395,34 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
                 self._reply(404, b"not found\n", "text/plain")
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length))
-            except (ValueError, OSError) as exc:
+                body = json.loads(self._body())
+                request = read_request(body)
+            except (ValueError, RecursionError, OSError) as exc:
+                # NotAdmissionReview is a ValueError, as are bad lengths and bad JSON; the
+                # rest of the body may be unread: the connection is closed, and says so
+                self.close_connection = True
                 self._reply(400, f"not an AdmissionReview: {exc}\n".encode(), "text/plain")
                 return
             answer = review(body, config)
             data = json.dumps(answer, separators=(",", ":")).encode()
             self._reply(200, data, "application/json")
-            request = body.get("request") or {}
-            metrics.requests.inc(kind=(request.get("kind") or {}).get("kind", ""),
-                                 operation=request.get("operation", ""),
+            metrics.requests.inc(kind=request.kind, operation=request.operation,
                                  allowed=str(answer["response"]["allowed"]).lower())
             metrics.latency.observe(time.perf_counter() - t0)
+
+        def _body(self) -> bytes:
+            """The request body: a Content-Length of at most MAX_BODY bytes, read whole."""
+            if self.headers.get("Transfer-Encoding"):
+                raise ValueError("send the body with a Content-Length, not chunked")
+            raw = self.headers.get("Content-Length")
+            length = int(raw) if raw is not None and raw.strip().isdigit() else -1
+            if not 0 <= length <= MAX_BODY:
+                raise ValueError(f"Content-Length {shapes.shown(raw)}; give the body's length "
+                                 f"in bytes (at most {MAX_BODY})")
+            data = self.rfile.read(length)
+            if len(data) != length:
+                raise ValueError(f"the body ended after {len(data)} of {length} bytes")
+            return data
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path.startswith("/metrics"):
@@ -299,6 +436,8 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
 

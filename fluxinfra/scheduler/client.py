@@ -69,8 +69,14 @@ class Timeouts:
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *,
-            timeouts: Timeouts | None = None, page_size: int = 500) -> ClientKubeApi:
-    """In-cluster config when running in a pod, else ``kubeconfig`` (or ``$KUBECONFIG``)."""
+            timeouts: Timeouts | None = None, page_size: int = 500,
+            connections: int | None = None) -> ClientKubeApi:
+    """In-cluster config when running in a pod, else ``kubeconfig`` (or ``$KUBECONFIG``).
+
+    ``connections``: how many connections the pool keeps (the client's default is 5 per
+    core). Give at least as many as run at once (each watch holds one, each bind worker and
+    event sender one more): a pool smaller than that opens a connection for every request
+    past it and drops it again ("Connection pool is full, discarding connection")."""
     from kubernetes import client, config
     from urllib3.util.retry import Retry
 
@@ -91,6 +97,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *,
     # timeout retried silently would multiply every timeout below.
     cfg.retries = Retry(total=2, connect=2, read=0, redirect=0, status=0, other=0)
     cfg.keep_alive = True
+    if connections is not None:
+        cfg.connection_pool_maxsize = connections
     return ClientKubeApi(client.ApiClient(cfg), timeouts=timeouts, page_size=page_size)
 
 

@@ -39,6 +39,7 @@ its reservation and is retried to the same node with backoff until the group's
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import heapq
 import logging
@@ -47,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fluxinfra.kube.shapes import ShapeError, check_node, node_label
 from fluxinfra.matcher.errors import MatcherError, UnknownJob
 from fluxinfra.scheduler.allocator import Allocator, Candidates
 from fluxinfra.scheduler.filters import Filters
@@ -59,6 +61,8 @@ from fluxinfra.scheduler.pods import (
     PodInfo,
     PodSpecError,
     Request,
+    object_identity,
+    object_key,
     pod_info,
     podgroup_spec,
 )
@@ -110,6 +114,10 @@ class Binder(Protocol):
                        note: str) -> None: ...
 
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+
+    def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
+        """An Event about a Node (``InvalidNode``: one the scheduler cannot read)."""
+        ...
 
     def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         """Mark ``victim`` ``DisruptionTarget`` (PreemptionByScheduler), delete it, and say so
@@ -239,6 +247,9 @@ class SchedulerCore:
         #: the last PodScheduled message we set per pod
         self.noted: dict[str, str] = {}
         self.invalid_pods: dict[str, str] = {}
+        #: objects skipped because a field cannot be read: (kind, key) -> the message, so each
+        #: is logged (and reported) once per change, not at every heartbeat
+        self.skipped: dict[tuple[str, str], str] = {}
         self.enqueued_at: dict[str, float] = {}
         #: bumped whenever something that could let a waiting group fit changed
         self.generation = 0
@@ -260,12 +271,17 @@ class SchedulerCore:
 
         Nodes first, then PodGroups, then pods (namespaces and PDBs came before, through
         :meth:`on_object`): every running pod is registered before anything new is placed, so a
-        restart never double-allocates.
+        restart never double-allocates. An object with a field the scheduler cannot read is
+        skipped (logged once, with an Event when it has a name), never the start-up.
         """
-        nodes = list(nodes)
-        self.allocator.set_nodes(nodes)
+        usable: dict[str, dict[str, Any]] = {}
         for node in nodes:
-            self.nodes[node["metadata"]["name"]] = node
+            name = self._readable_node(node, "ADDED")
+            if name is not None:
+                usable[name] = node
+        self.allocator.set_nodes(list(usable.values()))
+        for name, node in usable.items():
+            self.nodes[name] = node
             self.ledger.upsert_node(node)
         for pg in podgroups:
             self.on_podgroup("ADDED", pg)
@@ -277,23 +293,36 @@ class SchedulerCore:
     def on_object(self, kind: str, etype: str, obj: dict[str, Any], now: int = 0) -> None:
         """The other kinds the core reads: namespaces (pod affinity's namespaceSelector) and
         poddisruptionbudgets (preemption); any other kind is none of its business."""
+        if kind not in ("namespaces", "poddisruptionbudgets"):
+            return
+        what = f"{'namespace' if kind == 'namespaces' else 'PodDisruptionBudget'} " \
+            f"{object_key(obj)}"
+        reason = _unreadable_object(kind, obj, etype)
+        if reason:
+            self._skip(kind, what, reason)
+            return
+        meta = obj["metadata"]
         if kind == "namespaces":
-            name = (obj.get("metadata") or {}).get("name", "")
             if etype == "DELETED":
-                self.namespaces.pop(name, None)
+                self.namespaces.pop(meta["name"], None)
             else:
-                self.namespaces[name] = dict((obj.get("metadata") or {}).get("labels") or {})
+                self.namespaces[meta["name"]] = dict(meta.get("labels") or {})
             self.generation += 1
-        elif kind == "poddisruptionbudgets":
-            meta = obj.get("metadata") or {}
-            key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        else:
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
             if etype == "DELETED":
                 self.pdbs.pop(key, None)
             else:
                 self.pdbs[key] = obj
+        self._readable(kind, what)
 
     def on_node(self, etype: str, node: dict[str, Any], now: int = 0) -> None:
-        name = node["metadata"]["name"]
+        """A Node added, changed or deleted. A Node with a field the scheduler cannot read is
+        skipped whole: a new one stays out, a changed one keeps its last readable version
+        (in the graph, the ledger and the filters alike)."""
+        name = self._readable_node(node, etype)
+        if name is None:
+            return
         if etype == "DELETED":
             if self.nodes.pop(name, None) is not None:
                 self.allocator.remove_node(name)
@@ -303,33 +332,87 @@ class SchedulerCore:
                 self.generation += 1
             return
         old = self.nodes.get(name)
-        self.nodes[name] = node
         if old is not None and node_signature(old) == node_signature(node):
+            self.nodes[name] = node
             return  # a heartbeat: nothing the graph, the filters or the queue cares about
+        try:
+            self.allocator.upsert_node(node)  # first: it keeps the old node if it fails
+        except MatcherError as exc:
+            self._skip("nodes", name, f"the graph refused it: {exc}", node=node)
+            return
+        self.nodes[name] = node
         self.ledger.upsert_node(node)
         self.filters.node_changed(name)
-        self.allocator.upsert_node(node)
         if old is None or self.resident.get(name):
             self._dirty.add(name)  # pods seen before their node, or a resized node
         self.generation += 1
 
+    def _readable_node(self, node: Any, etype: str) -> str | None:
+        """The Node's name when every field the scheduler reads is readable; else None, and
+        the Node is reported once (log line, and an Event when it has a name)."""
+        try:
+            name = check_node(node)
+        except ShapeError as exc:
+            if etype != "DELETED" or node_label(node).startswith("a Node without"):
+                self._skip("nodes", node_label(node), str(exc), node=node)
+                return None
+            name = node["metadata"]["name"]  # a deleted Node needs only its name
+        self._readable("nodes", f"node {name}")
+        return name
+
+    def _skip(self, kind: str, what: str, message: str, *, node: Any = None) -> None:
+        """Report an object that is skipped because it cannot be read (``what``: e.g.
+        ``pod ns/name``): one log line (and for a named Node an ``InvalidNode`` Event) per
+        object and message."""
+        if self.skipped.get((kind, what)) == message:
+            return
+        self.skipped[(kind, what)] = message
+        detail = message.removeprefix(f"{what}: ")
+        log.warning("cannot read %s, skipped: %s", what, detail)
+        self.metrics.errors.inc(source="invalid_object")
+        label = node_label(node) if node is not None else ""
+        if label.startswith("node "):
+            uid = (node.get("metadata") or {}).get("uid")
+            self.binder.node_event(label[5:], uid if isinstance(uid, str) else "",
+                                   "InvalidNode", f"skipped by the scheduler: {message}")
+
+    def _readable(self, kind: str, what: str) -> None:
+        if self.skipped.pop((kind, what), None) is not None:
+            log.info("%s is readable again", what)
+
     def on_podgroup(self, etype: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        try:
+            namespace, name, _ = object_identity(obj, "PodGroup")
+        except PodSpecError as exc:
+            self._skip("podgroups", f"PodGroup {object_key(obj)}", str(exc))
+            return
+        key = f"{namespace}/{name}"
+        self._readable("podgroups", f"PodGroup {key}")
         if etype == "DELETED":
             self.podgroups.pop(key, None)
         else:
-            self.podgroups[key] = obj
+            self.podgroups[key] = obj  # its spec is read (and reported) with its group
         group = self.groups.get(key)
         if group is not None and group.kind == "podgroup":
             self._refresh_podgroup(group)
         self.generation += 1
 
     def on_pod(self, etype: str, obj: dict[str, Any], now: int = 0) -> None:
-        meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if etype == "DELETED" and isinstance(meta, dict) and isinstance(meta.get("uid"), str) \
+                and meta["uid"]:
+            self._forget_pod(meta["uid"])  # a deletion needs only the uid
+            self.skipped.pop(("pods", f"pod {object_key(obj)}"), None)
+            return
+        try:
+            namespace, name, uid = object_identity(obj, "pod")
+        except PodSpecError as exc:
+            self._skip("pods", f"pod {object_key(obj)}", str(exc))
+            return
+        uid = uid or f"{namespace}/{name}"
         if etype == "DELETED":
             self._forget_pod(uid)
+            self.skipped.pop(("pods", f"pod {namespace}/{name}"), None)
             return
         try:
             info = pod_info(obj)
@@ -337,6 +420,7 @@ class SchedulerCore:
             self._invalid_pod(obj, uid, str(exc))
             return
         self.invalid_pods.pop(uid, None)
+        self._readable("pods", f"pod {namespace}/{name}")
         previous = self.pods.get(uid)
         self.pods[uid] = info
         if info.holds_resources:
@@ -542,16 +626,19 @@ class SchedulerCore:
             del self.groups[info.group_key]
 
     def _invalid_pod(self, obj: dict[str, Any], uid: str, message: str) -> None:
-        """A pod of ours whose spec we cannot read: say so once, never retry until it changes."""
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
+        """A pod whose spec we cannot read: say so once, never retry until it changes. Ours
+        and waiting: an ``InvalidPod`` Event and condition; anyone else's: a log line (the
+        last readable version, if any, stays counted)."""
+        namespace, name, _ = object_identity(obj, "pod")
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
         if spec.get("nodeName") or spec.get("schedulerName") != self.config.scheduler_name:
-            log.warning("ignoring unreadable pod %s/%s: %s", meta.get("namespace"),
-                        meta.get("name"), message)
+            self._skip("pods", f"pod {namespace}/{name}", message)
             return
-        stub = PodInfo(uid=uid, namespace=meta.get("namespace", "default"),
-                       name=meta.get("name", ""), scheduler_name=self.config.scheduler_name,
-                       node_name="", phase="Pending", request=Request())
+        stub = PodInfo(uid=uid, namespace=namespace, name=name,
+                       scheduler_name=self.config.scheduler_name, node_name="",
+                       phase="Pending", request=Request())
+        if self.invalid_pods.get(uid) != message:
+            log.warning("pod %s/%s cannot be scheduled: %s", namespace, name, message)
         self._invalid_pod_info(stub, message)
 
     def _invalid_pod_info(self, pod: PodInfo, message: str) -> None:
@@ -888,6 +975,16 @@ class SchedulerCore:
         elapsed = (time.perf_counter() - t0) / max(1, len(assignments))
         return self._bind_results(assignments, results, [elapsed] * len(assignments))
 
+    def settle(self, deadline: float) -> int:
+        """Shutdown: wait (until ``deadline``, ``time.monotonic()``) for the binds already
+        started and take in their results, so their ``Scheduled`` Events and PodGroup status
+        go out with the rest; returns how many binds are still out. Nothing new is placed."""
+        futures = [future for _, _, future, _ in self.inflight]
+        if futures:
+            concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        self._collect_binds()
+        return len(self.inflight)
+
     def _collect_binds(self) -> int:
         """Take in the results of the binds that finished (async binding)."""
         if not self.inflight:
@@ -1136,6 +1233,30 @@ class SchedulerCore:
         for pod, state in self.ledger.pods():
             out.setdefault(state.name, []).append((pod.uid, pod.request))
         return out
+
+
+def _unreadable_object(kind: str, obj: Any, etype: str) -> str:
+    """Why a Namespace or PodDisruptionBudget cannot be read ("" when it can)."""
+    from fluxinfra.kube import shapes
+
+    what = "namespace" if kind == "namespaces" else "PodDisruptionBudget"
+    try:
+        namespace, name, _ = object_identity(obj, what)
+        if etype == "DELETED":
+            return ""
+        meta = obj["metadata"]
+        shapes.string_map(meta.get("labels"), f"{what} {name}: metadata.labels")
+        if kind == "poddisruptionbudgets":
+            at = f"{what} {namespace}/{name}"
+            spec = shapes.mapping(obj.get("spec"), f"{at}: spec")
+            shapes.mapping(spec.get("selector"), f"{at}: spec.selector")
+            status = shapes.mapping(obj.get("status"), f"{at}: status")
+            shapes.integer(status.get("disruptionsAllowed"), f"{at}: status.disruptionsAllowed",
+                           low=0)
+            shapes.mapping(status.get("disruptedPods"), f"{at}: status.disruptedPods")
+    except (PodSpecError, shapes.ShapeError) as exc:
+        return str(exc)
+    return ""
 
 
 def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["WARNING_REASONS", "disruption_condition_patch", "lease_event", "micro_time",
-           "parse_time", "pod_event", "podgroup_event", "scheduled_condition_patch"]
+           "node_event", "parse_time", "pod_event", "podgroup_event",
+           "scheduled_condition_patch"]
 
 #: Reasons that are warnings (everything else is Normal).
 WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", "FailedBinding",
-                             "InvalidPodGroup"})
+                             "InvalidPodGroup", "InvalidNode"})
 
 _seq = itertools.count(1)
 
@@ -85,6 +86,15 @@ def podgroup_event(namespace: str, name: str, uid: str, reason: str, note: str,
         regarding["uid"] = uid
     return _event(namespace, regarding, reason, note, controller, instance, "Scheduling",
                   now, seq)
+
+
+def node_event(name: str, uid: str, reason: str, note: str, controller: str, instance: str, *,
+               now: float | None = None, seq: int | None = None) -> dict[str, Any]:
+    """An Event about a Node (cluster-scoped: the Event lives in ``default``, as the
+    kubelet's and kube-scheduler's do)."""
+    regarding = {"apiVersion": "v1", "kind": "Node", "name": name, **({"uid": uid} if uid else {})}
+    return _event("default", regarding, reason, note, controller, instance, "Scheduling", now,
+                  seq)
 
 
 def lease_event(namespace: str, name: str, uid: str, reason: str, note: str, controller: str,

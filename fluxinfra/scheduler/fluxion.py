@@ -404,7 +404,26 @@ class FluxionAllocator:
         self._jobspecs.clear()
 
     def upsert_node(self, node: dict[str, Any]) -> None:
+        """Attach a new node, or re-attach a changed one (its pieces registered again). When
+        the graph refuses the node (a ``MatcherError``), the node as it was before is put
+        back, graph included, and the error raised: never half a change."""
         name = node["metadata"]["name"]
+        before, had_rank = self.nodes.get(name), name in self.ranks
+        try:
+            self._upsert(name, node)
+        except MatcherError:
+            if before is None:
+                self.nodes.pop(name, None)
+                self.shapes.pop(name, None)
+                if not had_rank:
+                    self.ranks.pop(name, None)
+            else:
+                self.nodes[name] = before
+                self.shapes[name] = self._shape(before)
+            self._rebuild()
+            raise
+
+    def _upsert(self, name: str, node: dict[str, Any]) -> None:
         self.nodes[name] = node
         shape = self._shape(node)
         old = self.shapes.get(name)

@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
                         "the API server is silent for the watch timeout + this (seconds)")
     p.add_argument("--page-size", type=int, default=500, help="objects per LIST request")
     p.add_argument("--bind-workers", type=int, default=16, help="parallel binds per group")
+    p.add_argument("--shutdown-grace", type=float, default=15.0,
+                   help="seconds after SIGTERM for the binds in flight to finish and every "
+                        "pending Event and status write to be sent (default 15; keep it 10 s "
+                        "below the pod's terminationGracePeriodSeconds, 30 by default)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                    help="hold a Lease so only one replica schedules (default: on in a pod)")
     p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"),
@@ -106,6 +111,11 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"{flag} {value}: use >= {low}")
     if args.bind_timeout < 1:
         raise ConfigError(f"--bind-timeout {args.bind_timeout}: use whole seconds >= 1")
+    if args.bind_workers < 1:
+        raise ConfigError(f"--bind-workers {args.bind_workers}: use >= 1")
+    if not 0 <= args.shutdown_grace <= 300:
+        raise ConfigError(f"--shutdown-grace {args.shutdown_grace}: use seconds from 0 to 300, "
+                          "below the pod's terminationGracePeriodSeconds")
     from fluxinfra.matcher.k8s import parse_topology
 
     try:
@@ -120,10 +130,11 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
               wait_for_signal: Callable[[], int]) -> int:
     """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
     from fluxinfra.scheduler.allocator import SpreadAllocator
-    from fluxinfra.scheduler.binder import KubeBinder
+    from fluxinfra.scheduler.binder import EVENT_SENDERS, KubeBinder
     from fluxinfra.scheduler.client import Timeouts, connect
     from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
     from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
+    from fluxinfra.scheduler.kube import KINDS
     from fluxinfra.scheduler.leader import LeaderElector
     from fluxinfra.scheduler.metrics import Metrics, serve_http
 
@@ -139,8 +150,10 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
         allocator = FluxionAllocator(args.policy, backend, levels=levels)
     else:
         allocator = FluxionAllocator(args.policy, levels=levels)
+    # a pooled connection for each watch, bind worker and event sender, the Lease and a spare
     api = connect(args.kubeconfig, args.context, page_size=args.page_size,
-                  timeouts=Timeouts(read=args.api_timeout))
+                  timeouts=Timeouts(read=args.api_timeout),
+                  connections=len(KINDS) + args.bind_workers + EVENT_SENDERS + 2)
     metrics = Metrics()
     instance = os.environ.get("POD_NAME") or f"{args.scheduler_name}-{socket.gethostname()}"
     binder = KubeBinder(api, scheduler_name=args.scheduler_name, instance=instance,
@@ -176,11 +189,17 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
     except OSError as exc:
         raise ConfigError(f"--port {args.port}: cannot listen ({exc.strerror})") from None
 
+    drain_by: list[float] = []  # when the pending writes must be out (set by the signal)
+
     def on_signal() -> None:
-        log.info("signal %d: stopping", wait_for_signal())
+        signum = wait_for_signal()
+        drain_by.append(time.monotonic() + args.shutdown_grace)
+        log.info("signal %d: stopping; binds in flight and pending writes get %.0f s", signum,
+                 args.shutdown_grace)
         runner.stop()
         # A loop stuck in a call cannot stop; leave before the kubelet's SIGKILL would.
-        _exit_later(20.0, "did not stop within 20 s of SIGTERM")
+        _exit_later(args.shutdown_grace + 10.0,
+                    f"did not stop within {args.shutdown_grace + 10.0:.0f} s of SIGTERM")
 
     threading.Thread(target=on_signal, name="signals", daemon=True).start()
     log.info("scheduler %s (%s) starting; /healthz and /metrics on %s:%d",
@@ -202,8 +221,14 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
             elector.keep(runner.stopped, on_lost, healthy=lambda: not runner.stalled())
         runner.run()
     finally:
+        # Stop taking work (the loop has), then finish what is in hand: the binds already
+        # started and their Events, every queued Event and status write; then the Lease.
+        # Having lost the Lease, another replica may already lead: only a short while then.
+        deadline = drain_by[0] if drain_by else time.monotonic() + (
+            min(3.0, args.shutdown_grace) if lost else args.shutdown_grace)
+        runner.finish(deadline)
+        binder.drain(deadline)
         http.shutdown()
-        binder.close()
         if elect and not lost:
             elector.release()
     return 1 if lost else 0

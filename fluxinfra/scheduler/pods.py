@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.k8s import pod_requests, resource_amounts
+from fluxinfra.kube import shapes
+from fluxinfra.matcher.k8s import pod_requests
+from fluxinfra.matcher.planner import HORIZON
 from fluxinfra.scheduler.events import parse_time
 from fluxinfra.scheduler.selectors import (
     LabelSelector,
@@ -45,6 +47,9 @@ from fluxinfra.scheduler.selectors import (
 
 __all__ = [
     "ANNOT_DURATION",
+    "check_pod",
+    "object_identity",
+    "object_key",
     "ANNOT_TOPOLOGY_PREFERRED",
     "ANNOT_TOPOLOGY_REQUIRED",
     "LABEL_GROUP",
@@ -81,13 +86,14 @@ _DURATION_UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(value: Any, where: str = f"metadata.annotations[{ANNOT_DURATION}]") -> int:
-    """Seconds from ``3600``, ``"3600s"``, ``"90m"``, ``"2h"`` or ``"1d"``; must be > 0."""
-    match = _DURATION.match(str(value).strip())
-    seconds = math.ceil(float(match.group(1)) * _DURATION_UNIT[match.group(2)]) if match else 0
-    if seconds <= 0:
-        raise PodSpecError(f"{where}: {value!r} is not a positive duration; "
-                           "write e.g. '3600s', '90m' or '2h'")
-    return seconds
+    """Seconds from ``3600``, ``"3600s"``, ``"90m"``, ``"2h"`` or ``"1d"``; must be > 0 and
+    within the matcher's planning horizon (2^62 s)."""
+    match = _DURATION.match(str(value).strip()) if isinstance(value, (str, int)) else None
+    amount = float(match.group(1)) * _DURATION_UNIT[match.group(2)] if match else 0.0
+    if not 0 < amount < HORIZON:
+        raise PodSpecError(f"{where}: {shapes.shown(value)} is not a positive duration (at "
+                           "most 2^62 s); write e.g. '3600s', '90m' or '2h'")
+    return math.ceil(amount)
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +364,9 @@ def _topology(labels: Mapping[str, str], annotations: Mapping[str, str],
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo:
-    """Parse one pod; raises :class:`PodSpecError` naming the offending field."""
+    """Parse one pod; raises :class:`PodSpecError` naming the offending field (every field's
+    type is checked first, by :func:`check_pod`)."""
+    check_pod(pod)
     try:
         return _pod_info(pod)
     except SelectorError as exc:
@@ -449,22 +457,132 @@ class PodGroupSpec:
 
 def podgroup_spec(obj: Mapping[str, Any]) -> PodGroupSpec:
     """Parse a PodGroup; raises :class:`PodSpecError` naming the field and the fix."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    key = f"PodGroup {meta.get('namespace', 'default')}/{meta.get('name', '')}"
-    raw = spec.get("minMember")
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or int(raw) != raw or raw < 1:
-        raise PodSpecError(f"{key}: spec.minMember is {raw!r}; set it to the number of pods "
-                           "that must start together (>= 1)")
+    key = f"PodGroup {object_key(obj)}"
     try:
-        min_res = Request.of(resource_amounts(spec.get("minResources"),
-                                              f"{key}: spec.minResources"))
-    except FluxinfraError as exc:
+        meta = shapes.mapping(obj.get("metadata"), f"{key}: metadata")
+        spec = shapes.mapping(obj.get("spec"), f"{key}: spec")
+        labels = shapes.string_map(meta.get("labels"), f"{key}: metadata.labels")
+        annotations = shapes.string_map(meta.get("annotations"), f"{key}: metadata.annotations")
+        min_res = Request.of(shapes.quantity_map(spec.get("minResources"),
+                                                 f"{key}: spec.minResources"))
+    except shapes.ShapeError as exc:
         raise PodSpecError(str(exc)) from None
+    raw = spec.get("minMember")
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) \
+            or int(raw) != raw or not 1 <= raw <= _MAX_COUNT:
+        raise PodSpecError(f"{key}: spec.minMember is {shapes.shown(raw)}; set it to the number "
+                           f"of pods that must start together (1 to {_MAX_COUNT})")
     timeout = spec.get("scheduleTimeoutSeconds") or 0
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
-        raise PodSpecError(f"{key}: spec.scheduleTimeoutSeconds is {timeout!r}; give whole "
-                           "seconds >= 1")
-    topology = _topology(meta.get("labels") or {}, meta.get("annotations") or {},
-                         f"{key}: metadata.annotations")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 0 <= timeout < HORIZON:
+        raise PodSpecError(f"{key}: spec.scheduleTimeoutSeconds is {shapes.shown(timeout)}; "
+                           "give whole seconds >= 1")
+    topology = _topology(labels, annotations, f"{key}: metadata.annotations")
     return PodGroupSpec(int(raw), min_res, int(timeout), topology)
+
+
+def object_key(obj: Any) -> str:
+    """``namespace/name`` of an object for messages, whatever its shape (``?`` for a part
+    that is missing or not a string)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "?/?"
+    namespace, name = meta.get("namespace", "default"), meta.get("name")
+    return (f"{namespace if isinstance(namespace, str) else '?'}/"
+            f"{name if isinstance(name, str) and name else '?'}")
+
+
+def object_identity(obj: Any, kind: str) -> tuple[str, str, str]:
+    """``(namespace, name, uid)`` of a namespaced object; raises :class:`PodSpecError` when
+    they cannot be read (then nothing can be attached to it, not even an Event)."""
+    try:
+        if not isinstance(obj, Mapping):
+            raise shapes.ShapeError(f"{kind}: {shapes.shown(obj)} is not an object")
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping):
+            raise shapes.ShapeError(f"{kind} {object_key(obj)}: metadata: "
+                                    f"{shapes.shown(meta)} is not an object")
+        name = shapes.string(meta.get("name"), f"{kind} {object_key(obj)}: metadata.name",
+                             required=True)
+        namespace = shapes.string(meta.get("namespace"),
+                                  f"{kind} {object_key(obj)}: metadata.namespace") or "default"
+        uid = shapes.string(meta.get("uid"), f"{kind} {object_key(obj)}: metadata.uid")
+    except shapes.ShapeError as exc:
+        raise PodSpecError(str(exc)) from None
+    return namespace, name, uid
+
+
+#: the largest group or priority a pod may declare (int32, as the API's fields are)
+_MAX_COUNT = 2**31 - 1
+
+
+def check_pod(pod: Any) -> None:
+    """Check the type of every field :func:`pod_info` (and the webhook) reads; raises
+    :class:`PodSpecError` naming the first that is wrong. Values are checked by the readers
+    themselves (selectors, durations, group sizes)."""
+    try:
+        _check_pod(pod)
+    except shapes.ShapeError as exc:
+        raise PodSpecError(str(exc)) from None
+
+
+def _check_pod(pod: Any) -> None:
+    if not isinstance(pod, Mapping):
+        raise shapes.ShapeError(f"pod: {shapes.shown(pod)} is not an object")
+    meta, spec, status = (shapes.mapping(pod.get(k), k) for k in ("metadata", "spec", "status"))
+    for key in ("name", "generateName", "namespace", "uid"):
+        # a pod being created may have no name yet (generateName): the core requires one
+        shapes.string(meta.get(key), f"metadata.{key}")
+    shapes.string_map(meta.get("labels"), "metadata.labels")
+    shapes.string_map(meta.get("annotations"), "metadata.annotations")
+    for i, owner in enumerate(shapes.mappings(meta.get("ownerReferences"),
+                                              "metadata.ownerReferences")):
+        shapes.string(owner.get("kind"), f"metadata.ownerReferences[{i}].kind")
+        shapes.string(owner.get("name"), f"metadata.ownerReferences[{i}].name")
+        shapes.boolean(owner.get("controller"), f"metadata.ownerReferences[{i}].controller")
+    for key in ("schedulerName", "nodeName", "preemptionPolicy", "priorityClassName"):
+        shapes.string(spec.get(key), f"spec.{key}")
+    shapes.integer(spec.get("priority"), "spec.priority", low=-_MAX_COUNT - 1, high=_MAX_COUNT)
+    for i, gate in enumerate(shapes.mappings(spec.get("schedulingGates"),
+                                             "spec.schedulingGates")):
+        shapes.string(gate.get("name"), f"spec.schedulingGates[{i}].name", required=True)
+    shapes.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
+    affinity = shapes.mapping(spec.get("affinity"), "spec.affinity")
+    for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+        terms = shapes.mapping(affinity.get(kind), f"spec.affinity.{kind}")
+        if kind != "nodeAffinity":
+            where = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+            for i, term in enumerate(shapes.mappings(
+                    terms.get("requiredDuringSchedulingIgnoredDuringExecution"), where)):
+                shapes.string_list(term.get("namespaces"), f"{where}[{i}].namespaces")
+                shapes.string(term.get("topologyKey"), f"{where}[{i}].topologyKey")
+    shapes.mappings(spec.get("tolerations"), "spec.tolerations")
+    for i, c in enumerate(shapes.mappings(spec.get("topologySpreadConstraints"),
+                                          "spec.topologySpreadConstraints")):
+        where = f"spec.topologySpreadConstraints[{i}]"
+        shapes.string_list(c.get("matchLabelKeys"), f"{where}.matchLabelKeys")
+        for key in ("topologyKey", "whenUnsatisfiable", "nodeAffinityPolicy",
+                    "nodeTaintsPolicy"):
+            shapes.string(c.get(key), f"{where}.{key}")
+    for field_name in ("containers", "initContainers"):
+        for i, container in enumerate(shapes.mappings(spec.get(field_name),
+                                                      f"spec.{field_name}")):
+            where = f"spec.{field_name}[{i}]"
+            shapes.string(container.get("restartPolicy"), f"{where}.restartPolicy")
+            resources = shapes.mapping(container.get("resources"), f"{where}.resources")
+            shapes.quantity_map(resources.get("requests"), f"{where}.resources.requests")
+            shapes.quantity_map(resources.get("limits"), f"{where}.resources.limits")
+            for j, port in enumerate(shapes.mappings(container.get("ports"), f"{where}.ports")):
+                shapes.integer(port.get("hostPort"), f"{where}.ports[{j}].hostPort", low=0,
+                               high=65535)
+                shapes.string(port.get("hostIP"), f"{where}.ports[{j}].hostIP")
+                shapes.string(port.get("protocol"), f"{where}.ports[{j}].protocol")
+    resources = shapes.mapping(spec.get("resources"), "spec.resources")
+    shapes.quantity_map(resources.get("requests"), "spec.resources.requests")
+    shapes.quantity_map(spec.get("overhead"), "spec.overhead")
+    shapes.mappings(spec.get("volumes"), "spec.volumes")
+    shapes.string(status.get("phase"), "status.phase")
+    shapes.string(status.get("nominatedNodeName"), "status.nominatedNodeName")
+    for i, condition in enumerate(shapes.mappings(status.get("conditions"),
+                                                  "status.conditions")):
+        for key in ("type", "status", "reason", "message"):
+            shapes.string(condition.get(key), f"status.conditions[{i}].{key}")

@@ -325,6 +325,12 @@ class Runner:
         self.metrics.errors.inc(source="backend")
         self._backend_retry_at = self.clock()
 
+    def finish(self, deadline: float) -> int:
+        """After the loop stopped: the binds still in flight are waited for until
+        ``deadline`` (``time.monotonic()``) and taken in (:meth:`SchedulerCore.settle`);
+        returns how many are still out."""
+        return self.core.settle(deadline)
+
     def stop(self) -> None:
         self.stopped.set()
         self.events.put(_STOP)  # type: ignore[arg-type]

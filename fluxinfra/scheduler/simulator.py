@@ -283,6 +283,9 @@ class _SimBinder:
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         pass
 
+    def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
+        self.events[reason] = self.events.get(reason, 0) + 1
+
     def preempt(self, victim: PodInfo, preemptor: PodInfo, node: str) -> bool:
         raise AssertionError("the simulator runs without preemption")
 

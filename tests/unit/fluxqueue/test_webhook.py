@@ -246,3 +246,145 @@ def test_https_refuses_clients_that_do_not_trust_it_and_answers_garbage_with_400
     conn.request("POST", "/mutate", body=b"{not json", headers={"Content-Length": "9"})
     assert conn.getresponse().status == 400
     conn.close()
+
+
+# -- bad input: a well-formed answer, never an exception ------------------------------------------
+
+def well_formed(answer: dict[str, Any]) -> dict[str, Any]:
+    """The AdmissionReview response the API server needs, whatever came in."""
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert isinstance(response["uid"], str) and isinstance(response["allowed"], bool)
+    if not response["allowed"]:
+        status = response["status"]
+        assert status["code"] in (400, 403, 422) and status["message"], status
+    return response
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ([1], "not an AdmissionReview: the body is [1]"),
+    (None, "not an AdmissionReview: the body is None"),
+    ({"request": 5}, "not an AdmissionReview: request: 5"),
+    ({"request": {"uid": 5}}, "not an AdmissionReview: request.uid: 5"),
+    ({"request": {"uid": "u", "kind": "Pod"}}, "not an AdmissionReview: request.kind: 'Pod'"),
+])
+def test_a_body_that_is_not_an_admission_review_is_refused_with_400(body, message):
+    response = well_formed(review(body, CONFIG))
+    assert not response["allowed"] and response["status"]["code"] == 400
+    assert response["status"]["message"].startswith(message)
+
+
+def pod_review(change: dict[str, Any], kind: str = "Pod", operation: str = "CREATE",
+               old: Any = None, user: str = "alice") -> dict[str, Any]:
+    obj = make_pod("p", "team-a") if kind == "Pod" else make_job()
+    for part, value in change.items():
+        obj[part] = value
+    return {"request": {"uid": "u", "kind": {"kind": kind}, "operation": operation,
+                        "namespace": "team-a", "userInfo": {"username": user},
+                        "object": obj, "oldObject": old}}
+
+
+@pytest.mark.parametrize(("change", "kind", "message"), [
+    ({"metadata": 5}, "Pod", "pod: metadata: 5 is a number"),
+    ({"metadata": {"labels": {LABEL_QUEUE_NAME: 5}}}, "Pod",
+     f"pod: metadata.labels[{LABEL_QUEUE_NAME}]: 5 is a number"),
+    ({"metadata": {"ownerReferences": [5]}}, "Pod", "pod: metadata.ownerReferences[0]: 5"),
+    ({"spec": {"schedulingGates": "x", "containers": []}}, "Pod", "pod: spec.schedulingGates:"),
+    ({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e5000"}}}]}},
+     "Pod", "pod: spec.containers[0].resources.requests.cpu: '1e5000'"),
+    ({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "9" * 5000}}}]}},
+     "Pod", "pod: spec.containers[0].resources.requests.cpu: '9999"),
+    ({"spec": {"containers": [{"name": "c", "resources": {"limits": {"memory": 1e309}}}]}},
+     "Pod", "pod: spec.containers[0].resources.limits.memory: inf is not finite"),
+    ({"spec": 5}, "Job", "spec: 5 is a number"),
+    ({"spec": {"template": {"metadata": 5, "spec": {}}}}, "Job", "spec.template.metadata: 5"),
+    ({"metadata": {"name": "j", "ownerReferences": [{"kind": 5, "controller": True}]}}, "Job",
+     "metadata.ownerReferences[0].kind: 5"),
+    ({"object": 5}, "Job", "object: 5 is a number"),
+])
+def test_an_object_of_the_wrong_shape_is_refused_naming_the_field(change, kind, message):
+    body = pod_review({k: v for k, v in change.items() if k != "object"}, kind)
+    if "object" in change:
+        body["request"]["object"] = change["object"]
+    response = well_formed(review(body, CONFIG))
+    assert not response["allowed"] and response["status"]["code"] == 422
+    assert response["status"]["message"].startswith(message), response["status"]["message"]
+
+
+def test_an_update_without_an_object_is_read_as_an_empty_one():
+    old = make_pod("p", "team-a")
+    old["spec"]["schedulingGates"] = [{"name": GATE}]
+    body = pod_review({}, "Pod", "UPDATE", old)
+    body["request"]["object"] = None  # found by tests/fuzz/test_fuzz_webhook.py: was a 500
+    response = well_formed(review(body, CONFIG))
+    assert response["status"]["code"] == 403  # no object: the gate is gone
+
+
+def test_an_update_of_the_wrong_shape_is_refused_unless_the_queue_makes_it():
+    old = make_job(suspend=True)
+    body = pod_review({"spec": {"suspend": "no"}}, "Job", "UPDATE", old)
+    response = well_formed(review(body, CONFIG))
+    assert response["status"]["message"].startswith("object.spec.suspend: 'no' is a string")
+    admitter = next(iter(CONFIG.admitters))
+    body = pod_review({"spec": 5}, "Job", "UPDATE", 5, user=admitter)
+    assert well_formed(review(body, CONFIG))["allowed"]  # the queue's own: never read
+
+
+def test_a_review_that_fails_inside_is_a_500_answer_not_a_reset(monkeypatch):
+    import fluxinfra.queue.webhook as webhook
+
+    def broken(*_: Any) -> list:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(webhook, "_pod_create", broken)
+    response = review(admission(make_pod("p", "team-a")), CONFIG)["response"]
+    assert response == {"uid": "0f1e2d3c", "allowed": False, "status": {
+        "code": 500, "reason": "InternalError",
+        "message": "the webhook failed reading this request (KeyError: 'a bug'); report it as "
+                   "a bug"}}
+
+
+def post_raw(port: int, context: ssl.SSLContext, head: bytes, body: bytes = b"") -> bytes:
+    """One request written by hand (headers a library would not send), the raw answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(head + b"\r\n" + body)
+        answer = b""
+        while chunk := tls.recv(65536):
+            answer += chunk
+        return answer
+
+
+@pytest.mark.parametrize(("head", "body", "says"), [
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n", b"[1]",
+     b"not an AdmissionReview: the body is [1]"),
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n", b"",
+     b"Content-Length '-5'"),
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n", b"",
+     b"Content-Length '99999999999'"),
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", b"0\r\n\r\n",
+     b"not chunked"),
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 200002\r\n",
+     b"[" * 100_001 + b"]" * 100_001, b"not an AdmissionReview"),
+    (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n", b'{"request"',
+     b"not an AdmissionReview"),
+])
+def test_the_handler_answers_a_body_that_is_not_an_admission_review_with_400(
+        https, head, body, says):
+    port, context, _ = https
+    answer = post_raw(port, context, head, body)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert says in answer
+    assert b"\r\nConnection: close\r\n" in answer  # the body may be unread: it says it closes
+
+
+def test_the_handler_answers_a_malformed_review_with_a_refusal(https):
+    port, context, _ = https
+    body = json.dumps(pod_review({"metadata": {"labels": [1]}})).encode()
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+    conn.request("POST", "/mutate", body=body, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    response = well_formed(json.loads(resp.read()))
+    assert response["status"]["message"] == "pod: metadata.labels: [1] is a list, not an object"
+    conn.close()
