@@ -239,7 +239,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
                  "the fifth node's rank up")
         join = time.monotonic() - started
         assert {n: flux.broker_pid(n) for n in nodes} == pids, "no running broker restarted"
-        wait_for(lambda: flux.flux("jobs", "-no", "{state_single} {returncode}",
+        wait_for(lambda: flux.flux("jobs", "-no", "{status_abbrev} {returncode}",
                                    job).split() == ["CD", "0"], 120, "the job completed")
         hosts = flux.flux("run", "-N", str(NODES + 1), "hostname", timeout=180).split()
         assert sorted(hosts) == sorted([*nodes, fifth]), hosts
