@@ -134,6 +134,29 @@ class FluxInstall:
     real: bool
 
 
+#: The version the test double reports in the tests' prefix: not the roles' default pin
+#: (0.76.0), like the real Flux build used here (0.88.0), so a test that leaves the pin at its
+#: default meets a prefix that does not match it, with or without a real Flux.
+DOUBLE_VERSION = "0.88.0"
+
+
+def double_prefix(prefix: Path, version: str = DOUBLE_VERSION) -> Path:
+    """A prefix install whose bin/flux is the test double answering `flux version` with
+    `version` (the double itself sits in libexec/). Every directory is 0755, so the lab hosts,
+    which share /tmp, can run it."""
+    for directory in (prefix, prefix / "bin", prefix / "libexec"):
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o755)
+    shutil.copy(DOUBLE, prefix / "libexec" / "flux-double")
+    flux = prefix / "bin" / "flux"
+    flux.write_text(
+        "#!/bin/sh\n# fluxinfra test double (see libexec/flux-double), not Flux\n"
+        f'FLUX_DOUBLE_VERSION={version} exec {prefix / "libexec" / "flux-double"} "$@"\n'
+    )
+    flux.chmod(0o755)
+    return prefix
+
+
 def write_inventory(
     path: Path, lab: Lab, hosts: list[str], group_vars: dict, host_vars: dict | None = None
 ) -> Path:
