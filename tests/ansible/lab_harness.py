@@ -204,6 +204,24 @@ class FluxInstall:
     real: bool
 
 
+#: flux_install's default pin (flux_install_core_version in its defaults).
+DEFAULT_PIN = str(
+    yaml.safe_load((REPO / "roles/flux_install/defaults/main.yml").read_text())[
+        "flux_install_core_version"
+    ]
+)
+
+
+def pin_refusal(found: str, pin: str) -> list[str]:
+    """What flux_install says when flux-core `found` is not the pin and verify_version is on."""
+    return [
+        f"reports flux-core '{found}' but flux_install_core_version is '{pin}' and "
+        "flux_install_verify_version is true",
+        f"Set flux_install_core_version: '{found}' to accept this install",
+        "or set flux_install_verify_version: false",
+    ]
+
+
 #: The version the test double reports in the tests' prefix: not the roles' default pin
 #: (0.76.0), like the real Flux build used here (0.88.0), so a test that leaves the pin at its
 #: default meets a prefix that does not match it, with or without a real Flux.
@@ -268,6 +286,11 @@ class PlaybookRun:
             m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
             for m in _RECAP.finditer(self.output)
         }
+
+    @property
+    def flat(self) -> str:
+        """The output with every run of whitespace made one space (Ansible wraps messages)."""
+        return " ".join(self.output.split())
 
     def changed_hosts(self) -> dict[str, int]:
         return {h: r["changed"] for h, r in self.recap.items() if r["changed"]}
