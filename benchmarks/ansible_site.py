@@ -85,9 +85,9 @@ def measure(
     size: int, warm_runs: int, workdir: Path, prefix: str, version: str, real: bool
 ) -> dict:
     lab("down")
-    lab("up", str(size))
+    lab("up", str(size), f"--share={prefix}")  # the lab hides /opt/flux otherwise
     state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
-    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"], env=LAB_ENV)
     inventory = write_inventory(
         workdir / f"inventory-{size}.yml",
         hosts,

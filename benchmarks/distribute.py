@@ -135,9 +135,9 @@ def shape_links(hosts: list[str], mbit: int) -> None:
 
 def provision(count: int, fanout: int, prefix: str, version: str, workdir: Path) -> Path:
     lab("down")
-    lab("up", str(count))
+    lab("up", str(count), f"--share={prefix}")  # the lab hides /opt/flux otherwise
     state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
-    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"], env=LAB_ENV)
     inventory = write_inventory(
         workdir / f"inventory-{count}-{fanout}.yml", hosts, [h["name"] for h in state["hosts"]],
         {"flux_install_method": "prefix", "flux_install_prefix": prefix,

@@ -5,7 +5,6 @@ See lab_harness.py for what runs for real and what is skipped without a real Flu
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import tempfile
@@ -13,36 +12,37 @@ from pathlib import Path
 
 import pytest
 from lab_harness import (
-    DOUBLE,
-    LAB_ENV,
+    DOUBLE_VERSION,
     LAB_HOSTS,
     FluxInstall,
-    Lab,
+    double_prefix,
     lab_command,
     lab_unavailable,
     real_flux_prefix,
+    start_lab,
 )
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab(flux_install):
+    """Fresh lab hosts: none sees this machine's flux account or Flux paths (scripts/lab hides
+    them), except the prefix install the tests use."""
     reason = lab_unavailable()
     if reason:
         pytest.skip(reason)
-    lab_command("down")
-    started = lab_command("up", str(LAB_HOSTS))
-    if started.returncode != 0:
-        lab_command("down")
-        pytest.fail(f"scripts/lab up failed: {started.stderr}")
-    state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
-    yield Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    try:
+        started = start_lab(LAB_HOSTS, share=[flux_install.prefix])
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield started
     down = lab_command("down")
     assert down.returncode == 0, down.stderr
 
 
 @pytest.fixture(scope="session")
 def flux_install():
-    """A prefix install: a real Flux when present, else one whose bin/flux is the test double."""
+    """A prefix install: a real Flux when present, else one whose bin/flux is the test double
+    (answering DOUBLE_VERSION, which is not the roles' default pin)."""
     real = real_flux_prefix()
     if real:
         out = subprocess.run([f"{real}/bin/flux", "version"], capture_output=True, text=True)
@@ -51,12 +51,8 @@ def flux_install():
         )
         yield FluxInstall(prefix=real, version=version, real=True)
         return
-    prefix = Path(tempfile.mkdtemp(prefix="fluxinfra-flux-double-"))
-    (prefix / "bin").mkdir()
-    shutil.copy(DOUBLE, prefix / "bin" / "flux")
-    for path in (prefix, prefix / "bin"):
-        path.chmod(0o755)
-    yield FluxInstall(prefix=str(prefix), version="0.76.0", real=False)
+    prefix = double_prefix(Path(tempfile.mkdtemp(prefix="fluxinfra-flux-double-")))
+    yield FluxInstall(prefix=str(prefix), version=DOUBLE_VERSION, real=False)
     shutil.rmtree(prefix, ignore_errors=True)
 
 

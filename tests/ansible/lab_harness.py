@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
+import importlib.machinery
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -89,10 +93,11 @@ def lab_unavailable() -> str | None:
     return None
 
 
-def lab_command(*args: str) -> subprocess.CompletedProcess:
+def lab_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """scripts/lab ARGS for the lab `env` names (default: this run's, LAB_ENV)."""
     return subprocess.run(
         [str(LAB), *args],
-        env={**os.environ, **LAB_ENV},
+        env={**os.environ, **(env or LAB_ENV)},
         text=True,
         capture_output=True,
         timeout=300,
@@ -103,15 +108,80 @@ def lab_command(*args: str) -> subprocess.CompletedProcess:
 class Lab:
     hosts: list[dict]
     known_hosts: str
+    env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(LAB_ENV))
 
     def exec(self, host: str, command: str) -> subprocess.CompletedProcess:
-        """Run a shell command inside a lab host's namespaces (its own /etc, /var, /run)."""
-        return lab_command("exec", host, "--", "/bin/sh", "-c", command)
+        """Run a shell command inside a lab host's namespaces (its own /etc, /var, /opt, /run)."""
+        return lab_command("exec", host, "--", "/bin/sh", "-c", command, env=self.env)
 
     def read(self, host: str, path: str) -> str:
         result = self.exec(host, f"cat {path}")
         assert result.returncode == 0, f"{host}:{path}: {result.stderr}"
         return result.stdout
+
+    def state(self, host: str) -> dict[str, tuple]:
+        """Everything the host has written: each entry of its overlays' upper layers (type,
+        mode, owner, size, mtime) and of its private /run. Equal before and after a run means
+        the run changed nothing on the host."""
+        hdir = Path(self.env["FLUXINFRA_LAB_DIR"], "hosts", host)
+        entries: dict[str, tuple] = {}
+        for upper in sorted(hdir.glob("*.upper")):
+            for path in [upper, *upper.rglob("*")]:
+                st = path.lstat()
+                entries[str(path.relative_to(hdir))] = (
+                    st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns,
+                )
+        run = self.exec(host, "find /run -printf '%p %m %u %g %s %T@\\n'")
+        assert run.returncode == 0, run.stderr
+        for line in run.stdout.splitlines():
+            path, *attributes = line.split(" ")
+            entries[path] = tuple(attributes)
+        return entries
+
+
+def changed_entries(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """The entries of two Lab.state snapshots that differ (added, removed or changed)."""
+    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+
+
+@functools.cache
+def lab_script():
+    """scripts/lab as a module: what it hides from new hosts, and its pure helpers."""
+    loader = importlib.machinery.SourceFileLoader("fluxinfra_lab_script", str(LAB))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def not_fresh(lab: Lab, host: str, share: list[str] = ()) -> list[str]:
+    """What `host` holds that a host which never saw Flux would not: the accounts the roles
+    create, and the paths they create or install into (except those `share` keeps visible)."""
+    script = lab_script()
+    probes = [
+        f"getent passwd {a} >/dev/null && echo 'user {a}'; "
+        f"getent group {a} >/dev/null && echo 'group {a}'"
+        for a in script.HIDDEN_ACCOUNTS
+    ]
+    probes += [
+        f"test -e {p} && echo 'path {p}'"
+        for p in script.HIDDEN_PATHS
+        if not script.shared_by(p, list(share))
+    ]
+    result = lab.exec(host, "; ".join(probes) + "; true")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def start_lab(count: int, env: dict[str, str] | None = None, share: list[str] = ()) -> Lab:
+    """Bring up a lab of `count` fresh hosts (replacing any lab of that name); `share` keeps
+    those of this machine's paths visible that the lab hides from new hosts by default."""
+    lab_command("down", env=env)
+    started = lab_command("up", str(count), *(f"--share={p}" for p in share), env=env)
+    if started.returncode != 0:
+        lab_command("down", env=env)
+        raise RuntimeError(f"scripts/lab up failed: {started.stderr}")
+    state = json.loads(Path((env or LAB_ENV)["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
+    return Lab(hosts=state["hosts"], known_hosts=state["known_hosts"], env=dict(env or LAB_ENV))
 
 
 def real_flux_prefix() -> str | None:
@@ -132,6 +202,47 @@ class FluxInstall:
     prefix: str
     version: str
     real: bool
+
+
+#: flux_install's default pin (flux_install_core_version in its defaults).
+DEFAULT_PIN = str(
+    yaml.safe_load((REPO / "roles/flux_install/defaults/main.yml").read_text())[
+        "flux_install_core_version"
+    ]
+)
+
+
+def pin_refusal(found: str, pin: str) -> list[str]:
+    """What flux_install says when flux-core `found` is not the pin and verify_version is on."""
+    return [
+        f"reports flux-core '{found}' but flux_install_core_version is '{pin}' and "
+        "flux_install_verify_version is true",
+        f"Set flux_install_core_version: '{found}' to accept this install",
+        "or set flux_install_verify_version: false",
+    ]
+
+
+#: The version the test double reports in the tests' prefix: not the roles' default pin
+#: (0.76.0), like the real Flux build used here (0.88.0), so a test that leaves the pin at its
+#: default meets a prefix that does not match it, with or without a real Flux.
+DOUBLE_VERSION = "0.88.0"
+
+
+def double_prefix(prefix: Path, version: str = DOUBLE_VERSION) -> Path:
+    """A prefix install whose bin/flux is the test double answering `flux version` with
+    `version` (the double itself sits in libexec/). Every directory is 0755, so the lab hosts,
+    which share /tmp, can run it."""
+    for directory in (prefix, prefix / "bin", prefix / "libexec"):
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o755)
+    shutil.copy(DOUBLE, prefix / "libexec" / "flux-double")
+    flux = prefix / "bin" / "flux"
+    flux.write_text(
+        "#!/bin/sh\n# fluxinfra test double (see libexec/flux-double), not Flux\n"
+        f'FLUX_DOUBLE_VERSION={version} exec {prefix / "libexec" / "flux-double"} "$@"\n'
+    )
+    flux.chmod(0o755)
+    return prefix
 
 
 def write_inventory(
@@ -175,6 +286,11 @@ class PlaybookRun:
             m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
             for m in _RECAP.finditer(self.output)
         }
+
+    @property
+    def flat(self) -> str:
+        """The output with every run of whitespace made one space (Ansible wraps messages)."""
+        return " ".join(self.output.split())
 
     def changed_hosts(self) -> dict[str, int]:
         return {h: r["changed"] for h, r in self.recap.items() if r["changed"]}

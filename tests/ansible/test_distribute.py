@@ -67,10 +67,10 @@ def instance(request, tmp_path_factory):
         pytest.skip("no real Flux build (/opt/flux or FLUXINFRA_FLUX_PREFIX): brokers cannot "
                     "start, so nothing can be distributed; tests/unit/distribute covers the logic")
     lab("down")
-    up = lab("up", str(count))
+    up = lab("up", str(count), f"--share={prefix}")  # the lab hides /opt/flux otherwise
     assert up.returncode == 0, up.stderr
     state = json.loads(Path(LAB_ENV["FLUXINFRA_LAB_DIR"], "lab.json").read_text())
-    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"])
+    hosts = Lab(hosts=state["hosts"], known_hosts=state["known_hosts"], env=LAB_ENV)
     names = [h["name"] for h in state["hosts"]]
     version = subprocess.run([f"{prefix}/bin/flux", "version"], capture_output=True,
                              text=True).stdout.split()[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
-from lab_harness import REPO, VENV_BIN
+from lab_harness import REPO, VENV_BIN, lab_script
 
 ROLES = ("flux_install", "flux_broker")
 PREFIX = {"flux_install": "Flux install | ", "flux_broker": "Flux broker | "}
@@ -297,3 +297,61 @@ def test_lab_refuses_a_silly_host_count():
     assert result.returncode == 2
     assert result.stderr.startswith("lab: ")
     assert not Path("/nonexistent/lab").exists()
+
+
+def test_lab_hides_what_the_roles_create():
+    """New lab hosts must not see this machine's copies of the roles' accounts and paths."""
+    lab = lab_script()
+    defaults = {}
+    for role in ROLES:
+        path = REPO / "roles" / role / "defaults" / "main.yml"
+        defaults.update(yaml.safe_load(path.read_text()))
+    assert {defaults["flux_install_user"], defaults["flux_install_group"]} <= set(
+        lab.HIDDEN_ACCOUNTS
+    )
+    owned = [
+        defaults[name]
+        for name in (
+            "flux_install_prefix",
+            "flux_install_profile_script",
+            "flux_install_statedir",
+            "flux_install_logdir",
+            "flux_broker_config_dir",
+            "flux_broker_curve_cert_path",
+            "flux_broker_munge_key_path",
+            "flux_broker_supervisor_path",
+            "flux_broker_unit_path",
+        )
+    ]
+    for path in owned:
+        assert any(path == h or path.startswith(h + "/") for h in lab.HIDDEN_PATHS), path
+    # the run directory needs no hiding: /run is an empty tmpfs on every lab host
+    assert defaults["flux_install_rundir"].startswith("/run/")
+
+
+def test_lab_account_files_drop_the_hidden_accounts_and_memberships():
+    lab = lab_script()
+    passwd = "root:x:0:0:root:/root:/bin/bash\nflux:x:999:995::/var/lib/flux:/usr/sbin/nologin\n"
+    group = "root:x:0:\nflux:x:995:\nadm:x:4:syslog,flux,alice\nstaff:x:50:flux\n"
+    gshadow = "adm:*:flux:syslog,flux\nflux:!::\n"
+    assert lab.without_accounts(passwd, "passwd") == "root:x:0:0:root:/root:/bin/bash\n"
+    assert lab.without_accounts(group, "group") == "root:x:0:\nadm:x:4:syslog,alice\nstaff:x:50:\n"
+    assert lab.without_accounts(gshadow, "gshadow") == "adm:*::syslog\n"
+    # a file without them comes back byte for byte
+    assert lab.without_accounts(group.replace("flux", "fluxx"), "group") == group.replace(
+        "flux", "fluxx"
+    )
+
+
+@pytest.mark.parametrize(
+    ("share", "shared"),
+    [
+        (["/opt/flux"], True),
+        (["/opt/flux/0.88"], True),  # a prefix below a hidden path keeps the path
+        (["/opt"], True),  # sharing a parent shares what lies below it
+        (["/opt/flux-0.88"], False),  # a sibling is not the hidden path
+        ([], False),
+    ],
+)
+def test_lab_share_keeps_a_hidden_path_visible(share, shared):
+    assert lab_script().shared_by("/opt/flux", share) is shared

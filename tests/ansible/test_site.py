@@ -1,5 +1,8 @@
 """playbooks/site.yml against three lab hosts over real ssh: converge, converge again with no
-change, --check with no change, the testinfra suite, then grow to four hosts and shrink back."""
+change, --check with no change, the testinfra suite, then grow to four hosts and shrink back.
+Last, the prefix against the role's default pin (the prefix's flux-core is another version, real
+or the double's): with flux_install_verify_version false site.yml and then the testinfra suite
+pass; with it true the role refuses the prefix before any host changes."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import tomllib
 import xml.etree.ElementTree as ET
 
 import pytest
-from lab_harness import REPO, VENV_BIN, run_playbook, write_inventory
+from lab_harness import DEFAULT_PIN, REPO, VENV_BIN, pin_refusal, run_playbook, write_inventory
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -80,10 +83,8 @@ def _infra_checks() -> list[str]:
     return names
 
 
-@pytest.fixture(scope="module")
-def testinfra_run(first_run, inventory, tmp_path_factory):
+def run_testinfra(inventory, report) -> tuple[subprocess.CompletedProcess, dict]:
     """tests/infra against the lab, in its own pytest; its outcomes per check from JUnit XML."""
-    report = tmp_path_factory.mktemp("testinfra") / "junit.xml"
     proc = subprocess.run(
         [
             str(VENV_BIN / "python"),
@@ -113,6 +114,11 @@ def testinfra_run(first_run, inventory, tmp_path_factory):
             detail = "" if mark is None else (mark.get("message") or mark.text or "")
             outcomes.setdefault(check, []).append((outcome, detail))
     return proc, outcomes
+
+
+@pytest.fixture(scope="module")
+def testinfra_run(first_run, inventory, tmp_path_factory):
+    return run_testinfra(inventory, tmp_path_factory.mktemp("testinfra") / "junit.xml")
 
 
 def test_testinfra_suite_passes_against_the_lab(testinfra_run, flux_install):
@@ -157,3 +163,57 @@ def test_removing_a_host_reconfigures_the_overlay(first_run, lab, inventory):
     for host in INSTANCE:
         assert bootstrap_hosts(lab, host) == INSTANCE
     assert run.recap["lab1"]["changed"] > 0, "the config change must be applied"
+
+
+# --- a prefix that is not the default pin ---------------------------------------------------
+
+def off_pin_inventory(lab, group_vars, flux_install, path, verify: bool):
+    """The instance with the pin left at the role's default and verify_version as given."""
+    if flux_install.version == DEFAULT_PIN:
+        pytest.skip(f"the prefix's flux-core is the default pin {DEFAULT_PIN}: nothing differs")
+    variables = {k: v for k, v in group_vars.items() if k != "flux_install_core_version"}
+    return write_inventory(
+        path, lab, INSTANCE, {**variables, "flux_install_verify_version": verify}
+    )
+
+
+@pytest.fixture(scope="module")
+def off_pin_run(first_run, lab, group_vars, flux_install, tmp_path_factory):
+    inventory = off_pin_inventory(
+        lab, group_vars, flux_install, tmp_path_factory.mktemp("off-pin") / "inventory.yml", False
+    )
+    return inventory, run_playbook(inventory)
+
+
+def test_off_pin_prefix_without_verify_converges_and_reports_its_version(off_pin_run, flux_install):
+    _, run = off_pin_run
+    assert run.rc == 0, run.output[-4000:]
+    for host in INSTANCE:
+        assert f"on {host} reports flux-core {flux_install.version}" in run.flat, host
+    assert f"the pin flux_install_core_version={DEFAULT_PIN} is not enforced" in run.flat
+
+
+def test_off_pin_prefix_without_verify_passes_the_testinfra_suite(
+    off_pin_run, flux_install, tmp_path
+):
+    inventory, run = off_pin_run
+    assert run.rc == 0, "site.yml failed: see the test above"
+    proc, outcomes = run_testinfra(inventory, tmp_path / "junit.xml")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert outcomes["test_flux_version_answers"] == [("passed", "")] * len(INSTANCE)
+    pinned = outcomes["test_flux_is_the_pinned_version"]
+    assert [outcome for outcome, _ in pinned] == ["skipped"] * len(INSTANCE), pinned
+    for host, (_, reason) in zip(INSTANCE, sorted(pinned, key=lambda r: r[1]), strict=True):
+        assert (
+            f"flux_install_verify_version is false for {host}: flux-core {flux_install.version} "
+            f"is installed; the pin flux_install_core_version={DEFAULT_PIN} is not enforced"
+        ) in reason
+
+
+def test_off_pin_prefix_with_verify_is_refused_by_the_role(lab, group_vars, flux_install, tmp_path):
+    inventory = off_pin_inventory(lab, group_vars, flux_install, tmp_path / "inv.yml", True)
+    run = run_playbook(inventory)
+    assert run.rc != 0, run.flat[-3000:]
+    for phrase in pin_refusal(flux_install.version, DEFAULT_PIN):
+        assert phrase in run.flat, run.flat[-3000:]
+    assert run.changed_hosts() == {}, run.recap
