@@ -28,6 +28,7 @@ from fluxinfra import __version__
 from fluxinfra.errors import ConfigError
 from fluxinfra.k8s.cluster import ClusterArgs
 from fluxinfra.k8s.config import (
+    config_json,
     dns1123_label,
     image_digest,
     kube_version,
@@ -120,10 +121,11 @@ def stack_file(stack: str) -> str:
 
 
 def _parse(value: Any) -> Any:
+    """A config value Pulumi passes as JSON text, parsed; other text as it is."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return config_json(value)
+        except ConfigError:
             return value
     return value
 
