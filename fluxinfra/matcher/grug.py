@@ -300,6 +300,8 @@ def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:
 def _gen_ids(e: dict, nsrc: int, scales: deque[int]) -> list[int]:
     """The ids of the ``multi_scale`` children of each of ``nsrc`` sources, in creation order."""
     scale, scope = e["multi_scale"], e["id_scope"]
+    if not nsrc or not scale:
+        return []  # (a scale past any graph's size with no source to multiply makes nothing)
     if scope < 0:
         return [-1] * (nsrc * scale)
     start, stride = e["id_start"], e["id_stride"]

@@ -547,8 +547,8 @@ class Matcher:
         for v, amount in shrink.items():
             self.trav.shrink(job, v, amount)
         if isinstance(what, dict):
-            index = ((what.get("attributes") or {}).get("user") or {}).get("fluxinfra.slot")
-            if isinstance(index, int) and 0 <= index < len(job.slots):
+            index = _slot_index(what)
+            if index is not None and 0 <= index < len(job.slots):
                 job.slots[index] = None
         done = self.trav.release(job, release) if release else not job.sched
         # a released vertex takes everything below it (a subtree held whole has spans on
@@ -1203,3 +1203,12 @@ def _jgf_uniq(n: dict, md: dict) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def _slot_index(R: dict) -> int | None:  # noqa: N803 - RFC 20 calls it R
+    """The slot an R from :meth:`Matcher.slot_R` holds (``attributes.user.fluxinfra.slot``),
+    None when it names none."""
+    attributes = R.get("attributes")
+    user = attributes.get("user") if isinstance(attributes, dict) else None
+    index = user.get("fluxinfra.slot") if isinstance(user, dict) else None
+    return index if index.__class__ is int else None
