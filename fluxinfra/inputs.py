@@ -313,7 +313,11 @@ def _path(link: Any) -> str:
     parts: list[str] = []
     while link is not None:
         link, key = link
-        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        else:  # (a key that is no plain word is quoted: a message stays one line)
+            plain = key.isprintable() and key.strip() == key and key
+            parts.append(f".{key}" if plain else f".{key!r}")
     parts.reverse()
     if len(parts) > 12:
         parts[6:-6] = [f"...({len(parts) - 12} more)..."]

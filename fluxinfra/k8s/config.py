@@ -147,6 +147,12 @@ def _show(value: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def config_key(key: Any) -> str:
+    """A mapping key as a message shows it: as it is when it is a plain word, else quoted."""
+    text = str(key)
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
+
+
 def config_json(text: str, where: str = "config") -> Any:
     """Stack config text that holds JSON (Pulumi passes objects so), read as
     :func:`fluxinfra.inputs.parse_json` reads it and checked as plain data (ConfigError)."""
@@ -176,8 +182,8 @@ def load_args(cls: type, raw: Any, *, where: str, extra: dict[str, Any] | None =
     kwargs: dict[str, Any] = dict(extra or {})
     for key, value in raw.items():
         if key not in opts:
-            raise ConfigError(f"{where}.{key}: unknown key (value {_show(value)}); accepted keys: "
-                              f"{', '.join(opts)}")
+            raise ConfigError(f"{where}.{config_key(key)}: unknown key (value {_show(value)}); "
+                              f"accepted keys: {', '.join(opts)}")
         f, opt = opts[key]
         try:
             value = _coerce(value, opt.type)

@@ -38,5 +38,9 @@ def node(cpu, memory="8Gi", gpu=None) -> dict:
 @example(node("2", memory="8Ei"))
 @example(node("2", gpu="1e9"))
 @example(node("1" * 5000))
+@example({"items": [{"kind": "Node", "metadata": {"name": "1" * 5000},
+                     "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}]})
+@example({"items": [{"kind": "Node", "metadata": {"name": "n\u00b2"},
+                     "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}]})
 def test_node_lists(doc):
     clean(_load, doc)

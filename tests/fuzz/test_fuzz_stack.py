@@ -60,5 +60,7 @@ def test_stack_files(data):
 @example({"config": {"fluxinfra:cluster": {"workers": float("nan")}}})
 @example({"config": {"fluxinfra:scheduler": {"enabled": [], "policy": {"a": 1}}}})
 @example({"config": {"fluxinfra:miniclusters": [{"size": 10**30}]}})
+@example({"config": {"fluxinfra:cluster": {"mode": "kind", "\n": None}}})
+@example({"config": {"fluxinfra:\nnope": 1, "x": {"\n": {"secure": "a"}}}})
 def test_stack_documents(doc):
     checked(yaml.safe_dump(doc, allow_unicode=True).encode())
