@@ -273,39 +273,62 @@ def check_plain(doc: Any, what: str, error: type[FluxinfraError] = FluxinfraErro
     floats, booleans and None, nested at most ``max_depth`` deep and ``max_values`` values in
     all (a YAML alias counts each time it is used, so a document that refers to itself, or
     whose aliases multiply, is refused). Iterative: any depth is safe to check."""
+    if type(doc) in _SCALARS:
+        return
     stack: list[tuple[Any, int, Any]] = [(doc, 0, None)]
-    seen = 0
+    pop, push = stack.pop, stack.append
+    scalars = _SCALARS
+    seen = 1
     while stack:
-        value, depth, path = stack.pop()
-        seen += 1
+        value, depth, path = pop()
+        if depth > max_depth:
+            raise error(f"{what}: {_path(path)}: nested more than {max_depth} levels deep (or "
+                        "a YAML alias refers to itself); flatten it")
+        cls = type(value)
+        if cls is not dict and cls is not list:
+            if isinstance(value, dict):
+                value = dict(value)
+            elif isinstance(value, list):
+                value = list(value)
+            else:
+                _refuse(value, what, error, path)
+                continue
+            cls = type(value)
+        seen += len(value)
         if seen > max_values:
             raise error(f"{what}: more than {max_values:,} values (YAML aliases count each "
                         "time they are used); give a smaller document")
-        if isinstance(value, (str, bool, int, float, type(None))):
-            continue  # (a float NaN or infinity: the field that reads it says if it takes one)
-        if isinstance(value, dict):
-            for key in value:
-                if not isinstance(key, str):
-                    raise error(f"{what}: {_path(path)}: key {key!r} is {type_name(key)}, "
-                                "not a string; quote it")
-            kids = [(item, (path, key)) for key, item in value.items()]
-        elif isinstance(value, list):
-            kids = [(item, (path, i)) for i, item in enumerate(value)]
-        elif isinstance(value, (datetime.date, datetime.datetime)):
-            raise error(f"{what}: {_path(path)}: {value} is a YAML date; quote it to make it "
-                        "a string")
-        elif isinstance(value, (set, frozenset)):
-            raise error(f"{what}: {_path(path)}: a YAML set (!!set); write a list instead")
-        elif isinstance(value, (bytes, bytearray)):
-            raise error(f"{what}: {_path(path)}: YAML binary data (!!binary); give text "
-                        "instead")
+        depth += 1
+        if cls is dict:
+            for key, item in value.items():
+                if type(key) is not str and not isinstance(key, str):
+                    raise error(f"{what}: {_path(path)}: key {shown(key)} is "
+                                f"{type_name(key)}, not a string; quote it")
+                if type(item) not in scalars:
+                    push((item, depth, (path, key)))
         else:
-            raise error(f"{what}: {_path(path)}: {type_name(value)} is not plain data; give "
-                        "a mapping, list, string, number, boolean or null")
-        if kids and depth >= max_depth:
-            raise error(f"{what}: {_path(path)}: nested more than {max_depth} levels deep (or "
-                        "a YAML alias refers to itself); flatten it")
-        stack.extend((item, depth + 1, p) for item, p in reversed(kids))
+            for i, item in enumerate(value):
+                if type(item) not in scalars:
+                    push((item, depth, (path, i)))
+
+
+#: the types plain data's scalars have (subclasses are looked at one by one)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _refuse(value: Any, what: str, error: type[FluxinfraError], path: Any) -> None:
+    """Raise for a value plain data cannot hold (unless it is a scalar of a subclass)."""
+    if isinstance(value, (str, int, float)):
+        return  # (a float NaN or infinity: the field that reads it says if it takes one)
+    at = _path(path)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        raise error(f"{what}: {at}: {value} is a YAML date; quote it to make it a string")
+    if isinstance(value, (set, frozenset)):
+        raise error(f"{what}: {at}: a YAML set (!!set); write a list instead")
+    if isinstance(value, (bytes, bytearray)):
+        raise error(f"{what}: {at}: YAML binary data (!!binary); give text instead")
+    raise error(f"{what}: {at}: {type_name(value)} is not plain data; give a mapping, list, "
+                "string, number, boolean or null")
 
 
 def _path(link: Any) -> str:

@@ -27,7 +27,8 @@ def _text(source) -> str:
     if isinstance(source, os.PathLike) or (
             isinstance(source, str) and "\n" not in source and len(source) < 4096
             and not source.lstrip().startswith(("{", "<"))):
-        return read_text(source, "graph file", GraphError, MAX_GRAPH_BYTES)
+        return read_text(source, f"graph file {os.fsdecode(source)}", GraphError,
+                         MAX_GRAPH_BYTES)
     if not isinstance(source, str):
         raise GraphError(f"graph: expected a path, text or bytes, got {type(source).__name__}")
     return source

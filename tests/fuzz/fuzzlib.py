@@ -134,8 +134,10 @@ def fuzz(*strategies: st.SearchStrategy, **named: st.SearchStrategy):
                     left = SECONDS - (time.monotonic() - start)
                     if EXAMPLES or left <= 0:
                         break
+                    # half of what is left, at this round's pace (later inputs are larger
+                    # and slower: rounds shrink as the budget runs out, and end near it)
                     each = (time.monotonic() - began) / max(1, stat.tried - tried)
-                    size = int(min(ROUND, max(5, left / each)))
+                    size = int(min(ROUND, max(5, left / each / 2)))
                     phases = tuple(p for p in Phase if p is not Phase.explicit)
             except BaseException:
                 stat.failed = True
