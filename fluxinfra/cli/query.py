@@ -272,6 +272,10 @@ class QuerySession:
             self.error(f"unknown subcmd {op}")
             return False
         jobid = self.jobid_counter
+        if jobid > INT64_MAX:  # (an update gave job 2**63-1: resource-query's counter wraps)
+            self.error(f"no job id left to give: job {INT64_MAX}, the largest Fluxion holds, "
+                       "was given; start a new session")
+            return False
         try:
             text = self._jobspec_text(path)
         except OSError:
