@@ -195,9 +195,12 @@ def parse_json(text: str | bytes, what: str, error: type[FluxinfraError] = Fluxi
 
 
 def parse_yaml(text: str | bytes, what: str, error: type[FluxinfraError] = FluxinfraError,
-               max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> Any:
+               max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES,
+               fix: str = "") -> Any:
     """The YAML (or JSON) document ``text``, holding only what JSON can (mappings with string
-    keys, lists, strings, numbers, booleans, null; :func:`check_plain`)."""
+    keys, lists, strings, numbers, booleans, null; :func:`check_plain`); ``fix`` follows the
+    message of text that is no YAML."""
+    tail = f"; {fix}" if fix else ""
     import yaml
 
     if isinstance(text, (bytes, bytearray)):
@@ -211,12 +214,12 @@ def parse_yaml(text: str | bytes, what: str, error: type[FluxinfraError] = Fluxi
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise error(f"{what}: malformed YAML{where}: {problem}") from None
+        raise error(f"{what}: malformed YAML{where}: {problem}{tail}") from None
     except RecursionError:
         raise error(f"{what}: YAML nested too deeply to read (more than {max_depth} levels "
                     "are refused anyway); flatten it") from None
     except ValueError as exc:  # an integer past Python's digit limit, a date out of range
-        raise error(f"{what}: malformed YAML: {exc}") from None
+        raise error(f"{what}: malformed YAML: {exc}{tail}") from None
     check_plain(doc, what, error, max_depth, max_values)
     return doc
 
