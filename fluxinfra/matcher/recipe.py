@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from fluxinfra.inputs import parse_json, parse_yaml, read_text
+from fluxinfra.inputs import MAX_VERTICES, parse_json, parse_yaml, read_text
 
 __all__ = [
     "Recipe",
@@ -74,8 +74,6 @@ _INT_FIELDS = {
     "gpus_per_socket": (0, 0),
 }
 _KNOWN = {"cluster", "memory_per_socket", "memory_unit", "node_properties", *_INT_FIELDS}
-#: Safety valve against typos like nodes_per_rack: 1e9 (about 100 bytes per vertex in the core).
-MAX_VERTICES = 50_000_000
 
 
 @dataclass(frozen=True)
