@@ -35,8 +35,9 @@ from typing import Any
 import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
-from fluxinfra.inputs import parse_yaml, read_text, shown, type_name
+from fluxinfra.inputs import parse_yaml, read_text, type_name
 from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
+from fluxinfra.k8s.config import config_key
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.k8s.queue import CERTS_PURPOSE as WEBHOOK_CERTS_PURPOSE
 from fluxinfra.secrets import derive_cluster_keys
@@ -157,7 +158,7 @@ def stack_config_values(stack_path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
-            raise ConfigError(f"{stack_path}: {shown(key)}: encrypted values cannot be read "
+            raise ConfigError(f"{stack_path}: {config_key(key)}: encrypted values cannot be read "
                               "offline; accepted: plain values (keep secrets out of rendered "
                               "stacks)")
         if isinstance(value, str):
