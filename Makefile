@@ -6,7 +6,7 @@ STACK ?= dev
 # A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
 SEED ?=
 
-.PHONY: setup render deploy test test-fast bench bench-full lint image e2e clean
+.PHONY: setup render deploy test test-fast fuzz bench bench-full lint image e2e clean
 setup:
 	@bash scripts/setup
 
@@ -24,6 +24,14 @@ test: setup
 # minute of CPU; no lab, no image build, no live resource-query replay).
 test-fast: setup
 	@bash scripts/test -m "not slow" tests/unit tests/render tests/conformance
+
+# The fuzz tests (tests/fuzz: every input surface, hypothesis) for FLUXINFRA_FUZZ_SECONDS each
+# (`make test` gives each 3); prints the inputs tried and the failures per surface. An input
+# found is printed, shrunk: keep it as an @example of its test.
+FLUXINFRA_FUZZ_SECONDS ?= 60
+fuzz: setup
+	FLUXINFRA_FUZZ_SECONDS=$(FLUXINFRA_FUZZ_SECONDS) $(BIN)/python -m pytest tests/fuzz -q \
+	  -o faulthandler_timeout=600 $(PYTEST_ARGS)
 
 # Every benchmark at small sizes (a few minutes); bench-full: the sizes the README's figures use.
 bench: setup

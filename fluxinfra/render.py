@@ -35,7 +35,9 @@ from typing import Any
 import yaml
 
 from fluxinfra.errors import ConfigError, FluxinfraError
+from fluxinfra.inputs import parse_yaml, read_text, type_name
 from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
+from fluxinfra.k8s.config import config_key
 from fluxinfra.k8s.keys import KEYS_PURPOSE, key_outputs
 from fluxinfra.k8s.queue import CERTS_PURPOSE as WEBHOOK_CERTS_PURPOSE
 from fluxinfra.secrets import derive_cluster_keys
@@ -133,24 +135,32 @@ class Rendered:
 # -- config --------------------------------------------------------------------------------------
 
 def stack_config_values(stack_path: Path) -> dict[str, str]:
-    """The stack file's ``config:`` as the Pulumi runtime holds it (strings; JSON for objects)."""
-    try:
-        doc = yaml.safe_load(stack_path.read_text()) or {}
-    except FileNotFoundError:
+    """The stack file's ``config:`` as the Pulumi runtime holds it (strings; JSON for objects).
+
+    The file is read as :mod:`fluxinfra.inputs` reads documents: at most MAX_TEXT_BYTES of
+    UTF-8, YAML holding only what JSON can (no dates, sets or binary; aliases counted where
+    they are used, so one that refers to itself is refused), nested at most MAX_DEPTH deep."""
+    if not stack_path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")]
                         for p in stack_path.parent.glob("Pulumi.*.yaml"))
         raise ConfigError(f"{stack_path}: no such stack file; accepted stacks: "
-                          f"{', '.join(stacks)}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{stack_path}: not YAML ({str(exc).splitlines()[0]})") from None
+                          f"{', '.join(stacks)}")
+    doc = parse_yaml(read_text(stack_path, str(stack_path), ConfigError), str(stack_path),
+                     ConfigError)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{stack_path}: {type_name(doc)} is not accepted; accepted: a mapping "
+                          "with a config: mapping of 'fluxinfra:<key>' values")
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError(f"{stack_path}: config: expected a mapping of 'fluxinfra:<key>' values")
     out: dict[str, str] = {}
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
-            raise ConfigError(f"{stack_path}: {key}: encrypted values cannot be read offline; "
-                              "accepted: plain values (keep secrets out of rendered stacks)")
+            raise ConfigError(f"{stack_path}: {config_key(key)}: encrypted values cannot be read "
+                              "offline; accepted: plain values (keep secrets out of rendered "
+                              "stacks)")
         if isinstance(value, str):
             out[str(key)] = value
         elif isinstance(value, bool):
@@ -430,11 +440,18 @@ def _file_name(manifest: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p).replace(".", "-") + ".yaml"
 
 
+#: a Pulumi stack name (and so no path: stacks/Pulumi.<stack>.yaml stays in stacks/)
+_STACK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
 def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -> Rendered:
     """Render ``stack`` (validated); raises ConfigError, RenderError or ManifestInvalid."""
     from fluxinfra.k8s.stack import load_stack_settings
 
     root = Path(root or Path.cwd()).resolve()
+    if not isinstance(stack, str) or not _STACK_NAME.fullmatch(stack):
+        raise ConfigError(f"--stack {stack!r} is not accepted; accepted: a stack name of "
+                          "letters, digits, '-', '_' and '.' (stacks/Pulumi.<stack>.yaml)")
     config = stack_config_values(root / "stacks" / f"Pulumi.{stack}.yaml")
     settings = load_stack_settings(stack, config)  # fail fast, before the Pulumi runtime starts
     versions = kubernetes_versions(settings.kubernetes_versions.min,
@@ -537,10 +554,12 @@ def _previous_resources(kust: Path) -> list[str]:
     if not kust.is_file():
         return []
     try:
-        old = (yaml.safe_load(kust.read_text()) or {}).get("resources", [])
-    except yaml.YAMLError:
-        return []
-    return [n for n in old if isinstance(n, str) and "/" not in n]
+        doc = parse_yaml(read_text(kust, str(kust)), str(kust))
+    except FluxinfraError:
+        return []  # (not one this wrote: nothing of it is removed)
+    old = doc.get("resources") if isinstance(doc, dict) else None
+    return [n for n in old if isinstance(n, str) and "/" not in n] \
+        if isinstance(old, list) else []
 
 
 def _write_private(path: Path, text: str) -> None:

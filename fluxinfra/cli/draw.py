@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluxinfra.errors import FluxinfraError
+from fluxinfra.inputs import read_text
 
 __all__ = ["main", "picture_dot", "write_picture", "DrawError", "PICTURE_FORMATS"]
 
@@ -226,10 +227,7 @@ def main(argv: list[str]) -> int:
         graph = load_graph_file(args.graph, args.format_in)
         matcher = Matcher(graph, policy=args.policy)
     for path in args.jobspecs:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise JobspecError(f"jobspec {path}: {exc.strerror}") from None
+        text = read_text(path, f"jobspec {path}", JobspecError)
         try:
             result = matcher.match(text, op=args.op)
         except (Busy, Unsatisfiable) as exc:

@@ -12,10 +12,10 @@ says so rather than what a JSON parser thinks of it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from fluxinfra.inputs import MAX_GRAPH_BYTES, parse_json, read_bytes
 from fluxinfra.matcher.errors import GraphError
 from fluxinfra.matcher.readers import FORMATS
 
@@ -68,7 +68,7 @@ def load_graph_file(path: str, fmt: str | None, option: str = "graph", hint: str
         raise GraphError(f"{option} {path}: a YAML file is not a resource graph; a graph is JGF "
                          "(.json), GRUG GraphML (.graphml), hwloc XML (.xml), an R (-f rv1exec) "
                          f"or a Kubernetes node list (-f k8s){'; ' + hint if hint else ''}")
-    if not Path(path).is_file():
+    if not isinstance(path, str) or "\0" in path or not Path(path).exists():
         raise GraphError(f"{option} {path}: no such file; give the path of a resource graph")
     if fmt == "k8s":
         return graph_from_node_list(_json(path, option), f"{option} {path}")
@@ -89,19 +89,15 @@ def load_graph_file(path: str, fmt: str | None, option: str = "graph", hint: str
 
 
 def _json(path: str, option: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise GraphError(f"{option} {path}: not readable JSON ({exc})") from None
+    return parse_json(read_bytes(path, f"{option} {path}", GraphError, MAX_GRAPH_BYTES),
+                      f"{option} {path}", GraphError, "give a JSON file")
 
 
 def _json_kind(path: str) -> str | None:
     """What a JSON file that failed as JGF is instead: an R, a node list, or None."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+        doc = _json(path, "graph")
+    except GraphError:
         return None
     if isinstance(doc, dict) and isinstance(doc.get("execution"), dict):
         return "rv1exec"

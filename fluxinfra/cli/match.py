@@ -15,6 +15,7 @@ import json
 import sys
 
 from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
+from fluxinfra.inputs import decode, read_bytes, read_stream
 from fluxinfra.matcher import Busy, Matcher, Unsatisfiable
 from fluxinfra.matcher.errors import JobspecError
 from fluxinfra.matcher.matcher import OPS
@@ -42,14 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _jobspec_text(path: str) -> str:
-    """The jobspec named on the command line (``-``: standard input)."""
+    """The jobspec named on the command line (``-``: standard input), read as
+    :mod:`fluxinfra.inputs` reads (at most MAX_TEXT_BYTES, UTF-8)."""
     if path == "-":
-        return sys.stdin.read()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise JobspecError(f"cannot read jobspec {path}: {exc.strerror}") from None
+        data = read_stream(sys.stdin.buffer, "jobspec", JobspecError, name="standard input")
+    else:
+        data = read_bytes(path, f"jobspec {path}", JobspecError)
+    return decode(data, f"jobspec {path}", JobspecError)
 
 
 def main(argv: list[str] | None = None) -> int:

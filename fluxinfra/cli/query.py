@@ -21,7 +21,6 @@ import codecs
 import contextlib
 import gc
 import io
-import json
 import os
 import re
 import sys
@@ -31,6 +30,15 @@ from typing import TextIO
 
 from fluxinfra.cli import filewatch
 from fluxinfra.errors import FluxinfraError
+from fluxinfra.inputs import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_GRAPH_BYTES,
+    MAX_TEXT_BYTES,
+    decode,
+    parse_json,
+    read_bytes,
+)
 from fluxinfra.matcher.errors import (
     Busy,
     GraphError,
@@ -50,14 +58,15 @@ __all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
 #: -S letters -> subsystem names (first is the dominant one)
 SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
 _BAR = "INFO: =============================\n"
-_LEADING_INT = re.compile(r"\s*[-+]?\d+")
-_INT64_MAX = (1 << 63) - 1
+_LEADING_INT = re.compile(r"\s*([-+]?)0*([0-9]*)")
 #: a jobspec file unchanged for this long (ns) when read is remembered until its stat changes
 _SETTLED_NS = 2_000_000_000
 #: most bytes of command input one read takes
 _CHUNK = 1 << 16
 #: matcher ids of jobs resource-query would have forgotten (far below any id a user gives)
 _LEAKED = -(1 << 62)
+#: most ranks ``remove IDSET false`` takes
+_MAX_REMOVE_RANKS = 1 << 20
 
 
 def _subsystems(text: str) -> list[str]:
@@ -103,6 +112,8 @@ class QuerySession:
 
     # -- dispatch ---------------------------------------------------------------------------
     def run(self, lines) -> None:
+        """Run each command of ``lines``; one that fails on bad input prints one ``ERROR:``
+        line and the session goes on with the next."""
         handlers = self._handlers
         for line in self._input(lines):
             tokens = line.split()
@@ -111,8 +122,11 @@ class QuerySession:
             handler = handlers.get(tokens[0])
             if handler is None:
                 continue
-            if handler(tokens) is False:
-                break
+            try:
+                if handler(tokens) is False:
+                    break
+            except FluxinfraError as exc:
+                self.error(f"{tokens[0]}: {exc}")
 
     def _input(self, lines):
         """The command lines of ``lines``. A file or pipe (a text stream with a binary buffer)
@@ -130,11 +144,14 @@ class QuerySession:
             self._gen = None
             yield from lines
             return
-        # decoded as the stream would (its encoding, error handler and universal newlines)
+        # decoded as the stream would (its encoding and universal newlines), bytes that are
+        # not UTF-8 kept as they are (file names are bytes, as for resource-query)
+        errors = lines.errors if lines.errors not in (None, "strict") else "surrogateescape"
         decoder = io.IncrementalNewlineDecoder(
-            codecs.getincrementaldecoder(lines.encoding)(lines.errors or "strict"), True)
+            codecs.getincrementaldecoder(lines.encoding)(errors), True)
         watch = self._watch
         tail = ""
+        skipping = False  # within a line too long to take, until its end
         try:
             while True:
                 data = buffer.read1(_CHUNK)
@@ -142,9 +159,17 @@ class QuerySession:
                 self._gen = watch.generation()  # (after the read: what came before it)
                 complete = text.split("\n")
                 tail = complete.pop()
+                if skipping and complete:
+                    complete.pop(0)
+                    skipping = False
                 yield from complete
+                if len(tail) > MAX_TEXT_BYTES:
+                    if not skipping:
+                        self.error(f"a command longer than {MAX_TEXT_BYTES:,} characters; "
+                                   "skipped to its end")
+                    tail, skipping = "", True
                 if not data:
-                    if tail:
+                    if tail and not skipping:
                         yield tail
                     return
         finally:
@@ -175,7 +200,7 @@ class QuerySession:
 
     def error(self, text: str) -> None:
         """One ``ERROR:`` line on stderr; the session goes on, as resource-query's does."""
-        self.err.write(f"ERROR: {text}\n")
+        self.err.write(f"ERROR: {_one_line(text)}\n")
 
     def emit(self, result, emitted=None, expiration: int | None = None) -> str:
         """The vertices of a match or update in the session's ``-F`` format (``simple``
@@ -223,15 +248,17 @@ class QuerySession:
         if gen is not None and self._gen is not None:
             self._gen = gen  # (newer than the read's: as good for the commands after it)
         now = time.time_ns()
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except ValueError:  # (a NUL byte in the name)
+            raise FileNotFoundError(path) from None
         ident = (st.st_size, st.st_mtime_ns, st.st_ino)
         if hit is not None and hit[0] == ident and (gen is None or hit[2] is None):
             # (a file the watch saw may have changed is read again: a rewrite that sets
             # the time back, as cp -p or rsync -t do, keeps size, time and inode)
             texts[path] = (ident, hit[1], gen)
             return hit[1]
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = decode(_read_file(path), f"jobspec {path}", JobspecError)
         if st.st_mtime_ns < now - _SETTLED_NS:
             if len(texts) >= 256:
                 texts.clear()  # many distinct files: start over rather than grow
@@ -244,19 +271,32 @@ class QuerySession:
         if op not in OPS:
             self.error(f"unknown subcmd {op}")
             return False
+        jobid = self.jobid_counter
+        if jobid > INT64_MAX:  # (an update gave job 2**63-1: resource-query's counter wraps)
+            self.error(f"no job id left to give: job {INT64_MAX}, the largest Fluxion holds, "
+                       "was given; start a new session")
+            return False
         try:
             text = self._jobspec_text(path)
         except OSError:
             self.error(f"can't open {path}")
             return True
-        jobid = self.jobid_counter
+        except _CantOpen as exc:
+            self.error(str(exc))
+            return True
+        except JobspecError as exc:  # (text that is not UTF-8)
+            self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: "
+                           f"{_one_line(str(exc))}\n")
+            self._no_match(jobid, sat=True)
+            return False
         counts = op not in ("satisfiability", "without_allocating")
         out = self.out
         result, sat = None, True
         try:
             result = self.m.match(text, op=op, jobid=self._mid(jobid))
         except JobspecError as exc:
-            self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}\n")
+            self.err.write(f"match_allocate: ERROR: Jobspec error for {jobid}: "
+                           f"{_one_line(str(exc))}\n")
             self._no_match(jobid, sat=True)
             return False
         except Unsatisfiable:
@@ -264,7 +304,7 @@ class QuerySession:
         except Busy:
             pass
         except MatcherError as exc:
-            self.err.write(f"match_allocate: ERROR: {exc}\n")
+            self.err.write(f"match_allocate: ERROR: {_one_line(str(exc))}\n")
         # like resource-query, the writer emits after every traversal, failed or not
         try:
             text = self.emit(result) if result is not None and op != "satisfiability" \
@@ -313,10 +353,9 @@ class QuerySession:
             self.error(f"unsupported reader {reader}")
             return
         try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError):
-            self.error(f"can't open {path}")
+            text = decode(_read_file(path, MAX_GRAPH_BYTES), f"update: {path}", GraphError)
+        except FluxinfraError as exc:
+            self.error(str(exc))
             return
         jobid = _strtoll(args[4])
         if jobid in self.jobs:
@@ -334,7 +373,7 @@ class QuerySession:
         result = None
         try:
             doc = _update_doc(reader, text)
-            if at >= HORIZON or at + duration > _INT64_MAX:
+            if at >= HORIZON or at + duration > INT64_MAX:
                 # resource-query's planners refuse such a window (the span does not fit)
                 raise GraphError(f"update: the window of {duration}s from {at} ends past the "
                                  "end of the graph's time; give a shorter duration")
@@ -396,14 +435,13 @@ class QuerySession:
         if not 4 <= len(args) <= 5:
             self.error("malformed command")
             return
-        import json
         try:
-            jobid = int(args[1])
-            with open(args[3], encoding="utf-8") as fh:
-                r = json.load(fh)
+            jobid = int(args[1]) if len(args[1]) < 20 else INT64_MAX + 1
+            r = parse_json(read_bytes(args[3], args[3], GraphError, MAX_GRAPH_BYTES), args[3],
+                           GraphError)
             if self.m.partial_cancel(self._mid(jobid), r):
                 self.jobs.pop(jobid, None)
-        except (OSError, ValueError, MatcherError) as exc:
+        except (ValueError, MatcherError) as exc:
             self.error(f"partial-cancel: {exc}")
         if len(args) == 5 and args[4] == "stats":
             # Fluxion releases a partial cancel vertex by vertex, without a traversal
@@ -532,10 +570,12 @@ class QuerySession:
         if len(args) < 2:
             return
         try:
-            with open(args[1], encoding="utf-8") as fh:
-                self.stdout.write(fh.read())
-        except OSError:
-            pass
+            data = _read_file(args[1])
+        except _CantOpen as exc:
+            if os.path.exists(args[1]):  # (a missing file prints nothing, as resource-query)
+                self.error(str(exc))
+            data = b""
+        self.stdout.write(data.decode("utf-8", "surrogateescape"))
         self.stdout.write(f"INFO: Jobspec in {args[1]}\n")
 
     def cmd_attach(self, args) -> None:
@@ -543,10 +583,12 @@ class QuerySession:
             self.error("malformed command")
             return
         try:
-            with open(args[1], encoding="utf-8") as fh:
-                self.m.add_subgraph(fh.read())
-        except OSError:
-            self.error(f"can't open {args[1]}")
+            data = _read_file(args[1], MAX_GRAPH_BYTES)
+        except _CantOpen as exc:
+            self.error(str(exc))
+            return
+        try:
+            self.m.add_subgraph(decode(data, args[1], GraphError))
         except MatcherError as exc:
             self.error(f"can't attach JGF subgraph: {exc}")
 
@@ -559,7 +601,7 @@ class QuerySession:
                 self.m.remove_subgraph(args[1])
             elif args[2] == "false":
                 from fluxinfra.matcher.rv1exec import parse_idset
-                ranks = set(parse_idset(args[1]))
+                ranks = set(parse_idset(args[1], "remove", limit=_MAX_REMOVE_RANKS))
                 g = self.m.graph
                 for v in [v for v in self.m._nodes() if g.rank[v] in ranks]:
                     self.m.remove_subgraph(g.path(v))
@@ -573,17 +615,42 @@ class QuerySession:
 
 
 def _strtoll(text: str) -> int:
-    """C's ``strtoll(text, NULL, 10)``: the leading integer, 0 when there is none."""
+    """C's ``strtoll(text, NULL, 10)``: the leading integer, 0 when there is none, held at
+    the int64 range's ends past them (as strtoll does)."""
     m = _LEADING_INT.match(text)
-    return int(m.group(0)) if m else 0
+    sign, digits = m.group(1), m.group(2)
+    if not digits:
+        return 0
+    if len(digits) > 19:
+        return INT64_MIN if sign == "-" else INT64_MAX
+    value = int(sign + digits)
+    return min(max(value, INT64_MIN), INT64_MAX)
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line (an error message quoting input may hold newlines)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+class _CantOpen(FluxinfraError):
+    """A file a command names cannot be read (missing, a directory, a device, too large)."""
+
+
+def _read_file(path: str, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a file a command names, or _CantOpen saying ``can't open PATH`` (as
+    resource-query does), with the reason when it is one resource-query has not (a device,
+    a directory, a file past ``limit`` bytes)."""
+    try:
+        return read_bytes(path, f"can't open {path}", _CantOpen, limit)
+    except _CantOpen:
+        if not os.path.exists(path):
+            raise _CantOpen(f"can't open {path}") from None
+        raise
 
 
 def _update_doc(reader: str, text: str) -> dict:
     """Parse an ``update`` file the way resource-query's reader checks it."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise GraphError(f"update: malformed JSON ({exc})") from None
+    doc = parse_json(text, "update", GraphError)
     if not isinstance(doc, dict):
         raise GraphError("update: the file holds no JSON object")
     if reader == "rv1exec":
@@ -764,6 +831,11 @@ def main(argv: list[str] | None = None) -> int:
     (bad option, unreadable or malformed graph, unwritable -t file) or -o cannot be written."""
     opts = build_parser().parse_args(argv)
     _reserve_vtx_vec(opts.reserve_vtx_vec)
+    # file names in commands are bytes, as for resource-query: those that are not UTF-8 come
+    # back out (in messages) as they went in
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     try:
         _session(opts)
     except FluxinfraError as exc:
@@ -795,13 +867,14 @@ def _session(opts) -> None:
         try:
             # a large buffer: a long command file writes kilobytes per match
             session.out = open(opts.test_output, "w", encoding="utf-8",  # noqa: SIM115
-                               buffering=1 << 18)
+                               errors="surrogateescape", buffering=1 << 18)
         except OSError as exc:
             raise GraphError(f"-t {opts.test_output}: cannot write: {exc.strerror}") from None
     try:
         if opts.commands:
             try:
-                commands = open(opts.commands, encoding="utf-8")  # noqa: SIM115
+                commands = open(opts.commands, encoding="utf-8",  # noqa: SIM115
+                                errors="surrogateescape")
             except OSError as exc:
                 raise GraphError(f"--commands {opts.commands}: {exc.strerror}") from None
             with commands:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from fluxinfra.errors import ConfigError
+from fluxinfra.inputs import read_bytes
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,11 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _seed(args: argparse.Namespace) -> bytes | None:
     if args.seed_file is not None:
-        try:
-            data = args.seed_file.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"--seed-file: {args.seed_file}: {exc.strerror}; accepted: a "
-                              "readable file of at least 32 bytes") from None
+        data = read_bytes(args.seed_file, f"--seed-file {args.seed_file}", ConfigError)
         if len(data) < 32:
             raise ConfigError(f"--seed-file: {args.seed_file} has {len(data)} bytes; accepted: "
                               "at least 32 (e.g. head -c 64 /dev/urandom > seed)")

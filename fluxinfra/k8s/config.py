@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluxinfra.errors import ConfigError
+from fluxinfra.inputs import check_plain, parse_json
 
 __all__ = [
     "KNOWN_POLICIES",
@@ -121,7 +122,7 @@ def _coerce(value: Any, typ: type) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,100}", value.strip()):
             return int(value)
     elif typ is str:
         if isinstance(value, str):
@@ -130,15 +131,34 @@ def _coerce(value: Any, typ: type) -> Any:
             return str(value)  # a YAML version like 1.29 read as a number
     elif typ in (list, dict):
         if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                value = json.loads(value)
+            with contextlib.suppress(ConfigError):
+                value = config_json(value)
         if isinstance(value, typ):
             return value
     raise TypeError
 
 
 def _show(value: Any) -> str:
-    return json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
+    """``value`` as a message shows it (JSON; at most about 200 characters)."""
+    try:
+        text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def config_key(key: Any) -> str:
+    """A mapping key as a message shows it: as it is when it is a plain word, else quoted."""
+    text = str(key)
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
+
+
+def config_json(text: str, where: str = "config") -> Any:
+    """Stack config text that holds JSON (Pulumi passes objects so), read as
+    :func:`fluxinfra.inputs.parse_json` reads it and checked as plain data (ConfigError)."""
+    doc = parse_json(text, where, ConfigError)
+    check_plain(doc, where, ConfigError)
+    return doc
 
 
 def load_args(cls: type, raw: Any, *, where: str, extra: dict[str, Any] | None = None) -> Any:
@@ -149,9 +169,9 @@ def load_args(cls: type, raw: Any, *, where: str, extra: dict[str, Any] | None =
     """
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise ConfigError(f"{where}: {raw!r} is not accepted; accepted: a mapping of "
+            raw = config_json(raw, where) if raw.strip() else {}
+        except ConfigError:
+            raise ConfigError(f"{where}: {_show(raw)} is not accepted; accepted: a mapping of "
                               f"{', '.join(options_of(cls))}") from None
     if raw is None:
         raw = {}
@@ -162,8 +182,8 @@ def load_args(cls: type, raw: Any, *, where: str, extra: dict[str, Any] | None =
     kwargs: dict[str, Any] = dict(extra or {})
     for key, value in raw.items():
         if key not in opts:
-            raise ConfigError(f"{where}.{key}: unknown key (value {_show(value)}); accepted keys: "
-                              f"{', '.join(opts)}")
+            raise ConfigError(f"{where}.{config_key(key)}: unknown key (value {_show(value)}); "
+                              f"accepted keys: {', '.join(opts)}")
         f, opt = opts[key]
         try:
             value = _coerce(value, opt.type)

@@ -26,8 +26,11 @@ from typing import Any
 
 from fluxinfra import __version__
 from fluxinfra.errors import ConfigError
+from fluxinfra.inputs import shown
 from fluxinfra.k8s.cluster import ClusterArgs
 from fluxinfra.k8s.config import (
+    config_json,
+    config_key,
     dns1123_label,
     image_digest,
     kube_version,
@@ -120,10 +123,11 @@ def stack_file(stack: str) -> str:
 
 
 def _parse(value: Any) -> Any:
+    """A config value Pulumi passes as JSON text, parsed; other text as it is."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return config_json(value)
+        except ConfigError:
             return value
     return value
 
@@ -226,8 +230,8 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
         if project != PROJECT:
             continue  # other providers' config (kubernetes:..., pulumi:...) is not ours
         if name not in TOP_LEVEL:
-            raise ConfigError(f"{src}: {key}: unknown key (value {value!r}); accepted keys: "
-                              + ", ".join(f"{PROJECT}:{k}" for k in TOP_LEVEL))
+            raise ConfigError(f"{src}: {config_key(key)}: unknown key (value {shown(value)}); "
+                              "accepted keys: " + ", ".join(f"{PROJECT}:{k}" for k in TOP_LEVEL))
         raw[name] = value
 
     def at(key: str) -> str:

@@ -38,7 +38,8 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any
 
-from fluxinfra.matcher.errors import JobspecError
+from fluxinfra.inputs import shown
+from fluxinfra.matcher.errors import JobspecError, MatcherError
 
 __all__ = ["CONSTRAINED_TYPES", "Constraint", "format_idset", "parse_constraint", "parse_idset"]
 
@@ -46,7 +47,11 @@ __all__ = ["CONSTRAINED_TYPES", "Constraint", "format_idset", "parse_constraint"
 CONSTRAINED_TYPES = frozenset({"node", "storage_node"})
 _WHERE = "attributes.system.constraints"
 _BAD_PROPERTY = re.compile(r"[!&'\"^`|()]")
+#: most names one hostlist may expand to (a constraint or a ``find names=``)
 _MAX_HOSTS = 1_000_000
+_HOST_PART = re.compile(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?")
+#: (at most 18 digits: an id past that is no host's or rank's)
+_ID_RANGE = _HOST_RANGE = re.compile(r"\s*([0-9]{1,18})(?:-([0-9]{1,18}))?\s*")
 
 
 class Constraint:
@@ -87,13 +92,13 @@ class Constraint:
         return self.doc
 
     def __repr__(self) -> str:
-        return f"Constraint({self.doc!r})"
+        return f"Constraint({shown(self.doc)})"
 
 
 def parse_constraint(doc: Any, where: str = _WHERE) -> Constraint:
     """Parse an RFC 31 constraint mapping; raises :class:`JobspecError` naming the path."""
     if not isinstance(doc, Mapping):
-        raise JobspecError(f"{where}: constraint is not a mapping (got {doc!r}); write e.g. "
+        raise JobspecError(f"{where}: constraint is not a mapping (got {shown(doc)}); write e.g. "
                            "{\"properties\": [\"gpu\"]}")
     if len(doc) > 1:
         raise JobspecError(f"{where}: constraint map may not contain > 1 operation (got "
@@ -106,12 +111,12 @@ def parse_constraint(doc: Any, where: str = _WHERE) -> Constraint:
         raise JobspecError(f"{where}: unknown constraint operator: {op} (use properties, "
                            "hostlist, ranks, and, or, not)")
     if not isinstance(operands, list):
-        raise JobspecError(f"{path}: {op} operator value must be an array, got {operands!r}")
+        raise JobspecError(f"{path}: {op} operator value must be an array, got {shown(operands)}")
     if op == "properties":
         props = []
         for i, prop in enumerate(operands):
             if not isinstance(prop, str):
-                raise JobspecError(f"{path}[{i}]: non-string property specified ({prop!r}); "
+                raise JobspecError(f"{path}[{i}]: non-string property specified ({shown(prop)}); "
                                    "quote it")
             bare = prop[1:] if prop.startswith("^") else prop
             if not bare or _BAD_PROPERTY.search(bare):
@@ -146,9 +151,9 @@ def _idset_ranges(text: str, where: str) -> list[tuple[int, int]]:
         body = body[1:-1]
     out = []
     for part in body.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        m = _ID_RANGE.fullmatch(part)
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise JobspecError(f"{where}: invalid idset {text!r} (write ranks as '0-3,7')")
+            raise JobspecError(f"{where}: invalid idset {shown(text)} (write ranks as '0-3,7')")
         out.append((int(m[1]), int(m[2] if m[2] is not None else m[1])))
     return out
 
@@ -202,26 +207,51 @@ def split_hostlist(text: str) -> list[str]:
     return parts
 
 
-def parse_hostlist(text: str, where: str = "hostlist") -> list[str]:
-    """Expand an RFC 29 hostlist (``"node[0-3,7],login1"``); raises naming ``where``."""
-    names: list[str] = []
+def hostlist_parts(text: str, where: str = "hostlist", error: type[MatcherError] = JobspecError,
+                   ) -> list[tuple[str, list[tuple[int, int, int]] | None, str]]:
+    """The parts of an RFC 29 hostlist, checked: (prefix, [(lo, hi, digits)] or None, suffix)
+    per comma-separated part; raises ``error`` naming ``where``."""
+    if not isinstance(text, str):
+        raise error(f"{where}: a hostlist is a string like 'node[0-3,7]', got {shown(text)}")
     if text.count("[") != text.count("]") or "[[" in text:
-        raise JobspecError(f"{where}: Invalid hostlist `{text}' (unbalanced brackets)")
+        raise error(f"{where}: Invalid hostlist `{text}' (unbalanced brackets)")
+    out: list[tuple[str, list[tuple[int, int, int]] | None, str]] = []
     for part in split_hostlist(text):
         part = part.strip()
-        m = re.fullmatch(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?", part)
+        m = _HOST_PART.fullmatch(part)
         if not part or not m:
-            raise JobspecError(f"{where}: Invalid hostlist `{text}' (write e.g. 'node[0-3,7]')")
+            raise error(f"{where}: Invalid hostlist `{text}' (write e.g. 'node[0-3,7]')")
         if m[2] is None:
-            names.append(part)
+            out.append((part, None, ""))
             continue
+        ranges = []
         for rng in m[2].split(","):
-            r = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", rng)
+            r = _HOST_RANGE.fullmatch(rng)
             if not r or (r[2] is not None and int(r[2]) < int(r[1])):
-                raise JobspecError(f"{where}: Invalid hostlist `{text}' (range {rng!r})")
-            lo, hi, width = int(r[1]), int(r[2] or r[1]), len(r[1])
-            if len(names) + hi - lo + 1 > _MAX_HOSTS:
-                raise JobspecError(f"{where}: hostlist `{text}' names more than "
-                                   f"{_MAX_HOSTS:,} hosts")
-            names += [f"{m[1]}{i:0{width}d}{m[3]}" for i in range(lo, hi + 1)]
-    return names
+                raise error(f"{where}: Invalid hostlist `{text}' (range {shown(rng)})")
+            ranges.append((int(r[1]), int(r[2] or r[1]), len(r[1])))
+        out.append((m[1], ranges, m[3]))
+    return out
+
+
+def iter_hostlist(parts: list[tuple[str, list[tuple[int, int, int]] | None, str]]):
+    """The host names of :func:`hostlist_parts`, one at a time (take only what is needed)."""
+    for prefix, ranges, suffix in parts:
+        if ranges is None:
+            yield prefix
+            continue
+        for lo, hi, width in ranges:
+            for i in range(lo, hi + 1):
+                yield f"{prefix}{i:0{width}d}{suffix}"
+
+
+def parse_hostlist(text: str, where: str = "hostlist", error: type[MatcherError] = JobspecError,
+                   limit: int = _MAX_HOSTS) -> list[str]:
+    """Expand an RFC 29 hostlist (``"node[0-3,7],login1"``) of at most ``limit`` names;
+    raises ``error`` naming ``where``."""
+    parts = hostlist_parts(text, where, error)
+    count = sum(1 if ranges is None else sum(hi - lo + 1 for lo, hi, _ in ranges)
+                for _, ranges, _ in parts)
+    if count > limit:
+        raise error(f"{where}: hostlist `{text}' names more than {limit:,} hosts")
+    return list(iter_hostlist(parts))

@@ -9,6 +9,7 @@ matching vertex plus its ancestors, in post-order (children first).
 
 from __future__ import annotations
 
+from fluxinfra.inputs import shown
 from fluxinfra.matcher.errors import MatcherError
 
 __all__ = ["parse_criteria", "find_vertices"]
@@ -17,37 +18,47 @@ _KEYS = {"status", "sched-now", "sched-future", "names", "property", "jobid-allo
          "jobid-reserved", "jobid-span", "jobid-tag", "agfilter"}
 
 
-def parse_criteria(text: str):
-    """Parse into a nested list: [leaf, op, leaf, ...] where leaf is (key, value) or a list."""
-    pos = 0
-    text = text.strip()
+#: most levels parentheses may nest in a criteria expression
+_MAX_NESTING = 64
 
-    def group(s: str):
+
+def parse_criteria(text: str):
+    """Parse into a nested list: [leaf, op, leaf, ...] where leaf is (key, value) or a list.
+
+    Each ``(`` at an operand's place opens a group that ends at its matching ``)`` (every
+    parenthesis counted, as in a value); groups nest at most _MAX_NESTING deep."""
+    text = text.strip()
+    match: dict[int, int] = {}
+    opened: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "(":
+            opened.append(i)
+            if len(opened) > _MAX_NESTING:
+                raise MatcherError(f"find: parentheses nest more than {_MAX_NESTING} deep in "
+                                   f"{shown(text[:80])}...; flatten the expression")
+        elif ch == ")" and opened:
+            match[opened.pop()] = i
+
+    def group(lo: int, hi: int):
         items: list = []
-        i = 0
+        i = lo
         expect_operand = True
-        while i < len(s):
-            if s[i] in " \t":
+        while i < hi:
+            if text[i] in " \t":
                 i += 1
                 continue
             if expect_operand:
-                if s[i] == "(":
-                    depth, j = 0, i
-                    while j < len(s):
-                        depth += s[j] == "("
-                        depth -= s[j] == ")"
-                        if depth == 0:
-                            break
-                        j += 1
-                    if depth:
-                        raise MatcherError(f"find: unbalanced parentheses in {text!r}")
-                    items.append(group(s[i + 1:j]))
+                if text[i] == "(":
+                    j = match.get(i)
+                    if j is None or j >= hi:
+                        raise MatcherError(f"find: unbalanced parentheses in {shown(text)}")
+                    items.append(group(i + 1, j))
                     i = j + 1
                 else:
                     j = i
-                    while j < len(s) and s[j] not in " \t":
+                    while j < hi and text[j] not in " \t":
                         j += 1
-                    key, sep, value = s[i:j].partition("=")
+                    key, sep, value = text[i:j].partition("=")
                     if not sep or key not in _KEYS:
                         raise MatcherError(f"find: invalid criteria: {text}. (predicates: "
                                            f"{', '.join(sorted(_KEYS))})")
@@ -56,9 +67,9 @@ def parse_criteria(text: str):
                 expect_operand = False
             else:
                 j = i
-                while j < len(s) and s[j] not in " \t(":
+                while j < hi and text[j] not in " \t(":
                     j += 1
-                op = s[i:j]
+                op = text[i:j]
                 if op not in ("and", "or"):
                     raise MatcherError(f"find: invalid criteria: {text}. (join with and/or)")
                 items.append(op)
@@ -68,13 +79,12 @@ def parse_criteria(text: str):
             raise MatcherError(f"find: invalid criteria: {text}")
         return items
 
-    del pos
-    return group(text)
+    return group(0, len(text))
 
 
 def _expand_names(value: str) -> set[str]:
-    from fluxinfra.matcher.matcher import _expand_hostlist
-    return set(_expand_hostlist([value]))
+    from fluxinfra.matcher.constraint import parse_hostlist
+    return set(parse_hostlist(value, f"find: names={value}", MatcherError))
 
 
 def find_vertices(matcher, criteria: str) -> list[tuple[int, int]]:

@@ -19,17 +19,37 @@ over the same vertices, selected with ``Matcher(..., subsystems="flex")`` / ``-S
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
+from fluxinfra.inputs import INT64_MAX, INT64_MIN, MAX_VERTICES, parse_json, shown
 from fluxinfra.matcher.errors import GraphError
 
 __all__ = ["ResourceGraph", "CONTAINMENT", "read_jgf"]
 
 CONTAINMENT = "containment"
+#: most levels a subsystem may nest (Fluxion's graphs have about 10; each costs the traversals
+#: about three frames of Python's stack)
+MAX_GRAPH_DEPTH = 100
 #: shared by every leaf until it gets a child (saves a list per vertex on million-vertex graphs)
 _NO_CHILDREN: tuple = ()
 _STATUS = {"up": 1, "down": 0}
+
+
+class GraphCheckpoint:
+    """A graph's state at :meth:`ResourceGraph.checkpoint` (and the edges added since)."""
+
+    __slots__ = ("vertices", "subsystems", "multi_parent", "layouts", "finalized", "edges")
+
+    def __init__(self, vertices: int, subsystems: set[str], multi_parent: bool,
+                 layouts: dict[int, int], finalized: bool, edges: list) -> None:
+        self.vertices = vertices
+        self.subsystems = subsystems
+        self.multi_parent = multi_parent
+        self.layouts = layouts
+        self.finalized = finalized
+        #: (subsystem, parent, child, the child's parent before, the parent's child count
+        #: before or -1 for none) per logged edge
+        self.edges = edges
 
 
 class ResourceGraph:
@@ -163,13 +183,14 @@ class ResourceGraph:
 
     def _reject_vertex(self, v: int, type, uniq_id, size, status) -> None:  # noqa: A002
         if not isinstance(type, str) or not type:
-            raise GraphError(f"vertex type must be a non-empty string, got {type!r}")
+            raise GraphError(f"vertex type must be a non-empty string, got {shown(type)}")
         if uniq_id in self._by_uniq:
             raise GraphError(f"duplicate vertex uniq_id {uniq_id} "
                              f"(vertices {self._by_uniq[uniq_id]} and {v}); ids must be unique")
         if not isinstance(size, int) or size < 0:
-            raise GraphError(f"vertex {uniq_id}: size must be a non-negative integer, got {size!r}")
-        raise GraphError(f"vertex {uniq_id}: status must be 'up' or 'down', got {status!r}")
+            raise GraphError(f"vertex {uniq_id}: size must be a non-negative integer, got "
+                             f"{shown(size)}")
+        raise GraphError(f"vertex {uniq_id}: status must be 'up' or 'down', got {shown(status)}")
 
     def _subsystem(self, subsystem: str) -> tuple[list[list[int]], list[int]]:
         if subsystem not in self.children:
@@ -185,7 +206,7 @@ class ResourceGraph:
                 and 0 <= parent < n and 0 <= child < n):
             for role, v in (("source", parent), ("target", child)):
                 if not isinstance(v, int) or not 0 <= v < n:
-                    raise GraphError(f"edge {parent} -> {child}: {role} vertex {v!r} "
+                    raise GraphError(f"edge {parent} -> {child}: {role} vertex {shown(v)} "
                                      "does not exist")
         if parent == child:
             raise GraphError(f"edge {parent} -> {child}: a vertex cannot contain itself")
@@ -229,7 +250,7 @@ class ResourceGraph:
                      and (kids[v] or (sub == CONTAINMENT and not member[v]))]
             if len(roots) != 1:
                 names = ", ".join(self.name[v] for v in roots[:4])
-                raise GraphError(f"subsystem {sub!r} must have exactly one root vertex, "
+                raise GraphError(f"subsystem {shown(sub)} must have exactly one root vertex, "
                                  f"found {len(roots)} ({names}); connect them under one root")
             self.roots[sub] = roots[0]
         order = self.preorder(self.roots[CONTAINMENT])
@@ -243,10 +264,113 @@ class ResourceGraph:
             raise GraphError(f"{live - len(order)} vertices are not reachable from the "
                              f"containment root {self.name[self.roots[CONTAINMENT]]} "
                              "(cycle or orphan)")
+        if self.multi_parent:
+            # a vertex with two parents can close a cycle the first parents do not show
+            for sub in self.children:
+                self._check_acyclic(sub)
+        for sub, root in self.roots.items():
+            self._check_depth(sub, root)
         self._compute_totals(order)
         self._paths = {}
         self._by_name = None
         self.finalized = True
+
+    def _check_depth(self, sub: str, root: int) -> None:
+        """Raise GraphError if ``sub`` nests more than MAX_GRAPH_DEPTH levels below ``root``
+        (the traversals recurse once per level: a deeper graph would exhaust the stack)."""
+        kids, parents = self.children[sub], self.parent[sub]
+        frontier, depth = [root], 1
+        multi = self.multi_parent
+        while frontier:
+            if depth > MAX_GRAPH_DEPTH:
+                raise GraphError(f"subsystem {shown(sub)} nests more than {MAX_GRAPH_DEPTH} levels "
+                                 f"below its root {self.name[root]} (at {self.name[frontier[0]]})"
+                                 "; no Fluxion graph is that deep")
+            below: list[int] = []
+            if multi:
+                below = [c for v in frontier for c in kids[v] if parents[c] == v]
+            else:
+                extend = below.extend
+                for v in frontier:
+                    ch = kids[v]
+                    if ch:
+                        extend(ch)
+            frontier = below
+            depth += 1
+
+    def _check_acyclic(self, sub: str) -> None:
+        """Raise GraphError if the edges of ``sub`` (every parent of a vertex, not only its
+        first) form a cycle; iterative, O(vertices + edges)."""
+        kids = self.children[sub]
+        state = bytearray(len(self.type))  # 0 new, 1 on the current path, 2 done
+        for start in range(len(kids)):
+            if state[start] or not kids[start]:
+                continue
+            state[start] = 1
+            stack = [(start, iter(kids[start]))]
+            while stack:
+                v, todo = stack[-1]
+                for c in todo:
+                    if state[c] == 1:
+                        raise GraphError(f"subsystem {shown(sub)}: the edges form a cycle through "
+                                         f"{self.name[c]} and {self.name[v]}; a vertex cannot "
+                                         "contain what contains it")
+                    if state[c] == 0:
+                        state[c] = 1
+                        stack.append((c, iter(kids[c])))
+                        break
+                else:
+                    state[v] = 2
+                    stack.pop()
+
+    def checkpoint(self) -> GraphCheckpoint:
+        """What :meth:`rollback` needs to put the graph back as it is now, taken before a
+        change that may be refused (``Matcher.add_subgraph``); edges added meanwhile must go
+        through :meth:`add_edge_logged`."""
+        return GraphCheckpoint(len(self.type), set(self.children), self.multi_parent,
+                               dict(self.layouts), self.finalized, [])
+
+    def add_edge_logged(self, parent: int, child: int, subsystem: str,
+                        mark: GraphCheckpoint) -> None:
+        """:meth:`add_edge`, remembering in ``mark`` how to take it back."""
+        kids = self.children.get(subsystem)
+        if kids is not None and 0 <= parent < len(kids) and 0 <= child < len(kids):
+            before = self.parent[subsystem][child]
+            mark.edges.append((subsystem, parent, child, before,
+                               -1 if kids[parent] is _NO_CHILDREN else len(kids[parent])))
+        self.add_edge(parent, child, subsystem)
+
+    def rollback(self, mark: GraphCheckpoint) -> None:
+        """Put the graph back as it was at :meth:`checkpoint` ``mark``: vertices added since
+        are dropped, logged edges taken back, new subsystems forgotten, the graph finalized
+        again (as it was) with its layout hints."""
+        n = mark.vertices
+        for sub, parent, child, before, length in reversed(mark.edges):
+            if sub not in mark.subsystems:
+                continue
+            self.parent[sub][child] = before
+            if length < 0:
+                self.children[sub][parent] = _NO_CHILDREN
+            else:
+                del self.children[sub][parent][length:]
+        for sub in list(self.children):
+            if sub not in mark.subsystems:
+                del self.children[sub], self.parent[sub]
+                self.roots.pop(sub, None)
+                self._sub_totals.pop(sub, None)
+        for column in (self.type, self.basename, self.name, self.id, self.uniq_id, self.rank,
+                       self.size, self.unit, self.exclusive, self.properties, self.status,
+                       self.removed, *self.children.values(), *self.parent.values()):
+            del column[n:]
+        for v in [v for v in self.given_paths if v >= n]:
+            del self.given_paths[v]
+        for u in [u for u, v in self._by_uniq.items() if v >= n]:
+            del self._by_uniq[u]
+        self._by_name = None
+        self.multi_parent = mark.multi_parent
+        if mark.finalized:
+            self.finalize()
+        self.layouts = mark.layouts
 
     def _compute_totals(self, order: list[int], subsystem: str = CONTAINMENT) -> None:
         """Per non-leaf vertex: total size of each resource type below it in ``subsystem``
@@ -374,11 +498,12 @@ class ResourceGraph:
             for v in self.by_name(name):
                 if self.path(v) == path_or_name:
                     return v
-            raise GraphError(f"no vertex at path {path_or_name!r}")
+            raise GraphError(f"no vertex at path {shown(path_or_name)}")
         found = self.by_name(path_or_name)
         if len(found) != 1:
             what = "no vertex" if not found else f"{len(found)} vertices"
-            raise GraphError(f"{what} named {path_or_name!r}; give the containment path instead")
+            raise GraphError(f"{what} named {shown(path_or_name)}; give the containment path "
+                             "instead")
         return found[0]
 
     def types(self) -> set[str]:
@@ -392,15 +517,50 @@ class ResourceGraph:
 def _load_json(source: str | bytes | dict, what: str) -> dict:
     if isinstance(source, dict):
         return source
-    try:
-        return json.loads(source)
-    except (ValueError, TypeError) as exc:
-        raise GraphError(f"{what}: malformed JSON ({exc}); check the file is valid JSON") from None
+    if not isinstance(source, (str, bytes, bytearray)):
+        raise GraphError(f"{what}: expected JSON text or an object, got "
+                         f"{type(source).__name__}")
+    return parse_json(source, what, GraphError)
+
+
+#: metadata keys Fluxion's JGF reader unpacks as strings, and as integers
+_MD_STR = ("basename", "name", "unit")
+_MD_INT = ("id", "uniq_id", "rank", "size")
+
+
+def _check_metadata(md: dict, where: str) -> None:
+    """Each metadata field a JGF vertex gives has the type Fluxion's reader unpacks it as."""
+    for key in _MD_STR:
+        value = md.get(key)
+        if value is not None and value.__class__ is not str:
+            raise GraphError(f"{where}.{key}: must be a string, got {shown(value)}")
+    for key in _MD_INT:
+        value = md.get(key)
+        if value is not None and (value.__class__ is not int
+                                  or not INT64_MIN <= value <= INT64_MAX):
+            raise GraphError(f"{where}.{key}: must be a 64-bit integer, got {shown(value)}")
+    value = md.get("exclusive")
+    if value is not None and value.__class__ is not bool:
+        raise GraphError(f"{where}.exclusive: must be true or false, got {shown(value)}")
+    value = md.get("status")
+    if value is not None and (value.__class__ not in (int, str)
+                              or value not in (0, 1, "up", "down")):
+        raise GraphError(f"{where}.status: must be 0 (up) or 1 (down), got {shown(value)}")
+    for key in ("paths", "properties"):
+        value = md.get(key)
+        if value is None:
+            continue
+        if value.__class__ is not dict:
+            raise GraphError(f"{where}.{key}: must be an object of strings, got {shown(value)}")
+        for k, v in value.items():
+            if v.__class__ is not str:
+                raise GraphError(f"{where}.{key}.{k}: must be a string, got {shown(v)}")
 
 
 def read_jgf_parts(source: str | bytes | dict) -> tuple[list[tuple[str, dict]], list]:
     """Parse JGF into (vertex id, add_vertex kwargs) pairs and (source, target, subsystem)
-    edges, applying Fluxion's JGF defaults; reverse ("in") edges are dropped."""
+    edges, applying Fluxion's JGF defaults; reverse ("in") edges are dropped. Every field is
+    checked to have the JSON type Fluxion's reader takes (GraphError naming it otherwise)."""
     doc = _load_json(source, "JGF")
     graph = doc.get("graph") if isinstance(doc, dict) else None
     if not isinstance(graph, dict):
@@ -408,25 +568,29 @@ def read_jgf_parts(source: str | bytes | dict) -> tuple[list[tuple[str, dict]], 
     nodes, edges = graph.get("nodes"), graph.get("edges")
     if not isinstance(nodes, list) or not isinstance(edges, list):
         raise GraphError("JGF: 'graph.nodes' and 'graph.edges' must both be lists")
+    if len(nodes) > MAX_VERTICES:
+        raise GraphError(f"JGF: graph.nodes: {len(nodes):,} vertices, more than the "
+                         f"{MAX_VERTICES:,} a graph may have")
     out_nodes: list[tuple[str, dict]] = []
     seen: set[str] = set()
     for i, node in enumerate(nodes):
         if not isinstance(node, dict) or not isinstance(node.get("id"), str):
             raise GraphError(f"JGF: graph.nodes[{i}].id: must be a string")
         md = node.get("metadata")
-        if not isinstance(md, dict) or not isinstance(md.get("type"), str):
-            raise GraphError(f"JGF: graph.nodes[{i}].metadata.type: missing (vertex {node['id']})")
+        if not isinstance(md, dict) or not isinstance(md.get("type"), str) or not md["type"]:
+            raise GraphError(f"JGF: graph.nodes[{i}].metadata.type: missing or not a "
+                             f"non-empty string (vertex {node['id']})")
+        _check_metadata(md, f"JGF: graph.nodes[{i}].metadata")
         vid = node["id"]
         if vid in seen:
-            raise GraphError(f"JGF: graph.nodes[{i}]: duplicate vertex id {vid!r}")
+            raise GraphError(f"JGF: graph.nodes[{i}]: duplicate vertex id {shown(vid)}")
         seen.add(vid)
         uniq = md.get("uniq_id")
         if uniq is None:
-            try:
-                uniq = int(vid)
-            except ValueError:
+            uniq = _int_id(vid)
+            if uniq is None:
                 raise GraphError(f"JGF: graph.nodes[{i}]: uniq_id cannot be inferred from id "
-                                 f"{vid!r}; add metadata.uniq_id") from None
+                                 f"{shown(vid)}; add metadata.uniq_id") from None
         name = md.get("name")
         rid = md.get("id")
         if rid is None:
@@ -435,32 +599,43 @@ def read_jgf_parts(source: str | bytes | dict) -> tuple[list[tuple[str, dict]], 
                 digits = _trailing_int(name)
                 if digits is not None:
                     rid = digits
-        props = md.get("properties")
-        if props is not None and not isinstance(props, dict):
-            raise GraphError(f"JGF: graph.nodes[{i}].metadata.properties: must be an object")
         status = md.get("status", 0)
         out_nodes.append((vid, {
             "type": md["type"], "basename": md.get("basename"), "name": name, "id": rid,
             "uniq_id": uniq, "rank": md.get("rank", -1), "size": md.get("size", 1),
             "unit": md.get("unit") or "", "exclusive": bool(md.get("exclusive")),
-            "properties": props, "status": "down" if status in (1, "down") else "up",
-            "paths": md.get("paths")}))
+            "properties": md.get("properties"),
+            "status": "down" if status in (1, "down") else "up", "paths": md.get("paths")}))
     out_edges = []
     for i, edge in enumerate(edges):
         if not isinstance(edge, dict):
             raise GraphError(f"JGF: graph.edges[{i}]: must be an object")
         src, tgt = edge.get("source"), edge.get("target")
+        if src.__class__ is not str or tgt.__class__ is not str:
+            raise GraphError(f"JGF: graph.edges[{i}]: source and target must be vertex ids "
+                             f"(strings), got {shown(src)} -> {shown(tgt)}")
         if src not in seen or tgt not in seen:
             missing = src if src not in seen else tgt
-            raise GraphError(f"JGF: graph.edges[{i}]: vertex {missing!r} does not exist "
+            raise GraphError(f"JGF: graph.edges[{i}]: vertex {shown(missing)} does not exist "
                              f"({src} -> {tgt})")
-        md = edge.get("metadata") or {}
+        md = edge.get("metadata")
+        if md is None:
+            md = {}
+        elif md.__class__ is not dict:
+            raise GraphError(f"JGF: graph.edges[{i}].metadata: must be an object, got {shown(md)}")
         sub = md.get("subsystem")
-        if sub is None and isinstance(md.get("name"), dict) and md["name"]:
-            sub, relation = next(iter(md["name"].items()))
+        named = md.get("name")
+        if sub is not None and (sub.__class__ is not str or not sub):
+            raise GraphError(f"JGF: graph.edges[{i}].metadata.subsystem: must be a non-empty "
+                             f"string, got {shown(sub)}")
+        if sub is None and isinstance(named, dict) and named:
+            sub, relation = next(iter(named.items()))
+            if not sub or relation.__class__ is not str:
+                raise GraphError(f"JGF: graph.edges[{i}].metadata.name: must map a "
+                                 f"subsystem to a relation (strings), got {shown(named)}")
             if relation == "in":
                 continue
-        if md.get("relation") == "in" or md.get("name") == "in":
+        if md.get("relation") == "in" or named == "in":
             continue
         out_edges.append((src, tgt, sub or CONTAINMENT))
     return out_nodes, out_edges
@@ -486,11 +661,27 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
 
 
 def _trailing_int(name: str) -> int | None:
+    """The decimal digits a name ends with as a number (None: none, or past int64, which
+    Fluxion's reader cannot take either)."""
     end = len(name)
     start = end
-    while start > 0 and name[start - 1].isdigit():
+    while start > 0 and name[start - 1] in "0123456789":
         start -= 1
-    return int(name[start:end]) if start < end else None
+    if start == end or end - start > 19:
+        return None
+    value = int(name[start:end])
+    return value if value <= INT64_MAX else None
+
+
+def _int_id(text: str) -> int | None:
+    """A JGF vertex id read as C's ``stoll`` would (an optional sign, decimal digits, no
+    more than int64 holds), else None."""
+    body = text.strip()
+    digits = body[1:] if body[:1] in "+-" else body
+    if not digits or len(digits) > 19 or any(c not in "0123456789" for c in digits):
+        return None
+    value = int(body)
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 def iter_children(g: ResourceGraph, v: int, subsystem: str = CONTAINMENT) -> Iterable[int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import deque
 
+from fluxinfra.inputs import MAX_VERTICES, shown
 from fluxinfra.matcher.errors import GraphError
 from fluxinfra.matcher.graph import ResourceGraph
 
@@ -23,6 +24,9 @@ __all__ = ["read_grug"]
 _NS = "{http://graphml.graphdrawing.org/xmlns}"
 _INT_KEYS = {"root", "size", "id_scope", "id_start", "id_stride", "multi_scale", "as_tgt_uplvl",
              "as_src_uplvl"}
+#: most (source, target) pairs an ASSOCIATE edge compares: Fluxion's reader compares every
+#: source with every vertex of the target type (and ASSOCIATE_IN links every pair)
+_MAX_PAIRS = MAX_VERTICES
 _DEFAULTS = {"root": 0, "size": 1, "unit": "", "subsystem": "containment",
              "e_subsystem": "containment", "relation": "contains", "rrelation": "in",
              "id_scope": 0, "id_start": 0, "id_stride": 1, "gen_method": "MULTIPLY",
@@ -54,11 +58,25 @@ def _parse(text: str):
             name = keys.get(data.get("key"), (data.get("key"), None))[0]
             out[name] = (data.text or "").strip()
         for k in _INT_KEYS:
+            value = out[k]
+            text = value.strip() if isinstance(value, str) else value
+            if isinstance(text, str) and len(text.lstrip("+-")) > 18:
+                raise GraphError(f"GRUG: {el.get('id')}: {k} must be an integer of at most 18 "
+                                 f"digits, got {shown(value)}")
             try:
-                out[k] = int(out[k])
+                out[k] = int(text)
             except (TypeError, ValueError):
                 raise GraphError(f"GRUG: {el.get('id')}: {k} must be an integer, "
-                                 f"got {out[k]!r}") from None
+                                 f"got {shown(value)}") from None
+        if out["multi_scale"] < 0:
+            raise GraphError(f"GRUG: {el.get('id')}: multi_scale must be >= 0, got "
+                             f"{out['multi_scale']}")
+        for k in ("type", "basename", "unit", "subsystem", "e_subsystem", "gen_method",
+                  "as_tgt_subsystem"):
+            if k in out and not isinstance(out[k], str):
+                raise GraphError(f"GRUG: {el.get('id')}: {k} must be a string, got "
+                                 f"{shown(out[k])}")
+        out["_element"] = el.get("id")
         return out
 
     kinds: list[tuple[str, dict]] = []
@@ -66,9 +84,14 @@ def _parse(text: str):
     for node in graph.findall(f"{_NS}node"):
         nid = node.get("id")
         if nid in index:
-            raise GraphError(f"GRUG: duplicate recipe node id {nid!r}")
+            raise GraphError(f"GRUG: duplicate recipe node id {shown(nid)}")
         index[nid] = len(kinds)
-        kinds.append((nid, attrs(node)))
+        kind = attrs(node)
+        for k in ("type", "basename"):
+            if not kind.get(k):
+                raise GraphError(f"GRUG: node {nid}: {k} is missing; every recipe node needs "
+                                 "a type and a basename")
+        kinds.append((nid, kind))
     out_edges: list[list[tuple[int, dict]]] = [[] for _ in kinds]
     for edge in graph.findall(f"{_NS}edge"):
         src, tgt = edge.get("source"), edge.get("target")
@@ -114,6 +137,10 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
         k = kinds[tgt_kind][1]
         srcs = made.get(src_kind, [])
         scale = e["multi_scale"]
+        if len(g) + len(srcs) * scale > MAX_VERTICES:
+            raise GraphError(f"GRUG: edge {e['_element']}: multi_scale {scale} makes {len(srcs)} x "
+                             f"{scale} {k['type']} vertices, past the {MAX_VERTICES:,} a "
+                             "graph may have; give a smaller multi_scale")
         ids = _gen_ids(e, len(srcs), scales)
         base = k["basename"]
         names = [f"{base}{i}" if i != -1 else base for i in ids]
@@ -149,6 +176,11 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
         insub = e["as_tgt_subsystem"]
         fixed = insub != sub  # else the paths compared change as the loop sets them
         tgt_prefix: dict[int, str | None] = {}
+        if len(made.get(src_kind, [])) * len(by_type.get(tgt_type, [])) > _MAX_PAIRS:
+            raise GraphError(f"GRUG: edge {e['_element']}: {e['gen_method']} would compare "
+                             f"{len(made.get(src_kind, [])):,} sources with "
+                             f"{len(by_type.get(tgt_type, [])):,} {tgt_type} vertices, more "
+                             f"than the {_MAX_PAIRS:,} pairs read; associate fewer vertices")
         for src in made.get(src_kind, []):
             src_prefix: list[str | None] = []  # [the source's prefix] once computed
             for v in by_type.get(tgt_type, []):
@@ -183,21 +215,29 @@ def read_grug(text: str, rank: int = -1) -> ResourceGraph:
         elif method in ("ASSOCIATE_IN", "ASSOCIATE_BY_PATH_IN"):
             made[tgt_kind] = associate(src_kind, tgt_kind, e, method == "ASSOCIATE_BY_PATH_IN")
         else:
-            raise GraphError(f"GRUG: unknown gen_method {method!r} (MULTIPLY, ASSOCIATE_IN, "
+            raise GraphError(f"GRUG: unknown gen_method {shown(method)} (MULTIPLY, ASSOCIATE_IN, "
                              "ASSOCIATE_BY_PATH_IN)")
 
     # depth-first over the recipe, every kind once, in file order (boost's DFS)
     color = [0] * len(kinds)
 
-    def dfs(u: int) -> None:
-        color[u] = 1
-        for tgt, e in out_edges[u]:
-            if color[tgt] == 0:
-                tree_edge(u, tgt, e)
-                dfs(tgt)
-        color[u] = 2
-        if scales:
-            scales.popleft()
+    def dfs(start: int) -> None:
+        # (iterative: a recipe may chain more kinds than Python's stack holds frames)
+        color[start] = 1
+        stack = [(start, iter(out_edges[start]))]
+        while stack:
+            u, todo = stack[-1]
+            for tgt, e in todo:
+                if color[tgt] == 0:
+                    tree_edge(u, tgt, e)
+                    color[tgt] = 1
+                    stack.append((tgt, iter(out_edges[tgt])))
+                    break
+            else:
+                stack.pop()
+                color[u] = 2
+                if scales:
+                    scales.popleft()
 
     for u in range(len(kinds)):
         if color[u] == 0:
@@ -260,6 +300,8 @@ def _link(g: ResourceGraph, src: int, v: int, sub: str) -> None:
 def _gen_ids(e: dict, nsrc: int, scales: deque[int]) -> list[int]:
     """The ids of the ``multi_scale`` children of each of ``nsrc`` sources, in creation order."""
     scale, scope = e["multi_scale"], e["id_scope"]
+    if not nsrc or not scale:
+        return []  # (a scale past any graph's size with no source to multiply makes nothing)
     if scope < 0:
         return [-1] * (nsrc * scale)
     start, stride = e["id_start"], e["id_stride"]
@@ -349,7 +391,7 @@ class _Paths:
                 continue
             prefix = self.get(src, sub)
             if prefix is None:
-                raise GraphError(f"GRUG: {names[src]} has no path in subsystem {sub!r}; "
+                raise GraphError(f"GRUG: {names[src]} has no path in subsystem {shown(sub)}; "
                                  "generate it from a vertex of that subsystem")
             for v in targets[j * scale:(j + 1) * scale]:
                 explicit[v] = prefix + "/" + names[v]

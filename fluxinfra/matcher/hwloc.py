@@ -8,14 +8,17 @@ Ids are per-type logical indices in document order.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
+from fluxinfra.inputs import MAX_VERTICES, shown
 from fluxinfra.matcher.errors import GraphError
 from fluxinfra.matcher.graph import ResourceGraph
 
 __all__ = ["read_hwloc"]
 
 _OSDEV_GPU, _OSDEV_COPROC = 1, 5
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
 
 
 def _classify(obj) -> tuple[str, str, int] | None:
@@ -31,17 +34,34 @@ def _classify(obj) -> tuple[str, str, int] | None:
         return ("socket", "socket", 1)
     if kind in ("Cache", "L1Cache", "L2Cache", "L3Cache"):
         depth = obj.get("depth") or kind[1]
-        return ("cache", f"L{depth}cache", int(obj.get("cache_size", "0")) // 1024)
+        return ("cache", f"L{depth}cache", _int_attr(obj, "cache_size", 0) // 1024)
     if kind == "Core":
         return ("core", "core", 1)
     if kind == "PU":
         return ("pu", "pu", 1)
     if kind == "OSDev":
-        osdev = int(obj.get("osdev_type", "-1"))
+        osdev = _int_attr(obj, "osdev_type", -1)
         name = obj.get("name", "")
         if osdev == _OSDEV_COPROC or (osdev == _OSDEV_GPU and name.startswith("rsmi")):
             return ("gpu", "gpu", 1)
     return None
+
+
+def _int_attr(obj, name: str, default: int) -> int:
+    """Integer attribute ``name`` of an hwloc object (GraphError naming it otherwise)."""
+    text = obj.get(name)
+    if text is None:
+        return default
+    body = text.strip()
+    if _INTEGER.fullmatch(body) is None:
+        raise GraphError(f"hwloc: <object type={obj.get('type')!r}> {name}={shown(text)}: must be "
+                         "an integer")
+    return int(body)
+
+
+def _digits(text: str) -> int | None:
+    """``text`` (all digits) as a number, None when empty or past int64."""
+    return int(text) if text and len(text) <= 18 else None
 
 
 def _allow_key(kind: str, basename: str) -> str:
@@ -61,7 +81,8 @@ def read_hwloc(text: str, allowlist: str | None = None, rank: int = 0) -> Resour
     cluster = g.add_vertex(type="cluster", basename="cluster", id=0)
     counters: dict[str, int] = {}
 
-    def visit(obj, parent: int) -> None:
+    def visit(obj, parent: int) -> int:
+        """Add ``obj``'s vertex below ``parent``; returns the vertex its children hang on."""
         here = parent
         info = _classify(obj)
         if info is not None:
@@ -80,22 +101,33 @@ def read_hwloc(text: str, allowlist: str | None = None, rank: int = 0) -> Resour
                         name = host
                         digits = len(host) - len(host.rstrip("0123456789"))
                         basename = host[:-digits] if digits else host
-                        vid = int(host[-digits:]) if digits else 0
+                        vid = _digits(host[-digits:] if digits else "") or 0
                 elif kind == "gpu":
                     name_attr = obj.get("name", "")
-                    digits = "".join(ch for ch in name_attr if ch.isdigit())
-                    vid = int(digits) if digits else index
+                    digits = "".join(ch for ch in name_attr if ch in "0123456789")
+                    vid = _digits(digits) if digits else index
+                    if vid is None:
+                        raise GraphError(f"hwloc: GPU {shown(name_attr)}: the number in its name "
+                                         "is too large")
                 if info is not None:
+                    if len(g) >= MAX_VERTICES:
+                        raise GraphError(f"hwloc: more than {MAX_VERTICES:,} objects; no graph "
+                                         "is that large")
                     v = g.add_vertex(type=kind, basename=basename, name=name, id=vid,
                                      rank=rank, size=size)
                     g.add_edge(parent, v)
                     here = v
-        for child in obj.findall("object"):
-            visit(child, here)
+        return here
 
     top = root.find("object")
     if top is None:
         raise GraphError("hwloc: no <object> in the topology XML")
-    visit(top, cluster)
+    # (children in document order, parents first, without recursion: XML may nest deeper
+    # than Python's stack)
+    stack = [(top, cluster)]
+    while stack:
+        obj, parent = stack.pop()
+        here = visit(obj, parent)
+        stack.extend((child, here) for child in reversed(obj.findall("object")))
     g.finalize()
     return g

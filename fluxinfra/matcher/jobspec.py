@@ -14,15 +14,16 @@ fluxinfra.matcher.errors.JobspecError: resources[0].count.min: must be >= 1, got
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-import yaml
-
+from fluxinfra.inputs import MAX_DEPTH, check_plain, parse_yaml, shown
 from fluxinfra.matcher.constraint import parse_constraint
 from fluxinfra.matcher.errors import JobspecError
 
 __all__ = ["Jobspec", "Resource", "UINT_MAX"]
 
+#: the largest count (min, max, operand) a jobspec may give: Fluxion reads counts as C unsigned
 UINT_MAX = 0xFFFFFFFF
 _RESOURCE_KEYS = {"type", "count", "unit", "exclusive", "with", "label", "id", "requires"}
 _TOP_KEYS = {"version", "resources", "tasks", "attributes"}
@@ -70,11 +71,14 @@ class Resource:
         if self.oper == "^":
             if self.operand < 2 or cur == 1:
                 return cur
-            while cur <= qc and cur <= hi:
+            top = qc if qc < hi else hi
+            while cur <= top:
                 base = cur
                 count = cur
                 for _ in range(1, self.operand):
                     cur *= base
+                    if cur > top:
+                        break  # (the rest of the power only grows past it: base >= 2)
             return count
         return 0
 
@@ -100,7 +104,7 @@ class Resource:
         return out
 
     def __repr__(self) -> str:
-        return f"Resource({self.type}[{self.count_min}], with={self.with_!r})"
+        return f"Resource({self.type}[{self.count_min}], with={shown(self.with_)})"
 
 
 class Jobspec:
@@ -126,16 +130,11 @@ class Jobspec:
         """Parse a jobspec given as a dict, YAML text or JSON text."""
         if isinstance(source, Jobspec):
             return source
-        if isinstance(source, (str, bytes)):
-            try:
-                doc = yaml.safe_load(source)
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                where = f" at line {mark.line + 1}" if mark else ""
-                raise JobspecError(f"jobspec: malformed YAML{where}: "
-                                   f"{getattr(exc, 'problem', exc)}") from None
+        if isinstance(source, (str, bytes, bytearray)):
+            doc = parse_yaml(source, "jobspec", JobspecError)  # (checked as check_plain does)
         else:
             doc = source
+            check_plain(doc, "jobspec", JobspecError)
         if not isinstance(doc, dict):
             raise JobspecError(f"jobspec: must be a mapping, got {type(doc).__name__}")
         unknown = set(doc) - _TOP_KEYS
@@ -144,7 +143,7 @@ class Jobspec:
                                f"{', '.join(sorted(_TOP_KEYS))}")
         version = doc.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= 9999:
-            raise JobspecError(f"version: must be an integer 1..9999, got {version!r}")
+            raise JobspecError(f"version: must be an integer 1..9999, got {shown(version)}")
         if "resources" not in doc:
             raise JobspecError("resources: missing; a jobspec needs a resources list")
         resources = _parse_resources(doc["resources"], "resources")
@@ -161,10 +160,12 @@ class Jobspec:
         if not isinstance(system, dict):
             raise JobspecError("attributes.system: must be a mapping")
         duration = system.get("duration", 0)
-        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
-            raise JobspecError(f"attributes.system.duration: must be a number >= 0 (seconds), "
-                               f"got {duration!r}")
-        js = cls(resources, tasks, int(duration), version, attributes)
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or \
+                not duration >= 0 or duration == math.inf:
+            raise JobspecError(f"attributes.system.duration: must be a finite number >= 0 "
+                               f"(seconds), got {shown(duration)}")
+        # (a fraction of a second is a whole one, as in Fluxion: 0 would mean "no limit")
+        js = cls(resources, tasks, math.ceil(duration), version, attributes)
         if "constraints" in system:
             constraint = parse_constraint(system["constraints"])
             js.constraint = constraint if constraint.op else None  # {} matches everything
@@ -180,13 +181,21 @@ class Jobspec:
         return json.dumps(self.to_dict())
 
 
-def _parse_resources(value: Any, path: str) -> list[Resource]:
+#: how deep ``with`` may nest (check_plain has bounded the document at MAX_DEPTH levels, two
+#: of which each ``with`` takes)
+_MAX_WITH = MAX_DEPTH // 2
+
+
+def _parse_resources(value: Any, path: str, depth: int = 0) -> list[Resource]:
     if not isinstance(value, list) or not value:
         raise JobspecError(f"{path}: must be a non-empty list of resources")
-    return [_parse_resource(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if depth > _MAX_WITH:
+        raise JobspecError(f"{path}: resources nest more than {_MAX_WITH} levels deep; no "
+                           "graph is that deep")
+    return [_parse_resource(item, f"{path}[{i}]", depth) for i, item in enumerate(value)]
 
 
-def _parse_resource(node: Any, path: str) -> Resource:
+def _parse_resource(node: Any, path: str, depth: int = 0) -> Resource:
     if not isinstance(node, dict):
         raise JobspecError(f"{path}: resource must be a mapping, got {type(node).__name__}")
     unknown = set(node) - _RESOURCE_KEYS
@@ -210,24 +219,28 @@ def _parse_resource(node: Any, path: str) -> Resource:
         if isinstance(excl, str) and excl in ("true", "false"):
             excl = excl == "true"
         if not isinstance(excl, bool):
-            raise JobspecError(f"{path}.exclusive: must be true or false, got {excl!r}")
+            raise JobspecError(f"{path}.exclusive: must be true or false, got {shown(excl)}")
         res.exclusive = excl
     if "label" in node:
-        if not isinstance(node["label"], (str, int)):
-            raise JobspecError(f"{path}.label: must be a string")
+        if isinstance(node["label"], bool) or not isinstance(node["label"], (str, int)):
+            raise JobspecError(f"{path}.label: must be a string, got {node['label']!r}")
         res.label = str(node["label"])
     elif rtype == "slot":
         raise JobspecError(f"{path}.label: missing; every slot needs a label (tasks refer to it)")
     if "with" in node:
-        res.with_ = _parse_resources(node["with"], f"{path}.with")
+        res.with_ = _parse_resources(node["with"], f"{path}.with", depth + 1)
     return res
 
 
 def _int(value: Any, path: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise JobspecError(f"{path}: must be an integer, got {value!r}")
+        raise JobspecError(f"{path}: must be an integer, got {shown(value)}")
     if value < minimum:
         raise JobspecError(f"{path}: must be >= {minimum}, got {value}")
+    if value > UINT_MAX:
+        told = value if value < 1 << 64 else f"about 2**{value.bit_length() - 1}"
+        raise JobspecError(f"{path}: must be <= {UINT_MAX} (Fluxion's largest count), got "
+                           f"{told}; ask for at most that many")
     return value
 
 
@@ -253,7 +266,7 @@ def _parse_count(res: Resource, count: Any, path: str) -> None:
     res.count_max = _int(count["max"], f"{path}.max", res.count_min)
     oper = count["operator"]
     if oper not in ("+", "*", "^"):
-        raise JobspecError(f"{path}.operator: must be one of +, *, ^; got {oper!r}")
+        raise JobspecError(f"{path}.operator: must be one of +, *, ^; got {shown(oper)}")
     floor = 1 if oper == "+" else 2
     res.oper = oper
     res.operand = _int(count["operand"], f"{path}.operand", floor)

@@ -83,6 +83,7 @@ from fractions import Fraction
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
+from fluxinfra.inputs import shown
 from fluxinfra.matcher.quantity import parse_quantity
 
 __all__ = [
@@ -131,6 +132,10 @@ CONTROL_PLANE_KEYS = ("node-role.kubernetes.io/control-plane", "node-role.kubern
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 MIB = 2**20
 DEFAULT_MEMORY_CHUNK_MIB = 1024
+#: most vertices of one kind (cores, memory chunks, GPUs) a node gets in the graph, far past any
+#: machine's core count: what is past it is a quantity typed wrong ("16Gi" of cpu would be 17
+#: billion cores)
+MAX_NODE_VERTICES = 1 << 16
 
 
 class K8sInputError(FluxinfraError, ValueError):
@@ -156,13 +161,14 @@ def _exact(resources: Mapping[str, Any] | None, where: str) -> dict[str, Fractio
     if not resources:
         return {}
     if not isinstance(resources, Mapping):
-        raise K8sInputError(f"{where}: {resources!r} is not a mapping of resource name to quantity")
+        raise K8sInputError(f"{where}: {shown(resources)} is not a mapping of resource name to "
+                            "quantity")
     out: dict[str, Fraction] = {}
     for name, value in resources.items():
         field_name = f"{where}.{name}"
         amount = parse_quantity(value, field_name)
         if amount < 0:
-            raise K8sInputError(f"{field_name}: {value!r} is negative; resource quantities "
+            raise K8sInputError(f"{field_name}: {shown(value)} is negative; resource quantities "
                                 "must be >= 0")
         out[name] = amount
     return out
@@ -321,7 +327,7 @@ class LabelSelector:
             return cls(tuple(_parse_selector_string(selector)))
         if not isinstance(selector, Mapping):
             raise K8sInputError(
-                f"node_selector: {selector!r} is not a label selector; use 'key=value,...' or "
+                f"node_selector: {shown(selector)} is not a label selector; use 'key=value,...' or "
                 "{'key': 'value'} or {'matchLabels': ..., 'matchExpressions': [...]}"
             )
         if "matchLabels" in selector or "matchExpressions" in selector:
@@ -331,7 +337,7 @@ class LabelSelector:
                 op = expr.get("operator")
                 if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
                     raise K8sInputError(
-                        f"node_selector.matchExpressions: operator {op!r} of key "
+                        f"node_selector.matchExpressions: operator {shown(op)} of key "
                         f"{expr.get('key')!r}; use In, NotIn, Exists or DoesNotExist"
                     )
                 reqs.append((expr["key"], op, frozenset(map(str, expr.get("values") or []))))
@@ -367,8 +373,9 @@ def _parse_selector_string(text: str) -> list[tuple[str, str, frozenset[str]]]:
             m = None
         if m is None or (m.end() < len(rest) and rest[m.end()] != ","):
             raise K8sInputError(
-                f"node_selector: cannot parse {text!r} near {rest!r}; use comma-separated "
-                "'key=value', 'key!=value', 'key', '!key', 'key in (a,b)', 'key notin (a,b)'"
+                f"node_selector: cannot parse {shown(text)} near {shown(rest)}; use "
+                "comma-separated 'key=value', 'key!=value', 'key', '!key', 'key in (a,b)', "
+                "'key notin (a,b)'"
             )
         rest = rest[m.end() + 1 :].strip()
     return reqs
@@ -400,8 +407,8 @@ def node_skip_reason(
         if key.startswith("node.kubernetes.io/") or key in tolerated or "*" in tolerated:
             continue
         value = taint.get("value")
-        shown = f"{key}={value}" if value else key
-        return f"taint {shown}:{effect} not tolerated (add {key!r} to tolerations)"
+        said = f"{key}={value}" if value else key
+        return f"taint {said}:{effect} not tolerated (add {shown(key)} to tolerations)"
     if spec.get("unschedulable"):
         return "cordoned (spec.unschedulable)"
     if selector is not None and not selector.matches(labels):
@@ -455,11 +462,20 @@ def _node_spec(
     allocatable = node_allocatable(node)
     free = {k: max(0, v - requested.get(k, 0)) for k, v in allocatable.items()}
     free_m = free.get("cpu", 0)
+    name = meta["name"]
+    for what, count, fix in (
+            ("cpu", free_m // 1000, "cores"),
+            ("memory", free.get("memory", 0) // MIB // memory_chunk_mib,
+             f"memory vertices of {memory_chunk_mib} MiB (raise memory_chunk_mib)"),
+            *((r, free.get(r, 0), "GPUs") for r in gpu_resources)):
+        if count > MAX_NODE_VERTICES:
+            raise K8sInputError(f"node {name}: status.allocatable.{what}: {count:,} {fix}, more "
+                                f"than the {MAX_NODE_VERTICES:,} one node may have in the graph")
     gpus: list[str] = []
     for resource, vendor in gpu_resources.items():
         gpus.extend([vendor] * free.get(resource, 0))
     return NodeSpec(
-        name=meta["name"],
+        name=name,
         zone=labels.get(zone_label),
         status=node_status(node),
         cores=free_m // 1000,
@@ -490,7 +506,7 @@ def k8s_inventory(
         or not isinstance(memory_chunk_mib, int)
         or (memory_chunk_mib < 1)
     ):
-        raise K8sInputError(f"memory_chunk_mib: {memory_chunk_mib!r}; give an integer >= 1")
+        raise K8sInputError(f"memory_chunk_mib: {shown(memory_chunk_mib)}; give an integer >= 1")
     selector = LabelSelector.parse(node_selector)
     tolerations = tuple(tolerations)
     kept: dict[str, Mapping[str, Any]] = {}
@@ -498,9 +514,10 @@ def k8s_inventory(
     for i, node in enumerate(nodes):
         name = (node.get("metadata") or {}).get("name")
         if not name or not isinstance(name, str):
-            raise K8sInputError(f"nodes[{i}].metadata.name: {name!r}; every Node needs a name")
+            raise K8sInputError(f"nodes[{i}].metadata.name: {shown(name)}; every Node needs a name")
         if name in kept or name in skipped:
-            raise K8sInputError(f"nodes[{i}].metadata.name: {name!r} appears twice; pass each once")
+            raise K8sInputError(f"nodes[{i}].metadata.name: {shown(name)} appears twice; pass "
+                                "each once")
         reason = node_skip_reason(node, selector, tolerations)
         if reason is None:
             kept[name] = node
@@ -806,7 +823,7 @@ def parse_topology(spec: str | Iterable[Any] | None) -> tuple[TopologyLevel, ...
                 continue
             name, sep, label = part.partition("=")
             if not sep:
-                raise K8sInputError(f"topology: {part!r} is not NAME=LABEL; write e.g. "
+                raise K8sInputError(f"topology: {shown(part)} is not NAME=LABEL; write e.g. "
                                     "'zone=topology.kubernetes.io/zone,rack=example.com/rack'")
             items.append((name.strip(), label.strip()))
     else:
@@ -819,13 +836,13 @@ def parse_topology(spec: str | Iterable[Any] | None) -> tuple[TopologyLevel, ...
     levels: list[TopologyLevel] = []
     for name, label in items:
         if not _LEVEL_NAME.match(name) or name in _RESERVED_TYPES:
-            raise K8sInputError(f"topology: level name {name!r} must be a lowercase word (a-z, "
-                                "0-9, -, _) other than cluster, node and slot")
+            raise K8sInputError(f"topology: level name {shown(name)} must be a lowercase word "
+                                "(a-z, 0-9, -, _) other than cluster, node and slot")
         if not label or any(c.isspace() for c in label):
-            raise K8sInputError(f"topology: level {name!r} needs a node label key, got "
-                                f"{label!r}")
+            raise K8sInputError(f"topology: level {shown(name)} needs a node label key, got "
+                                f"{shown(label)}")
         if any(lvl.name == name or lvl.label == label for lvl in levels):
-            raise K8sInputError(f"topology: level {name!r} / label {label!r} given twice")
+            raise K8sInputError(f"topology: level {shown(name)} / label {shown(label)} given twice")
         levels.append(TopologyLevel(name, label))
     return tuple(levels)
 
@@ -901,7 +918,7 @@ def pool_graph(nodes: Iterable[Mapping[str, Any]], levels: Iterable[TopologyLeve
         meta = node.get("metadata") or {}
         name = meta.get("name")
         if not name or not isinstance(name, str) or name in seen:
-            raise K8sInputError(f"nodes: metadata.name {name!r} is missing or repeated; every "
+            raise K8sInputError(f"nodes: metadata.name {shown(name)} is missing or repeated; every "
                                 "Node needs a unique name")
         seen.add(name)
         if name not in ranks:
@@ -1047,7 +1064,7 @@ def pool_jobspec(count: int, amounts: Mapping[str, int], *, duration: int = 0,
     with_ = [{"type": r, "count": pool_request(r, int(n))}
              for r, n in sorted(amounts.items()) if n > 0]
     if not with_:
-        raise K8sInputError(f"amounts: {dict(amounts)!r} asks for nothing; a pod asks for at "
+        raise K8sInputError(f"amounts: {shown(dict(amounts))} asks for nothing; a pod asks for at "
                             "least pods: 1")
     slot_count: Any = count
     if count_min is not None and count_min < count:

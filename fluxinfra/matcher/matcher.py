@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxinfra.inputs import INT64_MAX, INT64_MIN, MAX_VERTICES, finite, shown, type_name
 from fluxinfra.matcher import stdsort
 from fluxinfra.matcher.errors import Busy, GraphError, MatcherError, UnknownJob, Unsatisfiable
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
@@ -54,6 +55,20 @@ _STATUS = {AT_ALLOC: "ALLOCATED", AT_RESERVE: "RESERVED", AT_NO_ALLOC: "MATCHED"
 
 OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability", "satisfiability",
        "without_allocating")
+
+
+def check_jobid(jobid: Any, what: str = "job id") -> int:
+    """``jobid`` if it is a job id Fluxion can hold (a 64-bit signed integer), else
+    MatcherError naming it."""
+    if jobid.__class__ is not int:
+        if isinstance(jobid, bool) or not isinstance(jobid, int):
+            raise MatcherError(f"{what}: {shown(jobid)} is {type_name(jobid)}; give an integer "
+                               f"from 1 to {INT64_MAX}")
+        jobid = int(jobid)
+    if not INT64_MIN <= jobid <= INT64_MAX:
+        raise MatcherError(f"{what}: {jobid} is outside Fluxion's job ids (64-bit signed "
+                           f"integers); give one from 1 to {INT64_MAX}")
+    return jobid
 
 
 def freeze_alive() -> None:
@@ -156,7 +171,7 @@ class Matcher:
                 gc.set_threshold(max(limits[0], 1_000), max(limits[1], 1_000),
                                  max(limits[2], 100))
         if subsystem not in graph.children:
-            raise GraphError(f"subsystem {subsystem!r} is not in the graph "
+            raise GraphError(f"subsystem {shown(subsystem)} is not in the graph "
                              f"(it has {', '.join(sorted(graph.children))})")
         self.graph = graph
         self.policy = parse_policy(policy)
@@ -193,10 +208,15 @@ class Matcher:
               now: int | None = None) -> MatchResult:
         """Run ``op`` for ``jobspec``; raises Busy (not now) or Unsatisfiable (never)."""
         if op not in OPS:
-            raise MatcherError(f"unknown match op {op!r}; use one of {', '.join(OPS)}")
+            raise MatcherError(f"unknown match op {shown(op)}; use one of {', '.join(OPS)}")
         js = self._parse(jobspec)
         if jobid is None:
             jobid = self._next_jobid
+            if jobid > INT64_MAX:
+                raise MatcherError(f"no job id left to give: job {INT64_MAX}, the largest "
+                                   "Fluxion holds, was given; pass jobid= explicitly")
+        else:
+            jobid = check_jobid(jobid)
         if jobid in self.jobs:
             raise MatcherError(f"job id {jobid} is already in use; cancel it first")
         self._next_jobid = max(self._next_jobid, jobid + 1)
@@ -259,7 +279,10 @@ class Matcher:
             st["sum_match"] += elapsed
 
     def _duration(self, js: Jobspec, at: int) -> int:
-        return js.duration if js.duration > 0 else HORIZON - at
+        """The job's duration: the jobspec's, but never past the end of the planners' time
+        (0, or longer: until then, as Fluxion's traverser takes it)."""
+        d = js.duration
+        return d if 0 < d <= HORIZON - at else HORIZON - at
 
     def _run(self, js: Jobspec, op: str, jobid: int, now: int) -> MatchResult:
         trav, g = self.trav, self.graph
@@ -467,9 +490,11 @@ class Matcher:
     def slot_R(self, jobid: int, index: int) -> dict:  # noqa: N802 - RFC 20 calls it R
         """An R holding just slot ``index`` of a job (one pod of a group), for
         :meth:`partial_cancel`."""
-        job = self.jobs.get(jobid)
+        job = self.jobs.get(check_jobid(jobid))
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}")
+        if index.__class__ is not int:
+            raise MatcherError(f"slot index {shown(index)}: give an integer")
         if not 0 <= index < len(self._resolve_slots(job)) or job.slots[index] is None:
             raise MatcherError(f"job {jobid} has no live slot {index} "
                                f"(it has {len(job.slots)} slots)")
@@ -483,7 +508,7 @@ class Matcher:
     # -- other operations -------------------------------------------------------------------
     def cancel(self, jobid: int) -> None:
         """Release every resource of ``jobid`` (now and in the future)."""
-        job = self.jobs.pop(jobid, None)
+        job = self.jobs.pop(jobid, None) if jobid.__class__ is int else None
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
         self.results.pop(jobid, None)
@@ -512,7 +537,7 @@ class Matcher:
 
         Returns True when the job is now fully released (and forgotten).
         """
-        job = self.jobs.get(jobid)
+        job = self.jobs.get(check_jobid(jobid))
         if job is None:
             raise UnknownJob(f"unknown job id {jobid}; nothing to cancel")
         shrink: dict[int, int] = {}
@@ -523,8 +548,8 @@ class Matcher:
         for v, amount in shrink.items():
             self.trav.shrink(job, v, amount)
         if isinstance(what, dict):
-            index = ((what.get("attributes") or {}).get("user") or {}).get("fluxinfra.slot")
-            if isinstance(index, int) and 0 <= index < len(job.slots):
+            index = _slot_index(what)
+            if index is not None and 0 <= index < len(job.slots):
                 job.slots[index] = None
         done = self.trav.release(job, release) if release else not job.sched
         # a released vertex takes everything below it (a subtree held whole has spans on
@@ -553,19 +578,24 @@ class Matcher:
         sub = self.trav.sub
         if isinstance(what, str):
             what = [what]
-        if not isinstance(what, dict):
+        if isinstance(what, (list, tuple)):
             out: set[int] = set()
             for name in what:
+                if not isinstance(name, str):
+                    raise MatcherError(f"partial cancel: {shown(name)} is {type_name(name)}; name "
+                                       "vertices by name or containment path (strings)")
                 out.update(v for v in g.preorder(g.resolve(name), sub) if v in held)
             return self._close_upwards(out, held)
+        if not isinstance(what, dict):
+            raise MatcherError(f"partial cancel: {type_name(what)}; give node names (a string "
+                               "or a list of them) or an R (an object)")
         sched = what.get("scheduling", what if "graph" in what else None)
-        nodes = ((sched or {}).get("graph") or {}).get("nodes")
+        nodes = _jgf_nodes(sched, "partial cancel: R")
         leaves: set[int] = set()
         if nodes:
-            for n in nodes:
-                md = n.get("metadata", {})
+            for n, md in nodes:
                 path = (md.get("paths") or {}).get(sub)
-                v = self._by_path(path) if path else g.by_uniq_id(int(n["id"]))
+                v = self._by_path(path) if path else g.by_uniq_id(_jgf_uniq(n, md))
                 if v is None:
                     raise MatcherError(f"partial cancel: vertex {n.get('id')} is not in the graph")
                 if v not in held:
@@ -613,7 +643,7 @@ class Matcher:
         return None
 
     def info(self, jobid: int) -> MatchResult:
-        result = self.results.get(jobid)
+        result = self.results.get(check_jobid(jobid))
         if result is None:
             raise UnknownJob(f"unknown job id {jobid}")
         return result
@@ -658,11 +688,20 @@ class Matcher:
         raises :class:`Busy`.
         """
         if reader not in ("auto",) + self.UPDATE_READERS:
-            raise MatcherError(f"update_allocate: reader {reader!r}; use one of auto, "
+            raise MatcherError(f"update_allocate: reader {shown(reader)}; use one of auto, "
                                f"{', '.join(self.UPDATE_READERS)}")
         if not isinstance(R, dict):
             raise GraphError("update_allocate: R must be a dict (an R or a JGF), got "
                              f"{type(R).__name__}")
+        if at.__class__ is not int or not 0 <= at < HORIZON:
+            raise MatcherError(f"update_allocate: at {shown(at)}: give a whole number of seconds "
+                               f"from 0 to {HORIZON - 1}")
+        if duration is not None:
+            if duration.__class__ is not int:
+                raise MatcherError(f"update_allocate: duration {shown(duration)}: give a whole "
+                                   "number of seconds (or None: R's own)")
+            duration = min(duration, HORIZON - at)  # (past the end of time: until then)
+        jobid = check_jobid(jobid, "update_allocate: job id")
         jgf = R if "graph" in R else R.get("scheduling")
         if reader == "auto":
             if isinstance(jgf, dict) and "graph" in jgf:
@@ -671,9 +710,17 @@ class Matcher:
             else:
                 reader = "rv1exec"
         execution = R.get("execution") or {}
+        if not isinstance(execution, dict):
+            raise GraphError(f"update_allocate: R's execution must be an object, got "
+                             f"{type_name(execution)}")
         if duration is None or duration <= 0:
             start, end = execution.get("starttime", at), execution.get("expiration", 0)
+            for key, value in (("starttime", start), ("expiration", end)):
+                if not finite(value) or value < 0:
+                    raise GraphError(f"update_allocate: R's execution.{key} {shown(value)}: give a "
+                                     "number of seconds >= 0")
             duration = int(end - start) if end and end > start else HORIZON - at
+            duration = min(duration, HORIZON - at)
         marks: dict[int, tuple[int, bool, int]] = {}
         try:
             if reader == "rv1exec":
@@ -722,19 +769,18 @@ class Matcher:
         """Fill ``marks`` (vertex -> (units, exclusive, parent)) from a JGF's vertices, in
         file order; ``shorthand``: an exclusive vertex adds its whole containment subtree
         after it."""
-        nodes = ((jgf if isinstance(jgf, dict) else {}).get("graph") or {}).get("nodes")
-        if not nodes or not isinstance(nodes, list):
+        nodes = _jgf_nodes(jgf, "update_allocate: R")
+        if not nodes:
             raise GraphError("update_allocate: R has no JGF (R['scheduling']['graph']['nodes'] "
                              "or R['graph']['nodes']); pass the R or JGF the matcher wrote")
         g = self.graph
         by_id: dict[str, int] = {}
-        for n in nodes:
-            md = n.get("metadata", {}) if isinstance(n, dict) else {}
+        for n, md in nodes:
             v = self._vertex_of(n, md, "update_allocate")
             by_id[str(n.get("id"))] = v
             try:
                 size = int(md.get("size", 1))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise GraphError(f"update_allocate: vertex {n.get('id')} of R: size "
                                  f"{md.get('size')!r}; give a whole number") from None
             excl = bool(md.get("exclusive", False))
@@ -750,8 +796,9 @@ class Matcher:
                 marks[u] = (size, excl, -1) if u == v else (g.size[u], True, parent)
         # the parent each vertex was held through (where a vertex has several parents)
         sub = self.trav.sub
-        for e in (jgf.get("graph") or {}).get("edges") or ():
-            if not isinstance(e, dict):
+        edges = jgf["graph"].get("edges") or ()
+        for e in edges if isinstance(edges, list) else ():
+            if not isinstance(e, dict) or not isinstance(e.get("metadata") or {}, dict):
                 continue
             esub = ((e.get("metadata") or {}).get("subsystem")) or CONTAINMENT
             src, tgt = by_id.get(str(e.get("source"))), by_id.get(str(e.get("target")))
@@ -858,17 +905,13 @@ class Matcher:
         g = self.graph
         path = (md.get("paths") or {}).get(self.trav.sub)
         v = None
-        uniq = md.get("uniq_id", n.get("id"))
-        try:
-            v = g.by_uniq_id(int(uniq)) if uniq is not None else None
-        except (TypeError, ValueError):
-            v = None
+        v = g.by_uniq_id(_jgf_uniq(n, md))
         if v is not None and path and g.path(v, self.trav.sub) != path:
             v = None
         if v is None and path:
             v = self._by_path(path)
         if v is None:
-            err = GraphError(f"{what}: vertex {n.get('id')} (path {path!r}) of R is not in "
+            err = GraphError(f"{what}: vertex {n.get('id')} (path {shown(path)}) of R is not in "
                              "the graph")
             err.missing, err.path, err.jgf_id = path, path, n.get("id")
             raise err
@@ -900,17 +943,28 @@ class Matcher:
         request up to 4,096). Raises :class:`Busy` when the node lacks them and
         :class:`GraphError` when ``node`` or a type is not in the graph; nothing is held then.
         """
+        jobid = check_jobid(jobid, "register_amounts: job id")
         if jobid in self.jobs:
             raise MatcherError(f"job id {jobid} is already in use; cancel it first")
+        if not isinstance(node, str) or not isinstance(amounts, dict):
+            raise MatcherError(f"register_amounts: node {shown(node)}, amounts {shown(amounts)}: "
+                               "give a vertex name and an object of type -> units")
         g, trav = self.graph, self.trav
-        at = self.now if at is None else int(at)
+        if at is not None and (at.__class__ is not int or not 0 <= at < HORIZON):
+            raise MatcherError(f"register_amounts: at {shown(at)}: give a whole number of seconds "
+                               f"from 0 to {HORIZON - 1}")
+        at = self.now if at is None else at
+        if duration is not None and duration.__class__ is not int:
+            raise MatcherError(f"register_amounts: duration {shown(duration)}: give a whole number "
+                               "of seconds")
         if duration is None or duration <= 0:
             duration = HORIZON - at
+        duration = min(duration, HORIZON - at)
         found = [v for v in g.by_name(node) if not g.removed[v]] \
             if not node.startswith("/") else [g.resolve(node)]
         if len(found) != 1:
             what = "no vertex" if not found else f"{len(found)} vertices"
-            raise GraphError(f"register_amounts: node: {what} named {node!r}; give the "
+            raise GraphError(f"register_amounts: node: {what} named {shown(node)}; give the "
                              "name of one vertex (or its containment path)")
         top = found[0]
         below = g.preorder(top, trav.sub)
@@ -919,12 +973,12 @@ class Matcher:
         kids = g.children[trav.sub]
         for rtype, amount in amounts.items():
             if not isinstance(amount, int) or amount < 0:
-                raise MatcherError(f"register_amounts: amounts[{rtype!r}]: {amount!r}; "
+                raise MatcherError(f"register_amounts: amounts[{shown(rtype)}]: {shown(amount)}; "
                                    "give a whole number >= 0")
             if not amount:
                 continue
             if rtype not in totals:
-                raise GraphError(f"register_amounts: amounts: {node} has no {rtype!r} "
+                raise GraphError(f"register_amounts: amounts: {node} has no {shown(rtype)} "
                                  f"below it (it has {', '.join(sorted(totals)) or 'nothing'})")
             got = 0
             for v in below:
@@ -972,27 +1026,41 @@ class Matcher:
 
     def add_subgraph(self, jgf: Any) -> list[int]:
         """Attach a JGF subgraph (dict or text): vertices whose containment path already exists
-        are reused, the others are added under their parents. Returns the new vertices."""
+        are reused, the others are added under their parents. Returns the new vertices.
+
+        All or nothing: a subgraph the graph cannot take (malformed, a second root, a vertex
+        left unattached, a cycle) raises GraphError and leaves the graph as it was."""
         from fluxinfra.matcher.graph import read_jgf_parts
         g = self.graph
         nodes, edges = read_jgf_parts(jgf)
+        if len(g) + len(nodes) > MAX_VERTICES:
+            raise GraphError(f"add_subgraph: {len(nodes):,} more vertices would make the graph "
+                             f"larger than the {MAX_VERTICES:,} a graph may have")
         index: dict[str, int] = {}
         added: list[int] = []
-        for vid, kwargs in nodes:
-            path = (kwargs.get("paths") or {}).get(CONTAINMENT)
-            v = self._by_path(path) if path else None
-            if v is None:
-                uniq = kwargs.get("uniq_id")
-                if uniq is not None and g.by_uniq_id(uniq) is not None:
-                    kwargs["uniq_id"] = max(g.uniq_id) + 1
-                v = g.add_vertex(**kwargs)
-                added.append(v)
-            index[vid] = v
-        for src, tgt, sub in edges:
-            if src not in index or tgt not in index:
-                raise GraphError(f"add_subgraph: edge {src} -> {tgt} names a missing vertex")
-            g.add_edge(index[src], index[tgt], sub)
-        g.finalize()
+        mark = g.checkpoint()
+        next_uniq = None
+        try:
+            for vid, kwargs in nodes:
+                path = (kwargs.get("paths") or {}).get(CONTAINMENT)
+                v = self._by_path(path) if path else None
+                if v is None:
+                    uniq = kwargs.get("uniq_id")
+                    if uniq is not None and g.by_uniq_id(uniq) is not None:
+                        if next_uniq is None:
+                            next_uniq = max(g.uniq_id) + 1
+                        while g.by_uniq_id(next_uniq) is not None:
+                            next_uniq += 1
+                        kwargs["uniq_id"] = next_uniq
+                    v = g.add_vertex(**kwargs)
+                    added.append(v)
+                index[vid] = v
+            for src, tgt, sub in edges:
+                g.add_edge_logged(index[src], index[tgt], sub, mark)
+            g.finalize()
+        except GraphError as exc:
+            g.rollback(mark)
+            raise GraphError(f"add_subgraph: {exc}; the graph is unchanged") from None
         self.trav.invalidate()
         self._node_cache = None
         self._up_count = None
@@ -1033,7 +1101,7 @@ class Matcher:
 
     def set_status(self, path_or_name: str, status: str) -> None:
         if status not in ("up", "down"):
-            raise MatcherError(f"status must be 'up' or 'down', got {status!r}")
+            raise MatcherError(f"status must be 'up' or 'down', got {shown(status)}")
         v = self.graph.resolve(path_or_name)
         flag = 1 if status == "up" else 0
         for u in self.graph.preorder(v, self.trav.sub):
@@ -1094,19 +1162,54 @@ def _parse_prune_filters(text: str | None) -> tuple[str, ...]:
     return tuple(types)
 
 
-def _expand_hostlist(items: list[str]) -> list[str]:
-    from fluxinfra.matcher.constraint import split_hostlist
-
+def _jgf_nodes(jgf: Any, what: str) -> list[tuple[dict, dict]] | None:
+    """The (vertex, metadata) pairs of a JGF an R names vertices with (None: it has none),
+    each checked to be an object, with ``paths`` (when given) an object of strings."""
+    if jgf is None:
+        return None
+    if not isinstance(jgf, dict):
+        raise GraphError(f"{what}: its JGF must be an object, got {type_name(jgf)}")
+    graph = jgf.get("graph")
+    nodes = graph.get("nodes") if isinstance(graph, dict) else graph
+    if nodes is None:
+        return None
+    if not isinstance(nodes, list):
+        raise GraphError(f"{what}: graph.nodes must be a list, got {type_name(nodes)}")
     out = []
-    for item in items:
-        for part in split_hostlist(item):
-            if "[" not in part:
-                out.append(part)
-                continue
-            prefix, _, rest = part.partition("[")
-            for rng in rest.rstrip("]").split(","):
-                lo, _, hi = rng.partition("-")
-                width = len(lo)
-                for i in range(int(lo), int(hi or lo) + 1):
-                    out.append(f"{prefix}{i:0{width}d}")
+    for i, n in enumerate(nodes):
+        md = n.get("metadata") if isinstance(n, dict) else None
+        if md is None:
+            md = {}
+        if not isinstance(n, dict) or not isinstance(md, dict):
+            raise GraphError(f"{what}: graph.nodes[{i}]: a vertex is an object with an object "
+                             f"of metadata, got {shown(n)}")
+        paths = md.get("paths")
+        if paths is not None and (not isinstance(paths, dict) or not all(
+                isinstance(p, str) for p in paths.values())):
+            raise GraphError(f"{what}: graph.nodes[{i}].metadata.paths: must be an object of "
+                             f"strings, got {shown(paths)}")
+        out.append((n, md))
     return out
+
+
+def _jgf_uniq(n: dict, md: dict) -> int | None:
+    """The ``uniq_id`` an R's JGF vertex names (its metadata's, else its id read as an
+    integer), None when neither is one."""
+    uniq = md.get("uniq_id", n.get("id"))
+    if uniq.__class__ is int:
+        return uniq
+    if isinstance(uniq, str) and uniq.strip().lstrip("+-").isdigit() and len(uniq) < 20:
+        try:
+            return int(uniq)
+        except ValueError:
+            return None
+    return None
+
+
+def _slot_index(R: dict) -> int | None:  # noqa: N803 - RFC 20 calls it R
+    """The slot an R from :meth:`Matcher.slot_R` holds (``attributes.user.fluxinfra.slot``),
+    None when it names none."""
+    attributes = R.get("attributes")
+    user = attributes.get("user") if isinstance(attributes, dict) else None
+    index = user.get("fluxinfra.slot") if isinstance(user, dict) else None
+    return index if index.__class__ is int else None

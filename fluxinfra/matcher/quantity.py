@@ -20,6 +20,7 @@ import re
 from fractions import Fraction
 
 from fluxinfra.errors import FluxinfraError
+from fluxinfra.inputs import shown
 
 __all__ = ["QuantityError", "parse_quantity", "cpu_millicores", "memory_bytes", "integer_quantity"]
 
@@ -37,9 +38,14 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
+    r"^(?P<num>[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?[0-9]+))?$"
 )
+
+
+#: most characters of a quantity's number: Kubernetes keeps at most 64 bits of it (19 digits)
+#: plus a fraction; far longer text is no quantity (and Python would not read it as one)
+_MAX_DIGITS = 64
 
 
 class QuantityError(FluxinfraError, ValueError):
@@ -49,21 +55,23 @@ class QuantityError(FluxinfraError, ValueError):
 def parse_quantity(value: str | int | float, field: str = "quantity") -> Fraction:
     """Parse a Kubernetes quantity exactly; ``field`` names it in the error message."""
     if isinstance(value, bool):
-        raise QuantityError(f"{field}: {value!r} is not a quantity; use a number or e.g. '500m'")
+        raise QuantityError(f"{field}: {shown(value)} is not a quantity; use a number or e.g. "
+                            "'500m'")
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise QuantityError(f"{field}: {value!r} is not finite; use a number such as '2'")
+            raise QuantityError(f"{field}: {shown(value)} is not finite; use a number such as '2'")
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(
-            f"{field}: {value!r} is a {type(value).__name__}, not a quantity string like '1500m'"
+            f"{field}: {shown(value)} is a {type(value).__name__}, not a quantity string like "
+            "'1500m'"
         )
     amount = _parse_text(value)
     if amount is None:
         raise QuantityError(
-            f"{field}: {value!r} is not a Kubernetes quantity; use digits with an optional "
+            f"{field}: {shown(value)} is not a Kubernetes quantity; use digits with an optional "
             "suffix Ki/Mi/Gi/Ti/Pi/Ei, n/u/m/k/M/G/T/P/E or an exponent within ±64 "
             "(e.g. '1500m', '16Gi')"
         )
@@ -74,7 +82,7 @@ def parse_quantity(value: str | int | float, field: str = "quantity") -> Fractio
 def _parse_text(text: str) -> Fraction | None:
     # Cached: a cluster's pods repeat the same few quantities ("500m", "1Gi") thousands of times.
     match = _QUANTITY.match(text.strip())
-    if match is None:
+    if match is None or len(match["num"]) > _MAX_DIGITS or len(match["exp"] or "") > 3:
         return None
     number = Fraction(match["num"])
     if match["exp"] is not None:
@@ -86,7 +94,8 @@ def _parse_text(text: str) -> Fraction | None:
 
 def _nonnegative(amount: Fraction, value: object, field: str) -> Fraction:
     if amount < 0:
-        raise QuantityError(f"{field}: {value!r} is negative; resource quantities must be >= 0")
+        raise QuantityError(f"{field}: {shown(value)} is negative; resource quantities must be "
+                            ">= 0")
     return amount
 
 

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from fluxinfra.inputs import MAX_GRAPH_BYTES, decode, read_text
 from fluxinfra.matcher.errors import GraphError
 from fluxinfra.matcher.graph import ResourceGraph, read_jgf
 
@@ -20,16 +21,16 @@ FORMATS = ("jgf", "jgf_shorthand", "grug", "rv1exec", "hwloc")
 
 
 def _text(source) -> str:
+    """The text of a graph given as bytes, a path, or text (read at most MAX_GRAPH_BYTES)."""
     if isinstance(source, (bytes, bytearray)):
-        return source.decode()
+        return decode(source, "graph", GraphError)
     if isinstance(source, os.PathLike) or (
             isinstance(source, str) and "\n" not in source and len(source) < 4096
             and not source.lstrip().startswith(("{", "<"))):
-        try:
-            with open(source, encoding="utf-8") as fh:
-                return fh.read()
-        except OSError as exc:
-            raise GraphError(f"cannot read graph file {source}: {exc.strerror}") from None
+        return read_text(source, f"graph file {os.fsdecode(source)}", GraphError,
+                         MAX_GRAPH_BYTES)
+    if not isinstance(source, str):
+        raise GraphError(f"graph: expected a path, text or bytes, got {type(source).__name__}")
     return source
 
 

@@ -34,12 +34,13 @@ cores, gpus, memory.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
+
+from fluxinfra.inputs import MAX_VERTICES, parse_json, parse_yaml, read_text
 
 __all__ = [
     "Recipe",
@@ -73,8 +74,6 @@ _INT_FIELDS = {
     "gpus_per_socket": (0, 0),
 }
 _KNOWN = {"cluster", "memory_per_socket", "memory_unit", "node_properties", *_INT_FIELDS}
-#: Safety valve against typos like nodes_per_rack: 1e9 (about 100 bytes per vertex in the core).
-MAX_VERTICES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -199,23 +198,13 @@ def load_recipe(source: str | Path | Mapping[str, Any]) -> Recipe:
     text = str(source)
     path = Path(text) if isinstance(source, Path) or "\n" not in text else None
     if path is not None and (isinstance(source, Path) or path.suffix in (".yaml", ".yml", ".json")):
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise RecipeError(
-                f"recipe file {str(path)!r}: {exc.strerror}; check the path"
-            ) from None
-    try:
-        if text.lstrip().startswith("{"):
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except (ValueError, ImportError) as exc:
-        raise RecipeError(f"recipe: not valid YAML/JSON ({exc}); fix the syntax") from None
-    except Exception as exc:  # yaml.YAMLError does not subclass ValueError
-        raise RecipeError(f"recipe: not valid YAML ({exc}); fix the syntax") from None
+        if not path.exists():
+            raise RecipeError(f"recipe file {str(path)!r}: no such file; check the path")
+        text = read_text(path, f"recipe file {str(path)!r}", RecipeError)
+    if text.lstrip().startswith("{"):
+        data = parse_json(text, "recipe", RecipeError, "fix the syntax")
+    else:
+        data = parse_yaml(text, "recipe", RecipeError, fix="fix the syntax")
     return parse_recipe(data)
 
 

@@ -11,48 +11,84 @@ Fluxion's rv1exec reader builds (no sockets), with node properties from ``proper
 
 from __future__ import annotations
 
-import json
+import re
+from itertools import islice
 
-from fluxinfra.matcher.errors import GraphError
+from fluxinfra.inputs import INT64_MAX, MAX_VERTICES, parse_json, shown
+from fluxinfra.matcher.constraint import hostlist_parts, iter_hostlist
+from fluxinfra.matcher.errors import GraphError, MatcherError
 from fluxinfra.matcher.graph import ResourceGraph
 
 __all__ = ["read_rv1exec", "parse_idset", "rlite_entries"]
 
+#: one range of an idset (at most 18 digits: no graph has ids past that)
+_RANGE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")
 
-def parse_idset(text: str) -> list[int]:
-    """RFC 22 idset (``0-3,7``) -> sorted ids."""
-    out: list[int] = []
+
+def parse_idset(text: str | int, where: str = "R", limit: int = MAX_VERTICES,
+                error: type[MatcherError] = GraphError) -> list[int]:
+    """RFC 22 idset (``0-3,7``) -> sorted ids, at most ``limit`` of them; raises ``error``
+    naming ``where``."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise error(f"{where}: an idset is a string like '0-3,7', got {shown(text)}")
+    ranges = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
-        lo, _, hi = part.partition("-")
-        try:
-            out.extend(range(int(lo), int(hi or lo) + 1))
-        except ValueError:
-            raise GraphError(f"R: invalid idset {text!r}") from None
+        m = _RANGE.fullmatch(part)
+        if m is None or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise error(f"{where}: invalid idset {shown(text)}; write ids as '0-3,7'")
+        ranges.append((int(m[1]), int(m[2] if m[2] is not None else m[1])))
+    if sum(hi - lo + 1 for lo, hi in ranges) > limit:
+        raise error(f"{where}: idset {shown(text)} names more than {limit:,} ids")
+    out: list[int] = []
+    for lo, hi in ranges:
+        out.extend(range(lo, hi + 1))
     return sorted(set(out))
 
 
 def rlite_entries(doc: dict):
-    """Yield (rank, hostname, {type: [ids]}) for every rank of an R's ``execution``."""
-    from fluxinfra.matcher.matcher import _expand_hostlist
-
+    """Yield (rank, hostname, {type: [ids]}) for every rank of an R's ``execution``, each
+    field checked (GraphError naming it), at most MAX_VERTICES vertices in all."""
     execution = doc.get("execution") if isinstance(doc, dict) else None
     if not isinstance(execution, dict) or not isinstance(execution.get("R_lite"), list):
         raise GraphError("R: 'execution.R_lite' (a list) is missing")
-    ranks: list[int] = []
-    for entry in execution["R_lite"]:
-        ranks.extend(parse_idset(entry.get("rank", "")))
-    order = {r: i for i, r in enumerate(sorted(set(ranks)))}
-    hosts = _expand_hostlist(execution.get("nodelist", []))
-    for entry in execution["R_lite"]:
+    entries: list[tuple[list[int], dict[str, list[int]]]] = []
+    ranks: set[int] = set()
+    total = 0
+    for i, entry in enumerate(execution["R_lite"]):
+        where = f"R: execution.R_lite[{i}]"
+        if not isinstance(entry, dict):
+            raise GraphError(f"{where}: must be an object with rank and children, got "
+                             f"{shown(entry)}")
+        mine = parse_idset(entry.get("rank", ""), f"{where}.rank")
         children = entry.get("children") or {}
-        for rank in parse_idset(entry.get("rank", "")):
+        if not isinstance(children, dict):
+            raise GraphError(f"{where}.children: must be an object of type -> idset, got "
+                             f"{shown(children)}")
+        kids = {t: parse_idset(ids, f"{where}.children.{t}") for t, ids in children.items()}
+        total += len(mine) * (1 + sum(map(len, kids.values())))
+        if total > MAX_VERTICES:
+            raise GraphError(f"{where}: R names more than {MAX_VERTICES:,} vertices; no graph "
+                             "is that large")
+        ranks.update(mine)
+        entries.append((mine, kids))
+    order = {r: i for i, r in enumerate(sorted(ranks))}
+    nodelist = execution.get("nodelist", [])
+    if not isinstance(nodelist, list):
+        raise GraphError(f"R: execution.nodelist: must be a list of hostlists, got "
+                         f"{shown(nodelist)}")
+    parts = []
+    for i, item in enumerate(nodelist):
+        parts += hostlist_parts(item, f"R: execution.nodelist[{i}]", GraphError)
+    hosts = list(islice(iter_hostlist(parts), len(order)))  # (one per rank: no more)
+    for mine, kids in entries:
+        for rank in mine:
             i = order[rank]
             if i >= len(hosts):
                 raise GraphError(f"R: rank {rank} has no host in execution.nodelist")
-            yield rank, hosts[i], {t: parse_idset(ids) for t, ids in children.items()}
+            yield rank, hosts[i], kids
 
 
 def split_hostname(host: str) -> tuple[str, int]:
@@ -61,24 +97,26 @@ def split_hostname(host: str) -> tuple[str, int]:
     digits = len(host) - len(host.rstrip("0123456789"))
     if not digits:
         return host, -1
-    value = int(host[-digits:])
-    if value > (1 << 63) - 1:
-        raise GraphError(f"rv1exec: host name {host!r}: numeric suffix out of range")
+    value = int(host[-digits:]) if digits <= 19 else INT64_MAX + 1
+    if value > INT64_MAX:
+        raise GraphError(f"rv1exec: host name {shown(host)}: numeric suffix out of range")
     return (host if digits == len(host) else host[:-digits]), value
 
 
 def read_rv1exec(source: str | bytes | dict) -> ResourceGraph:
     """Build a graph from an R (dict or JSON text)."""
-    if isinstance(source, dict):
-        doc = source
-    else:
-        try:
-            doc = json.loads(source)
-        except ValueError as exc:
-            raise GraphError(f"rv1exec: malformed JSON ({exc})") from None
+    doc = source if isinstance(source, dict) else parse_json(source, "rv1exec", GraphError)
+    if not isinstance(doc, dict):
+        raise GraphError(f"rv1exec: an R is a JSON object with an 'execution' key, got "
+                         f"{type(doc).__name__}")
+    execution = doc.get("execution")
+    properties = execution.get("properties") if isinstance(execution, dict) else None
+    if properties is not None and not isinstance(properties, dict):
+        raise GraphError(f"R: execution.properties: must be an object of name -> idset, got "
+                         f"{shown(properties)}")
     props: dict[int, dict[str, str]] = {}
-    for name, ranks in ((doc.get("execution") or {}).get("properties") or {}).items():
-        for rank in parse_idset(ranks):
+    for name, ranks in (properties or {}).items():
+        for rank in parse_idset(ranks, f"R: execution.properties.{name}"):
             props.setdefault(rank, {})[name] = ""
     g = ResourceGraph()
     root = g.add_vertex(type="cluster", basename="cluster", id=0)

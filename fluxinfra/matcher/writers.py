@@ -89,9 +89,9 @@ def hostlist(names: list[str]) -> str:
     for name in names:
         end = len(name)
         start = end
-        while start > 0 and name[start - 1].isdigit():
+        while start > 0 and name[start - 1] in "0123456789":
             start -= 1
-        if start == end:
+        if start == end or end - start > 18:  # (no number, or none a rank could be)
             plain.append(name)
             continue
         prefix = name[:start]
