@@ -51,7 +51,7 @@ def machine_with_flux_leftovers():
     if created_account:
         subprocess.run(
             ["useradd", "--system", "--user-group", "--no-create-home",
-             "--home-dir", "/var/lib/flux", "--shell", "/usr/sbin/nologin", "flux"],
+             "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "flux"],
             check=True, capture_output=True,
         )
     created_dirs = [Path(d) for d in LEFTOVER_DIRS if not os.path.lexists(d)]
@@ -63,10 +63,14 @@ def machine_with_flux_leftovers():
         for directory in created_dirs:
             shutil.rmtree(directory, ignore_errors=True)
         if created_account:
-            subprocess.run(["userdel", "flux"], capture_output=True)
+            # --force: lab hosts' own flux users may share its uid, and their brokers would
+            # otherwise count as processes "using" it
+            removed = subprocess.run(["userdel", "--force", "flux"], capture_output=True, text=True)
             if _has_account("group", "flux"):
                 subprocess.run(["groupdel", "flux"], capture_output=True)
-    assert not created_account or not _has_account("passwd", "flux"), "flux user left behind"
+    assert not created_account or not _has_account("passwd", "flux"), (
+        f"the flux user created on this machine is left behind: {removed.stderr.strip()}"
+    )
 
 
 @pytest.fixture(scope="module")
