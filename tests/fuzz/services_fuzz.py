@@ -1,7 +1,6 @@
 """What the service, webhook and scheduler fuzz tests share: the budget and the inputs.
 
-The budget is the fuzz suite's (``fuzzlib.fuzz``, ``tests/fuzz/fuzzlib.py``) when that module is
-there; without it, a minimal one with the same knobs:
+The budget reads the same knobs as the rest of the fuzz suite (``tests/fuzz/fuzzlib.py``):
 
 ``FLUXINFRA_FUZZ_SECONDS``   seconds per test (default 4)
 ``FLUXINFRA_FUZZ_EXAMPLES``  instead, exactly this many inputs per test
@@ -74,10 +73,10 @@ def _minimal_fuzz(test: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-try:  # the suite's own budget and statistics, when the shared module is there
-    from fuzzlib import fuzz  # type: ignore[import-not-found]
-except ImportError:
-    fuzz = _minimal_fuzz
+#: ``@fuzz`` above hypothesis' ``@given``: these tests keep their ``@given``/``@example`` stacks,
+#: so they take this budget rather than ``fuzzlib.fuzz`` (which replaces ``@given``); both read
+#: the same environment variables.
+fuzz = _minimal_fuzz
 
 
 #: integers where readers break: around 0, int32, uint32, int64, uint64 and past them
