@@ -602,7 +602,7 @@ def read_jgf_parts(source: str | bytes | dict) -> tuple[list[tuple[str, dict]], 
         status = md.get("status", 0)
         out_nodes.append((vid, {
             "type": md["type"], "basename": md.get("basename"), "name": name, "id": rid,
-            "uniq_id": uniq, "rank": md.get("rank", -1), "size": md.get("size", 1),
+            "uniq_id": uniq, "rank": _given(md, "rank", -1), "size": _given(md, "size", 1),
             "unit": md.get("unit") or "", "exclusive": bool(md.get("exclusive")),
             "properties": md.get("properties"),
             "status": "down" if status in (1, "down") else "up", "paths": md.get("paths")}))
@@ -658,6 +658,12 @@ def read_jgf(source: str | bytes | dict) -> ResourceGraph:
         g.add_edge(u, v, sub)
     g.finalize()
     return g
+
+
+def _given(md: dict, key: str, default):
+    """``md[key]``, or ``default`` when it is missing or null."""
+    value = md.get(key)
+    return default if value is None else value
 
 
 def _trailing_int(name: str) -> int | None:

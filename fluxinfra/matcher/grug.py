@@ -309,7 +309,7 @@ def _gen_ids(e: dict, nsrc: int, scales: deque[int]) -> list[int]:
         return list(range(start, start + scale)) * nsrc
     wrap = 1
     for h in range(min(scope, len(scales))):
-        wrap *= scales[h]
+        wrap *= scales[h] or 1  # (a scale of 0 above made nothing: no wrap to take from it)
     ids: list[int] = []
     for j in range(nsrc):
         first = start + (j % wrap * scale * stride)

@@ -104,5 +104,11 @@ def _chain(scales: list[str]) -> str:
 @example(_chain(["4096", "4096", "4096"]))
 @example(_chain(["-3"]))
 @example(_chain(["1"] * 300))
+@example(HEAD + "".join(f'<node id="k{i}">{_data("type", "cluster")}{_data("basename", "cluster")}'
+                        f'{_data("root", "1") if i in (0, 2) else ""}</node>' for i in range(6))
+         + "".join(f'<edge id="e{i}" source="k0" target="k{i + 1}">{_data("multi_scale", "0")}'
+                   "</edge>" for i in range(4))
+         + f'<edge id="e4" source="k2" target="k5">{_data("multi_scale", "1")}'
+         f'{_data("id_scope", "1")}</edge>' + TAIL)
 def test_grug_recipes(text):
     clean(_load, text)

@@ -39,6 +39,14 @@ def _load(source):
                     "edges": [{"source": [1], "target": "0"}]}}, True)
 @example({"graph": {"nodes": [{"id": "0", "metadata": {"type": "node", "name": "n" + "9" * 30}}],
                     "edges": []}}, True)
+@example({"graph": {"nodes": [{"id": "0", "metadata": {"type": "cluster"}},
+                              {"id": "1", "metadata": {"type": "node", "rank": None}},
+                              {"id": "2", "metadata": {"type": "node", "rank": 0}},
+                              {"id": "3", "metadata": {"type": "core"}},
+                              {"id": "4", "metadata": {"type": "core"}}],
+                    "edges": [{"source": "0", "target": "1"}, {"source": "0", "target": "2"},
+                              {"source": "1", "target": "3"}, {"source": "2", "target": "4"}]}},
+          False)
 def test_jgf_documents(doc, as_text):
     clean(_load, json.dumps(doc) if as_text else doc)
 
