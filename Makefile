@@ -5,13 +5,17 @@ BIN := $(VENV)/bin
 STACK ?= dev
 # A file of at least 32 secret bytes seeding the rendered keys (make render STACK=prod SEED=FILE).
 SEED ?=
+# Stack values overridden for this render, as `pulumi config set --path` would set them:
+# make render SET="installer.source=prefix installer.prefix=/opt/flux"
+SET ?=
 
 .PHONY: setup render deploy test test-fast fuzz bench bench-full lint image e2e clean
 setup:
 	@bash scripts/setup
 
 render: setup
-	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED))
+	$(BIN)/fluxinfra render --stack $(STACK) --out build/manifests $(if $(SEED),--seed-file $(SEED)) \
+	  $(foreach s,$(SET),--set '$(s)')
 
 # The render applied to the cluster kubectl points at (CRDs first, then `kubectl apply -k`).
 deploy: render

@@ -172,6 +172,88 @@ def stack_config_values(stack_path: Path) -> dict[str, str]:
     return out
 
 
+_PATH_STEP = re.compile(r"(\.?)([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
+
+
+def _config_path(path: str) -> list[str | int]:
+    """``installer.source`` or ``miniclusters[0].schedulerName`` -> its steps; a leading
+    ``fluxinfra:`` (the project namespace, as ``pulumi config set --path`` takes it) is
+    optional."""
+    text = path.removeprefix("fluxinfra:")
+    steps: list[str | int] = []
+    pos = 0
+    while pos < len(text):
+        found = _PATH_STEP.match(text, pos)
+        # a key needs a '.' before it, except the first
+        if found is None or (found.group(2) and bool(found.group(1)) != bool(steps)):
+            raise ConfigError(f"--set {path}: not a config path; accepted: KEY[.KEY|[INDEX]]... "
+                              "as `pulumi config set --path` takes it, e.g. installer.source or "
+                              "miniclusters[0].schedulerName")
+        steps.append(found.group(2) or int(found.group(3)))
+        pos = found.end()
+    if not steps or not isinstance(steps[0], str):
+        raise ConfigError(f"--set {path}: a config path starts with a key, e.g. installer.source")
+    return steps
+
+
+def apply_overrides(config: dict[str, str], sets: list[str]) -> dict[str, str]:
+    """The stack's ``config`` with each ``PATH=VALUE`` of ``sets`` applied, as ``pulumi config
+    set --path PATH VALUE`` would (``true``/``false`` a boolean, digits an integer, anything else a
+    string); the typed stack settings then check the result as they check the file."""
+    out = dict(config)
+    for item in sets:
+        path, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item}: no '='; accepted: PATH=VALUE, e.g. "
+                              "--set installer.source=prefix")
+        steps = _config_path(path.strip())
+        value = _scalar(raw)
+        key = f"fluxinfra:{steps[0]}"
+        if len(steps) == 1:
+            out[key] = value if isinstance(value, str) else json.dumps(value)
+            continue
+        try:
+            top = json.loads(out[key]) if key in out else {}
+        except json.JSONDecodeError:
+            top = None
+        if not isinstance(top, (dict, list)):
+            raise ConfigError(f"--set {path}: {key} holds a plain value, not a mapping or list; "
+                              f"accepted: --set {steps[0]}=VALUE")
+        holder: Any = top
+        for step, nxt in zip(steps[1:-1], steps[2:], strict=True):
+            holder = _step_into(holder, step, [] if isinstance(nxt, int) else {}, path)
+        _put(holder, steps[-1], value, path)
+        out[key] = json.dumps(top)
+    return out
+
+
+def _scalar(raw: str) -> str | int | bool:
+    """How ``pulumi config set --path`` stores a value inside an object."""
+    if raw in ("true", "false"):
+        return raw == "true"
+    return int(raw) if re.fullmatch(r"-?[0-9]{1,18}", raw) else raw
+
+
+def _step_into(holder: Any, step: str | int, empty: Any, path: str) -> Any:
+    if isinstance(step, int):
+        if not isinstance(holder, list):
+            raise ConfigError(f"--set {path}: [{step}] indexes {type_name(holder)}; accepted: "
+                              ".KEY there")
+        if step >= len(holder):
+            raise ConfigError(f"--set {path}: [{step}] names no member (the list has "
+                              f"{len(holder)}); accepted: the index of an existing member")
+        return holder[step]
+    if not isinstance(holder, dict):
+        raise ConfigError(f"--set {path}: .{step} steps into {type_name(holder)}; accepted: "
+                          "[INDEX] there")
+    return holder.setdefault(step, empty)
+
+
+def _put(holder: Any, step: str | int, value: Any, path: str) -> None:
+    _step_into(holder, step, None, path)  # checks the last step as any other
+    holder[step] = value
+
+
 def kubernetes_versions(min_version: str, max_version: str) -> list[str]:
     """Every bundled kubernetes-validate minor version from ``min_version`` to ``max_version``."""
     from kubernetes_validate.utils import all_versions
@@ -444,8 +526,10 @@ def _file_name(manifest: dict[str, Any]) -> str:
 _STACK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
-def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -> Rendered:
-    """Render ``stack`` (validated); raises ConfigError, RenderError or ManifestInvalid."""
+def render(stack: str, *, root: Path | None = None, seed: bytes | None = None,
+           sets: list[str] | None = None) -> Rendered:
+    """Render ``stack`` (validated), with ``sets`` (``PATH=VALUE``, :func:`apply_overrides`)
+    applied over its file; raises ConfigError, RenderError or ManifestInvalid."""
     from fluxinfra.k8s.stack import load_stack_settings
 
     root = Path(root or Path.cwd()).resolve()
@@ -453,6 +537,7 @@ def render(stack: str, *, root: Path | None = None, seed: bytes | None = None) -
         raise ConfigError(f"--stack {stack!r} is not accepted; accepted: a stack name of "
                           "letters, digits, '-', '_' and '.' (stacks/Pulumi.<stack>.yaml)")
     config = stack_config_values(root / "stacks" / f"Pulumi.{stack}.yaml")
+    config = apply_overrides(config, sets or [])
     settings = load_stack_settings(stack, config)  # fail fast, before the Pulumi runtime starts
     versions = kubernetes_versions(settings.kubernetes_versions.min,
                                    settings.kubernetes_versions.max)

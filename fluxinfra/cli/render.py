@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-file", type=Path,
                    help="file whose bytes seed the CURVE cert and munge key (default: "
                         "$FLUXINFRA_RENDER_SEED, else the stack name, which is public)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override one stack config value, as `pulumi config set --path` would "
+                        "(e.g. --set installer.source=prefix --set "
+                        "'miniclusters[0].size=4'); repeatable")
     p.add_argument("--quiet", action="store_true",
                    help="print only problems and warnings (default: print the resource tree)")
     return p
@@ -62,7 +66,7 @@ def main(argv: list[str]) -> int:
 
     start = time.monotonic()
     try:
-        rendered = render(args.stack, root=root, seed=_seed(args))
+        rendered = render(args.stack, root=root, seed=_seed(args), sets=args.set)
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(f"fluxinfra render: invalid: {problem}", file=sys.stderr)
