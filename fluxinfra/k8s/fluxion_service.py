@@ -121,7 +121,7 @@ def fluxion_service_manifests(name: str, args: FluxionServiceArgs,
     lbls = m.labels(COMPONENT, name)
     namespace = args.namespace
     rules = [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]
-    probe = {"grpc": {"port": args.health_port}, "periodSeconds": 10, "timeoutSeconds": 2}
+    health = {"grpc": {"port": args.health_port}}
     container = {
         "name": "service",
         "image": args.image,
@@ -129,9 +129,9 @@ def fluxion_service_manifests(name: str, args: FluxionServiceArgs,
                  "--tls-dir", TLS_DIR, "--health-port", str(args.health_port)],
         "ports": [{"name": "grpc", "containerPort": args.port, "protocol": "TCP"},
                   {"name": "health", "containerPort": args.health_port, "protocol": "TCP"}],
-        "startupProbe": {**probe, "failureThreshold": 30},
-        "readinessProbe": probe,
-        "livenessProbe": {**probe, "failureThreshold": 3},
+        "startupProbe": {**health, "periodSeconds": 10, "timeoutSeconds": 5,
+                         "failureThreshold": 30},
+        **m.probes(health),
         "resources": args.resources,
     }
     annotations = {"fluxinfra.io/tls-ca-sha256": tls_fingerprint} if tls_fingerprint else None

@@ -207,9 +207,8 @@ def scheduler_manifests(name: str, args: FluxSchedulerArgs) -> list[dict[str, An
                 {"name": "POD_NAMESPACE",
                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
         "ports": [{"name": "http", "containerPort": args.port, "protocol": "TCP"}],
-        "startupProbe": {**health, "periodSeconds": 5, "failureThreshold": 60},
-        "livenessProbe": {**health, "periodSeconds": 10},
-        "readinessProbe": {**health, "periodSeconds": 5},
+        "startupProbe": {**health, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 60},
+        **m.probes(health),
         "resources": args.resources,
     }
     deployment = m.restricted_deployment(
