@@ -1,5 +1,5 @@
-"""``scripts/kube up|down|status|add-node|remove-node|deps``: the command line of the Kubernetes
-test bed."""
+"""``scripts/kube up|down|status|add-node|remove-node|load-image|flux-image|deps``: the
+command line of the Kubernetes test bed."""
 
 from __future__ import annotations
 
@@ -52,6 +52,29 @@ def _remove_node(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_image(args: argparse.Namespace) -> int:
+    from .loadimages import load_image
+
+    bed = Bed.load(args.name)
+    load_image(bed, args.image, args.as_names)
+    print(f"{args.image} loaded into {', '.join(bed.node_names)}"
+          + (f" (also as {', '.join(args.as_names)})" if args.as_names else ""))
+    return 0
+
+
+def _flux_image(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .loadimages import build_flux_image, load_image
+
+    bed = Bed.load(args.name)
+    tag = build_flux_image(Path(args.prefix), args.tag)
+    load_image(bed, tag, args.as_names)
+    print(f"{tag} (Flux from {args.prefix}) loaded into {', '.join(bed.node_names)}"
+          + (f" (also as {', '.join(args.as_names)})" if args.as_names else ""))
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else all_beds()
     report = [Bed.load(n).status() for n in names]
@@ -76,7 +99,7 @@ def _deps(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/kube", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = sub.add_parser("up", help="start a bed and print its kubeconfig")
     up.add_argument("--name", default="default", help="bed name (default: default)")
     up.add_argument("--nodes", type=int, default=1, metavar="N",
@@ -107,6 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     rm.add_argument("--name", default="default")
     rm.add_argument("--no-drain", action="store_true", help="stop it without draining")
     rm.set_defaults(func=_remove_node)
+    load = sub.add_parser("load-image", help="load an image from podman into every node")
+    load.add_argument("image", help="an image podman has, e.g. localhost/fluxinfra:0.1.0")
+    load.add_argument("--as", dest="as_names", action="append", default=[], metavar="NAME",
+                      help="another name for it on the nodes (repeatable)")
+    load.add_argument("--name", default="default")
+    load.set_defaults(func=_load_image)
+    fimg = sub.add_parser("flux-image", help="an image with the Flux build at --prefix, loaded "
+                          "into every node")
+    fimg.add_argument("--prefix", required=True, help="the Flux build's prefix, e.g. /opt/flux")
+    fimg.add_argument("--tag", default="localhost/flux-view:bed", help="its podman name")
+    fimg.add_argument("--as", dest="as_names", action="append", default=[], metavar="NAME",
+                      help="another name for it on the nodes, e.g. the image a stack names")
+    fimg.add_argument("--name", default="default")
+    fimg.set_defaults(func=_flux_image)
     deps = sub.add_parser("deps", help="install the Debian packages a bed needs (root)")
     deps.set_defaults(func=_deps)
     args = parser.parse_args(argv)

@@ -216,6 +216,29 @@ class Bed:
         shutil.rmtree(spec.state, ignore_errors=True)
         log(f"node {name} removed")
 
+    def stop_kubelet(self, name: str) -> None:
+        """Stop the kubelet of node ``name`` and leave everything else on it running (its
+        containers, containerd, its network): what the control plane sees when a kubelet
+        crashes or hangs. The node turns NotReady after the node-monitor grace period."""
+        procs = self.procs()
+        key = f"{name}/kubelet"
+        if key not in procs:
+            raise BedError(f"bed {self.layout.name} has no kubelet on {name!r}; its nodes: "
+                           f"{', '.join(self.node_names)}")
+        for proc in (procs[key], procs.get(f"{name}/kubelet-nsenter")):
+            if proc is not None:
+                proc.stop()
+
+    def start_kubelet(self, name: str) -> None:
+        """Start the kubelet of node ``name`` again (after :meth:`stop_kubelet`); the caller
+        waits for the node to be Ready."""
+        node = self.node(name)
+        if node.init is None or not node.init.alive():
+            raise BedError(f"node {name}: its init is not running; remove-node and add-node "
+                           "make a new node")
+        node.started = self._proc
+        node.start_kubelet()
+
     def add_hollow_nodes(self, nodes: list[dict[str, Any]]) -> list[str]:
         """Create hollow nodes (from :func:`kubebed.hollow.node_object`) the keeper keeps
         Ready."""

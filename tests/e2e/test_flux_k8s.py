@@ -179,8 +179,8 @@ def build_images(tmp: Path, tag: str) -> Images:
     import sys
 
     sys.path.insert(0, str(REPO / "tests" / "image"))
-    from flux_view import assemble_view
     from image_podman import BASE_IMAGE, ULIMITS, build_wheels, podman, run
+    from kubebed.fluxview import assemble_view
 
     run(["bash", "scripts/base-image"], timeout=900)
     build_wheels(REPO / "build" / "wheels")

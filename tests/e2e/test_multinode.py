@@ -13,15 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from e2e_cluster import REPO, STACK_IMAGE, Cluster, wait_for
-
-from fluxinfra.k8s.fluxconf import hostlist_decode
+from e2e_cluster import STACK_IMAGE, Cluster, wait_for
+from flux_instance import Instance, expand, render_dev_with_prefix, start_settings
 
 FLUX_PREFIX = Path(os.environ.get("FLUXINFRA_FLUX_PREFIX", "/opt/flux"))
 NODES = 4
@@ -108,28 +106,6 @@ def test_each_node_is_a_machine_of_its_own(cluster: Cluster, nodes, busybox, nam
 
 # -- the seeds' picture: one Flux instance over every node -----------------------------------
 
-def render_dev_with_prefix(tmp: Path) -> Path:
-    """``make render`` of the dev stack, with the installer's ``source: prefix`` on the Flux
-    build at $FLUXINFRA_FLUX_PREFIX (conda-forge cannot be reached here); every other key as
-    the dev stack has it."""
-    root = tmp / "root"
-    (root / "stacks").mkdir(parents=True)
-    for name in ("Pulumi.yaml", "__main__.py"):
-        (root / name).symlink_to(REPO / name)
-    stack = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
-    version = subprocess.run([str(FLUX_PREFIX / "bin" / "flux"), "version"], capture_output=True,
-                             text=True, check=True).stdout
-    core = next(line.split()[1] for line in version.splitlines()
-                if line.startswith("libflux-core:"))
-    stack["config"]["fluxinfra:installer"].update(
-        {"source": "prefix", "prefix": str(FLUX_PREFIX), "fluxCoreVersion": core})
-    (root / "stacks" / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
-    out = tmp / "manifests"
-    subprocess.run([str(REPO / ".venv/bin/fluxinfra"), "render", "--stack", "dev", "--root",
-                    str(root), "--out", str(out), "--quiet"], check=True, capture_output=True)
-    return out
-
-
 def installer_only(out: Path) -> list[Path]:
     """The rendered files of the installer (its namespace, RBAC, keys, scripts, DaemonSet)."""
     keep = []
@@ -142,40 +118,6 @@ def installer_only(out: Path) -> list[Path]:
                 "flux-installer"):
             keep.append(path)
     return keep
-
-
-class Instance:
-    """The installer's instance seen from a node (the lead, unless told otherwise)."""
-
-    def __init__(self, cluster: Cluster, lead: str, settings: dict) -> None:
-        self.cluster = cluster
-        self.lead = lead
-        self.settings = settings
-
-    def on(self, node: str, *argv: str, check: bool = True, timeout: float = 120) -> str:
-        proc = self.cluster.bed.exec_on(node, list(argv), timeout=timeout, check=False)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{argv} on {node}: {proc.returncode}: {proc.stderr[-2000:]}")
-        return proc.stdout
-
-    def flux(self, *argv: str, node: str | None = None, check: bool = True,
-             timeout: float = 120) -> str:
-        """A flux command as the instance owner (the owner of its run directory): without
-        flux-security only the owner may submit jobs."""
-        node = node or self.lead
-        run_dir = self.settings["runDir"]
-        owner = self.on(node, "stat", "-c", "%U", run_dir).strip()
-        return self.on(node, "runuser", "-u", owner, "--", "env", f"FLUX_URI=local://{run_dir}"
-                       "/local", f"{self.settings['prefix']}/bin/flux", *argv, check=check,
-                       timeout=timeout)
-
-    def up(self) -> str:
-        return self.flux("resource", "list", "-s", "up", "-no", "{nodelist}",
-                         check=False).strip()
-
-    def broker_pid(self, node: str) -> str:
-        return self.on(node, "cat", f"{self.settings['runDir']}/broker-supervisor.pid",
-                       check=False).strip()
 
 
 def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nodes,
@@ -195,7 +137,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
     label = next(iter(settings["nodeSelector"].items()))
     ns = daemonset["metadata"]["namespace"]
     cluster.bed.tag_image(STACK_IMAGE, "localhost/fluxinfra:0.1.0")
-    flux = Instance(cluster, nodes[0], _start_settings(out, settings))
+    flux = Instance(cluster, nodes[0], start_settings(out, settings))
     joined: list[str] = []
     try:
         for node in nodes:  # the first host first: it becomes the lead (rank 0)
@@ -217,7 +159,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
         assert free and free[0].split()[1:3] == [str(NODES), str(NODES * cores)], listing
         # Ranks no node holds yet (maxNodes is room to grow) are down; no held rank is.
         held = {f"{settings['hostPrefix']}{r}" for r in range(NODES)}
-        down = set().union(*[_expand(ln.split()[-1], settings) for ln in lines
+        down = set().union(*[expand(ln.split()[-1], settings) for ln in lines
                              if ln.startswith("down ") and ln.split()[1] != "0"])
         assert not down & held, listing
         hosts = flux.flux("run", "-N", str(NODES), "hostname", timeout=180).split()
@@ -251,7 +193,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
             if s["node"] == leaving)
         started = time.monotonic()
         cluster.bed.remove_node(leaving)
-        wait_for(lambda: settings["hostPrefix"] + rank not in _expand(flux.up(), settings),
+        wait_for(lambda: settings["hostPrefix"] + rank not in expand(flux.up(), settings),
                  300, f"rank {rank} of {leaving} down")
         leave = time.monotonic() - started
         assert {n: flux.broker_pid(n) for n in nodes[:-1]} == \
@@ -277,18 +219,3 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
         if len(cluster.real_nodes) < NODES:  # the suite goes on with the bed it started with
             cluster.bed.add_node()
         shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def _expand(nodelist: str, settings: dict) -> set[str]:
-    """``fluxnode[0-2,4]`` -> {"fluxnode0", "fluxnode1", "fluxnode2", "fluxnode4"}."""
-    return set(hostlist_decode(nodelist)) if nodelist else set()
-
-
-def _start_settings(out: Path, settings: dict) -> dict:
-    """Where the rendered flux-start.sh keeps the broker's run directory (its ``local://``
-    socket and supervisor pid)."""
-    scripts = next(yaml.safe_load(p.read_text()) for p in out.glob("configmap-*scripts*.yaml"))
-    start = scripts["data"]["flux-start.sh"]
-    run_dir = next(line.split("=", 1)[1].split("/broker-supervisor.pid")[0]
-                   for line in start.splitlines() if line.startswith("pidfile="))
-    return {**settings, "runDir": run_dir}

@@ -441,10 +441,21 @@ def check_kubectl(argv):
         assert "kubectl-flux_queue" in scripts
 
 
+def check_kube(argv):
+    """``scripts/kube <command>``: the bed's command line has that command."""
+    check_script(argv)
+    sys.path.insert(0, str(REPO / "scripts"))
+    from kubebed.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([argv[1], "--help"])
+    assert exited.value.code == 0, f"scripts/kube has no command {argv[1]!r}"
+
+
 CHECKS = {"make": check_make, "fluxinfra": check_fluxinfra, "python": check_python,
           "ansible-playbook": check_ansible_playbook, "sudo": check_sudo,
-          "scripts/lab": check_script, "pytest": check_pytest, "pulumi": check_pulumi,
-          "kubectl": check_kubectl}
+          "scripts/lab": check_script, "scripts/kube": check_kube, "pytest": check_pytest,
+          "pulumi": check_pulumi, "kubectl": check_kubectl}
 
 
 def readme_commands() -> list[tuple[list[str], list[str]]]:

@@ -166,6 +166,8 @@ def test_the_package_list_names_what_the_node_runs() -> None:
 @pytest.mark.parametrize("argv, message", [
     (["up", "--hollow", "-1"], "--hollow -1"),
     (["up", "--name", "Bad_Name", "--no-node"], "bed name"),
+    (["load-image", "localhost/x:1", "--name", "absent"], "absent"),
+    (["flux-image", "--prefix", "/nonexistent", "--name", "absent"], "absent"),
 ])
 def test_bad_command_lines_get_one_line_errors(argv, message, capsys, monkeypatch,
                                                tmp_path) -> None:
@@ -180,3 +182,14 @@ def test_bad_command_lines_get_one_line_errors(argv, message, capsys, monkeypatc
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= 2
+
+
+def test_a_flux_image_needs_a_flux_build_at_the_prefix(tmp_path) -> None:
+    from kubebed.bed import BedError
+    from kubebed.loadimages import build_flux_image, flux_env
+
+    with pytest.raises(BedError, match=r"no bin/flux there; name the prefix of a Flux build"):
+        build_flux_image(tmp_path, "localhost/flux:x")
+    env = dict(flux_env(Path("/opt/flux")))
+    assert env["PATH"].startswith("/opt/flux/bin:")
+    assert env["LD_LIBRARY_PATH"] == "/opt/flux/lib/fluxinfra-deps"

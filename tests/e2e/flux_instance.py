@@ -1,0 +1,87 @@
+"""The Flux installer's instance as the e2e tests see it: flux commands on a node of the bed,
+as the instance owner, and where the rendered scripts keep the broker's run directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+from e2e_cluster import REPO, Cluster
+
+from fluxinfra.k8s.fluxconf import hostlist_decode
+
+FLUX_PREFIX = Path(os.environ.get("FLUXINFRA_FLUX_PREFIX", "/opt/flux"))
+
+
+def prefix_sets() -> list[str]:
+    """The ``--set``s that point the installer at the Flux build at $FLUXINFRA_FLUX_PREFIX
+    (``source: prefix``; conda-forge cannot be reached here), its version as the build says."""
+    version = subprocess.run([str(FLUX_PREFIX / "bin" / "flux"), "version"], capture_output=True,
+                             text=True, check=True).stdout
+    core = next(line.split()[1] for line in version.splitlines()
+                if line.startswith("libflux-core:"))
+    return ["installer.source=prefix", f"installer.prefix={FLUX_PREFIX}",
+            f"installer.fluxCoreVersion={core}"]
+
+
+def render_dev_with_prefix(tmp: Path, *sets: str) -> Path:
+    """``make render SET=...`` of the dev stack with :func:`prefix_sets` (and ``sets``); every
+    other key as the dev stack has it. Returns the output directory."""
+    out = tmp / "manifests"
+    argv = [str(REPO / ".venv/bin/fluxinfra"), "render", "--stack", "dev", "--out", str(out),
+            "--quiet"]
+    for item in [*prefix_sets(), *sets]:
+        argv += ["--set", item]
+    subprocess.run(argv, check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+class Instance:
+    """The installer's instance seen from a node (the lead, unless told otherwise)."""
+
+    def __init__(self, cluster: Cluster, lead: str, settings: dict) -> None:
+        self.cluster = cluster
+        self.lead = lead
+        self.settings = settings
+
+    def on(self, node: str, *argv: str, check: bool = True, timeout: float = 120) -> str:
+        proc = self.cluster.bed.exec_on(node, list(argv), timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{argv} on {node}: {proc.returncode}: {proc.stderr[-2000:]}")
+        return proc.stdout
+
+    def flux(self, *argv: str, node: str | None = None, check: bool = True,
+             timeout: float = 120) -> str:
+        """A flux command as the instance owner (the owner of its run directory): without
+        flux-security only the owner may submit jobs."""
+        node = node or self.lead
+        run_dir = self.settings["runDir"]
+        owner = self.on(node, "stat", "-c", "%U", run_dir).strip()
+        return self.on(node, "runuser", "-u", owner, "--", "env", f"FLUX_URI=local://{run_dir}"
+                       "/local", f"{self.settings['prefix']}/bin/flux", *argv, check=check,
+                       timeout=timeout)
+
+    def up(self) -> str:
+        return self.flux("resource", "list", "-s", "up", "-no", "{nodelist}",
+                         check=False).strip()
+
+    def broker_pid(self, node: str) -> str:
+        return self.on(node, "cat", f"{self.settings['runDir']}/broker-supervisor.pid",
+                       check=False).strip()
+
+
+def expand(nodelist: str, settings: dict) -> set[str]:
+    """``fluxnode[0-2,4]`` -> {"fluxnode0", "fluxnode1", "fluxnode2", "fluxnode4"}."""
+    return set(hostlist_decode(nodelist)) if nodelist else set()
+
+
+def start_settings(out: Path, settings: dict) -> dict:
+    """Where the rendered flux-start.sh keeps the broker's run directory (its ``local://``
+    socket and supervisor pid)."""
+    scripts = next(yaml.safe_load(p.read_text()) for p in out.glob("configmap-*scripts*.yaml"))
+    start = scripts["data"]["flux-start.sh"]
+    run_dir = next(line.split("=", 1)[1].split("/broker-supervisor.pid")[0]
+                   for line in start.splitlines() if line.startswith("pidfile="))
+    return {**settings, "runDir": run_dir}
