@@ -180,3 +180,17 @@ def test_run_keeps_its_results_options_to_itself(tmp_path):
         ["--sizes", "256"], None)
     assert runner._pop_results_options([])[1] == runner.RESULTS
     assert runner.RECORD_ENV == load("_table").RECORD_ENV
+
+
+def test_the_memory_benchmark_serves_every_kind_the_scheduler_lists():
+    """Its stand-in API answers the LIST of every kind the runner starts with (a kind it does
+    not know would stop the benchmark before it measures anything)."""
+    from fluxinfra.scheduler.kube import KINDS
+
+    memory = load("memory")
+    api = memory.InMemoryApi(nodes=3, pods=4, running=True)
+    listed = {kind: api.list_objects(kind)[0] for kind in KINDS}
+    assert [len(listed[k]) for k in ("nodes", "pods", "namespaces")] == [3, 4, 1]
+    assert {p["metadata"]["namespace"] for p in listed["pods"]} == \
+        {n["metadata"]["name"] for n in listed["namespaces"]}
+    assert all(p["spec"].get("nodeName") for p in listed["pods"])
