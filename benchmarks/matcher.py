@@ -704,5 +704,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed or not identical else 0
 
 
+def tools(argv: list[str]) -> list[str]:
+    """The outside programs a run uses (benchmarks/run.py records their versions)."""
+    return ["resource-query"] if any(a.startswith("--resource-query") for a in argv) else []
+
+
 if __name__ == "__main__":
     sys.exit(main())
