@@ -148,3 +148,28 @@ def test_tables_check_says_what_is_stale(tmp_path, monkeypatch, capsys):
     assert run.main(["--tables"]) == 0 and run.main(["--tables", "--check"]) == 0
     assert "No results recorded yet" in page.read_text()
     assert readme.read_text().startswith("<!-- headlines -->\n| what | figure |")
+
+
+def test_the_headlines_are_ratios_taken_from_one_run(tmp_path):
+    """The README's figures: the matcher's ratios at the largest size, the scheduler's gain
+    over the spread baseline of the same run, each with the run's date and command."""
+    columns = ["nodes", "policy", "stream", "load s", "fluxion load s", "faster", "RSS MiB",
+               "fluxion RSS MiB", "-t output"]
+    rows = [[4096, "first", "1core", 0.3, 2.0, "3.9x", 130.0, 1000.0, "same ab12"]]
+    rows += [[16384, policy, stream, load, 12.0, faster, 400.0, 4000.0, "same cd34"]
+             for policy, load in (("first", 0.6), ("firstnodex", 0.8))
+             for stream, faster in (("1core", "3.8x"), ("nodex", "7.4x"), ("64node", "25.1x"))]
+    results_file(tmp_path, "matcher-first", [{"columns": columns, "rows": rows, "legend": {}}],
+                 command="benchmarks/run.py matcher --label first")
+    results_file(tmp_path, "scheduler", [{"columns": ["scenario", "pods/s", "groups/s"], "rows": [
+        ["single", 15000.0, None], ["spread", 5000.0, None], ["groups", 17000.0, 1100.0]],
+        "legend": {}}])
+    table = _docs.render_headlines(tmp_path).splitlines()
+    assert table[2] == ("| matcher vs resource-query, `first`, per match (1 core / 1 node / 64 "
+                        "nodes) | 3.8x / 7.4x / 25.1x faster at 16,384 nodes, same output | "
+                        "2026-01-02 | `python benchmarks/run.py matcher --label first` |")
+    assert "| 16,384 nodes: 0.700 s, 400 MiB vs 12.0 s, 4,000 MiB (17.1x faster, 10.0x less " \
+           "memory; medians) |" in table[3]
+    assert "| 3.0x the pods/s of a kube-scheduler-like spread in the same core (15,000 pods/s, " \
+           "1,100 gangs of 16/s at load 1.50) |" in table[4]
+    assert len(table) == 5, "no row for a results file that is not there"
