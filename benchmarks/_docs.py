@@ -76,11 +76,19 @@ class Results:
     def command(self) -> str:
         return f"python {self.data['command']}"
 
+    def tables(self) -> list[dict]:
+        """The tables the run printed, each once (one printed again is not new figures)."""
+        seen: list[dict] = []
+        for table in self.data["tables"]:
+            if all((t["columns"], t["rows"]) != (table["columns"], table["rows"]) for t in seen):
+                seen.append(table)
+        return seen
+
     def rows(self, columns: list[str]) -> list[dict[str, object]]:
         """Every row of the tables that have all of ``columns``, as column -> value."""
-        found = [t for t in self.data["tables"] if set(columns) <= set(t["columns"])]
+        found = [t for t in self.tables() if set(columns) <= set(t["columns"])]
         if not found:
-            have = "; ".join(", ".join(t["columns"]) for t in self.data["tables"]) or "none"
+            have = "; ".join(", ".join(t["columns"]) for t in self.tables()) or "none"
             raise RegionError(f"benchmarks/results/{self.name}.json has no table with the "
                               f"columns {columns}; its tables' columns: {have}")
         return [dict(zip(t["columns"], row, strict=False)) for t in found for row in t["rows"]]
@@ -155,7 +163,7 @@ def render_region(spec: dict, folder: Path | None = None) -> str:
                 f"`benchmarks/results/{spec['file']}.json` and `python benchmarks/run.py "
                 "--tables` puts its figures here.\n")
     lines = [provenance(results), ""] if spec.get("about", True) else []
-    tables = results.data["tables"]
+    tables = results.tables()
     where = spec.get("where") or {}
     if "columns" in spec:
         columns = list(spec["columns"])

@@ -173,3 +173,13 @@ def test_the_headlines_are_ratios_taken_from_one_run(tmp_path):
     assert "| 3.0x the pods/s of a kube-scheduler-like spread in the same core (15,000 pods/s, " \
            "1,100 gangs of 16/s at load 1.50) |" in table[4]
     assert len(table) == 5, "no row for a results file that is not there"
+
+
+def test_a_table_printed_twice_is_shown_once(tmp_path):
+    """A benchmark that prints a table again (a summary at the end) has recorded it twice: its
+    rows are not new figures."""
+    table = {"columns": ["nodes", "ms"], "rows": [[4096, 1.5]], "legend": {}}
+    results_file(tmp_path, "matcher-first", [table, dict(table),
+                                             {**table, "rows": [[16384, 2.5]]}])
+    text = _docs.render_region({"file": "matcher-first", "columns": ["nodes", "ms"]}, tmp_path)
+    assert text.count("| 4096 | 1.50 |") == 1 and "| 16384 | 2.50 |" in text
