@@ -260,9 +260,9 @@ def _matcher_first(r: Results) -> str:
 def _matcher_ranking(r: Results) -> str:
     rows = r.rows(["nodes", "policy", "stream", "faster", "-t output"])
     sizes = sorted({int(row["nodes"]) for row in rows})
-    spans = [f"{_span([row['faster'] for row in rows if row['nodes'] == n])} ({n:,} nodes)"
+    spans = [f"{_span([row['faster'] for row in rows if row['nodes'] == n])} at {n:,} nodes"
              for n in sizes]
-    return f"{', '.join(spans)} faster, {_same_output(rows)}"
+    return f"{', '.join(spans)}, {_same_output(rows)}"
 
 
 def _median(values: list[object]) -> float | None:
