@@ -158,8 +158,9 @@ def render_region(spec: dict, folder: Path | None = None) -> str:
         raise RegionError(f"a results marker takes file, columns, where and about; got {spec}")
     results = Results.load(spec["file"], folder)
     if results is None:
-        name = spec["file"].split("-")[0]
-        return (f"No results recorded yet: `python benchmarks/run.py {name}` writes "
+        name, _, label = spec["file"].partition("-")
+        labelled = f" with the options above and `--label {label}`" if label else ""
+        return (f"No results recorded yet: `python benchmarks/run.py {name}`{labelled} writes "
                 f"`benchmarks/results/{spec['file']}.json` and `python benchmarks/run.py "
                 "--tables` puts its figures here.\n")
     lines = [provenance(results), ""] if spec.get("about", True) else []

@@ -119,6 +119,9 @@ def test_a_region_without_its_results_file_says_which_command_makes_it(tmp_path)
     text = _docs.render_region({"file": "kube_scheduler"}, tmp_path)
     assert "`python benchmarks/run.py kube_scheduler` writes " \
            "`benchmarks/results/kube_scheduler.json`" in text
+    text = _docs.render_region({"file": "fluxjobs-real"}, tmp_path)
+    assert "`python benchmarks/run.py fluxjobs` with the options above and `--label real` " \
+           "writes `benchmarks/results/fluxjobs-real.json`" in text
 
 
 def test_a_page_is_rewritten_between_its_markers_only(tmp_path):
