@@ -148,5 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def tools(argv: list[str]) -> list[str]:
+    """The outside programs a run uses (benchmarks/run.py records their versions)."""
+    return ["flux"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

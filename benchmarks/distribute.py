@@ -347,5 +347,10 @@ def run_all(args, prefix: str, version: str, size: int, workdir: Path) -> int:
     return 0 if all(r["verified"] for r in rows) else 1
 
 
+def tools(argv: list[str]) -> list[str]:
+    """The outside programs a run uses (benchmarks/run.py records their versions)."""
+    return ["flux"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -324,9 +324,39 @@ def main(argv: list[str]) -> int:
     if args.real:
         rows += bench_real(nodes, [(1000 // scale, 1, False), (200 // scale, 16, False),
                                    (1000 // scale, 1, True)])
-    for row in rows:
-        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    print(_table(rows))
     return 0
+
+
+#: a row's key -> its column's header (keys not named here are their own header)
+HEADERS = {"p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "jobs_per_s": "Jobs/s",
+           "pods_per_s": "pods/s", "wall_s": "wall s", "create_s": "create s",
+           "wait_p50_s": "wait p50 s", "wait_p99_s": "wait p99 s", "under_5ms": "under 5 ms"}
+LEGEND = {
+    "requests": "AdmissionReviews answered",
+    "p50 ms": "webhook: median round trip (server-side and real-API rows: mean handling time, "
+              "or the API server's own histogram)",
+    "admitted": "Jobs un-suspended by the queue",
+    "Jobs/s": "Jobs admitted per second, from the first Job created to the last admitted",
+    "wall s": "that time",
+    "cycles": "scheduling cycles the queue ran",
+    "wait p50 s": "median time from a Job's creation to its un-suspend",
+}
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """The scenarios as one table: a column per figure any scenario has, in first-seen order."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared benchmarks/_table.py
+    from _table import format_table
+
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    return format_table([HEADERS.get(key, key) for key in keys],
+                        [[row.get(key) for key in keys] for row in rows], legend=LEGEND)
+
+
+def tools(argv: list[str]) -> list[str]:
+    """The outside programs a run uses (benchmarks/run.py records their versions)."""
+    return ["kubernetes"] if "--real" in argv else []
 
 
 if __name__ == "__main__":

@@ -172,15 +172,22 @@ class InMemoryApi:
     stand-in for the API server, not a test double."""
 
     def __init__(self, nodes: int, pods: int, running: bool) -> None:
-        self.counts = {"nodes": nodes, "pods": pods, "podgroups": 0}
+        from fluxinfra.scheduler.kube import KINDS
+
+        #: every kind the scheduler lists; the pods' one namespace, no PodGroup or PDB
+        self.counts = {**dict.fromkeys(KINDS, 0), "nodes": nodes, "pods": pods, "namespaces": 1}
         self.bound: dict[str, str] = {f"pod-uid-{i:08d}": f"node{i % nodes:05d}"
                                       for i in range(pods)} if running else {}
         self.events: Iterator[dict[str, Any]] = iter(())
-        self.json_bytes = {"nodes": 0, "pods": 0, "podgroups": 0}
+        self.json_bytes = dict.fromkeys(KINDS, 0)
 
     def _object(self, kind: str, i: int) -> dict[str, Any]:
         if kind == "nodes":
             return realistic_node(i)
+        if kind == "namespaces":
+            return {"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "research", "uid": "namespace-uid-research",
+                                 "labels": {"kubernetes.io/metadata.name": "research"}}}
         return realistic_pod(i, self.bound.get(f"pod-uid-{i:08d}", ""))
 
     def list_objects(self, kind: str) -> tuple[list[dict[str, Any]], str]:

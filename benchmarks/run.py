@@ -18,9 +18,13 @@ theirs.
 What a benchmark prints is also written as JSON, ``benchmarks/results/<name>.json`` (with
 ``--quick``: ``<name>-quick.json``, so a quick run never replaces a full one): the command line,
 when and where it ran (host, processors, memory, Python, load averages before and after), its
-exit status, and every table it printed, as columns and rows of values. ``--results-dir DIR``
-writes them elsewhere, ``--no-results`` not at all; these two options are run.py's own and are
-not passed on.
+exit status, and every table it printed, as columns and rows of values; and the versions of the
+outside programs the benchmark used (a module's ``tools(argv)`` names them: ``flux``,
+``resource-query``, ``kubernetes``). ``--label L`` names the file ``<name>-L.json``, so runs
+of one benchmark with different options keep a file each. ``--results-dir DIR`` writes them
+elsewhere, ``--no-results`` not at all; these options are run.py's own and are not passed on.
+``benchmarks/run.py --tables`` writes docs/benchmarks.md's tables (and the README's headline
+figures) from the committed results (``benchmarks/_docs.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,12 +119,15 @@ def _options(module) -> list[str]:
 
 
 def full_help(modules: dict[str, Path]) -> str:
-    lines = ["usage: benchmarks/run.py [--list] [--help] [--results-dir DIR | --no-results] "
-             "[BENCHMARK ...] [OPTION ...]", "",
+    lines = ["usage: benchmarks/run.py [--list] [--help] [--tables] "
+             "[--results-dir DIR | --no-results] [--label L] [BENCHMARK ...] [OPTION ...]", "",
              __doc__.strip().splitlines()[0], "",
              "Options not naming a benchmark go to every selected one (e.g. --quick).",
              "--results-dir DIR: where <name>.json goes "
-             f"(default {RESULTS.relative_to(HERE.parent)}); --no-results: write none.", "",
+             f"(default {RESULTS.relative_to(HERE.parent)}); --no-results: write none; "
+             "--label L: write <name>-L.json.",
+             "--tables: write docs/benchmarks.md's tables and the README's headline figures "
+             "from the results (--check: only say whether they are current).", "",
              "benchmarks and their options:"]
     for name, path in modules.items():
         module = _load(name, path)
@@ -127,7 +136,7 @@ def full_help(modules: dict[str, Path]) -> str:
 
 
 def machine() -> dict[str, object]:
-    """Where a run happened: host, processors, memory, Python."""
+    """Where a run happened: host, operating system, processors, memory, Python, niceness."""
     model = ""
     with contextlib.suppress(OSError):
         model = next((line.split(":", 1)[1].strip()
@@ -136,9 +145,72 @@ def machine() -> dict[str, object]:
     memory = None
     with contextlib.suppress(OSError, ValueError):
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"host": platform.node(), "system": platform.platform(), "cpus": os.cpu_count(),
+    system = platform.platform()
+    with contextlib.suppress(OSError):
+        system = next((line.split("=", 1)[1].strip().strip('"')
+                       for line in Path("/etc/os-release").read_text().splitlines()
+                       if line.startswith("PRETTY_NAME=")), system)
+    return {"host": platform.node(), "os": system, "kernel": platform.release(),
+            "cpus": os.cpu_count(),
             "processor": model or platform.processor(), "memory_bytes": memory,
-            "python": platform.python_version()}
+            "python": platform.python_version(), "niceness": os.nice(0)}
+
+
+def _first_line(argv: list[str]) -> str | None:
+    """The first line a program prints, or None when it cannot run."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    return lines[0].strip() if proc.returncode == 0 and lines else None
+
+
+def _fluxion_version(prefix: Path) -> str | None:
+    """flux-sched's version in a Flux prefix, from its shared library's name."""
+    names = sorted(p.name for p in (prefix / "lib").glob("libfluxion-data.so.*.*.*"))
+    return names[-1].split(".so.", 1)[1] if names else None
+
+
+def _flux_prefix() -> Path | None:
+    """The Flux build the benchmarks use: $FLUXINFRA_FLUX (a ``flux``), $FLUXINFRA_FLUX_PREFIX,
+    /opt/flux, or the ``flux`` on PATH."""
+    if os.environ.get("FLUXINFRA_FLUX"):
+        return Path(os.environ["FLUXINFRA_FLUX"]).resolve().parent.parent
+    if os.environ.get("FLUXINFRA_FLUX_PREFIX"):
+        return Path(os.environ["FLUXINFRA_FLUX_PREFIX"])
+    flux = "/opt/flux/bin/flux" if Path("/opt/flux/bin/flux").exists() else shutil.which("flux")
+    return Path(flux).resolve().parent.parent if flux else None
+
+
+def tool_versions(names: list[str], argv: list[str]) -> dict[str, str]:
+    """The versions of the outside programs a benchmark names (``flux``, ``resource-query``,
+    ``kubernetes``); ``not found`` for one that is not there."""
+    versions = {}
+    for name in names:
+        found = None
+        if name == "flux" and (prefix := _flux_prefix()):
+            core = _first_line([str(prefix / "bin" / "flux"), "version"])
+            sched = _fluxion_version(prefix)
+            if core:
+                found = f"flux-core {core.split()[-1]}" + (f", flux-sched {sched}" if sched else "")
+        elif name == "resource-query" and (
+                path := _pop_value(argv, "--resource-query", "a path")[1]):
+            sched = _fluxion_version(Path(path).resolve().parent.parent)
+            found = f"resource-query of flux-sched {sched}" if sched else None
+        elif name == "kubernetes":
+            folder = os.environ.get("FLUXINFRA_KUBE_BIN")
+            apiserver = (str(Path(folder) / "kube-apiserver") if folder
+                         else shutil.which("kube-apiserver"))
+            found = _first_line([apiserver, "--version"]) if apiserver else None
+        versions[name] = found or "not found"
+    return versions
+
+
+def _tools_of(module, argv: list[str]) -> list[str]:
+    """The outside programs a benchmark module says a run with ``argv`` uses."""
+    tools = getattr(module, "tools", None)
+    return list(tools(argv) if callable(tools) else tools or [])
 
 
 def _load_average() -> list[float] | None:
@@ -148,29 +220,45 @@ def _load_average() -> list[float] | None:
         return None
 
 
-def results_path(name: str, passed: list[str], folder: Path) -> Path:
-    return folder / (f"{name}-quick.json" if "--quick" in passed else f"{name}.json")
+def results_path(name: str, passed: list[str], folder: Path, label: str | None = None) -> Path:
+    stem = f"{name}-{label}" if label else name
+    return folder / (f"{stem}-quick.json" if "--quick" in passed else f"{stem}.json")
+
+
+def _pop_value(argv: list[str], name: str, what: str) -> tuple[list[str], str | None]:
+    """``name VALUE`` (or ``name=VALUE``) taken out of ``argv``: the rest, and the value."""
+    value = None
+    rest = []
+    it = iter(argv)
+    for arg in it:
+        if arg == name or arg.startswith(name + "="):
+            value = arg.split("=", 1)[1] if "=" in arg else next(it, "")
+            if not value:
+                raise SystemExit(f"benchmarks/run.py: {name} needs {what}")
+        else:
+            rest.append(arg)
+    return rest, value
 
 
 def _pop_results_options(argv: list[str]) -> tuple[list[str], Path | None]:
     """run.py's own options out of ``argv``: the results folder, or None for none."""
-    folder: Path | None = RESULTS
-    rest = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--no-results":
-            folder = None
-        elif arg == "--results-dir" or arg.startswith("--results-dir="):
-            value = arg.split("=", 1)[1] if "=" in arg else next(it, "")
-            if not value:
-                raise SystemExit("benchmarks/run.py: --results-dir needs a directory")
-            folder = Path(value)
-        else:
-            rest.append(arg)
-    return rest, folder
+    rest, value = _pop_value(argv, "--results-dir", "a directory")
+    if "--no-results" in rest:
+        return [a for a in rest if a != "--no-results"], None
+    return rest, Path(value) if value else RESULTS
 
 
-def run_one(name: str, module, passed: list[str], folder: Path | None) -> int:
+def _pop_label(argv: list[str]) -> tuple[list[str], str | None]:
+    """run.py's ``--label L`` out of ``argv``: results go to ``<name>-L.json``."""
+    rest, label = _pop_value(argv, "--label", "a name, e.g. --label ranking")
+    if label and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", label):
+        raise SystemExit(f"benchmarks/run.py: --label {label!r}: use lower-case letters, "
+                         "digits, '-' and '_' (it becomes part of a file name)")
+    return rest, label
+
+
+def run_one(name: str, module, passed: list[str], folder: Path | None,
+            label: str | None = None) -> int:
     """Run one benchmark's ``main``; with ``folder``, write what it printed as JSON there."""
     started = time.perf_counter()
     when = datetime.datetime.now(datetime.UTC)
@@ -193,13 +281,15 @@ def run_one(name: str, module, passed: list[str], folder: Path | None) -> int:
         if folder is not None:
             tables = ([json.loads(line) for line in record.read_text().splitlines() if line]
                       if record.exists() else [])
-            out = results_path(name, passed, folder)
+            out = results_path(name, passed, folder, label)
             out.parent.mkdir(parents=True, exist_ok=True)
+            labelled = [f"--label {label}"] if label else []
             out.write_text(json.dumps({
-                "benchmark": name, "argv": passed,
-                "command": " ".join(["benchmarks/run.py", name, *passed]),
+                "benchmark": name, "label": label, "argv": passed,
+                "command": " ".join(["benchmarks/run.py", name, *passed, *labelled]),
                 "started": when.isoformat(timespec="seconds"), "seconds": round(seconds, 1),
                 "exit": rc or 0, "machine": machine(),
+                "tools": tool_versions(_tools_of(module, passed), passed),
                 "load_average": {"before": load_before, "after": _load_average()},
                 "tables": tables}, indent=1) + "\n")
             print(f"== {name}: results in {out} ==", flush=True)
@@ -213,11 +303,18 @@ def main(argv: list[str] | None = None) -> int:
         chosen = {n: p for n, p in modules.items() if n in argv} or modules
         print(full_help(chosen))
         return 0
+    if "--tables" in argv:
+        if str(HERE) not in sys.path:  # _docs imports _table beside it
+            sys.path.insert(0, str(HERE))
+        import _docs
+
+        return _docs.main([a for a in argv if a != "--tables"])
     if "--list" in argv:
         for name, path in modules.items():
             print(f"{name:<14} {_summary(_load(name, path))}")
         return 0
     argv, folder = _pop_results_options(argv)
+    argv, label = _pop_label(argv)
     chosen = [a for a in argv if a in modules]
     passed = [a for a in argv if a not in modules]
     if not chosen and any(not a.startswith("-") and a not in modules for a in argv[:1]):
@@ -229,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         module = _load(name, modules[name])
         if not hasattr(module, "main"):
             continue
-        status = max(status, run_one(name, module, passed, folder))
+        status = max(status, run_one(name, module, passed, folder, label))
     return status
 
 

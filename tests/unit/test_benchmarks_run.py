@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -160,7 +161,8 @@ def test_a_run_writes_what_it_printed_as_json(tmp_path, capsys):
     assert runner.run_one("demo", module, ["--quick"], folder) == 3
     saved = json.loads((folder / "demo-quick.json").read_text())
     assert saved["command"] == "benchmarks/run.py demo --quick" and saved["exit"] == 3
-    assert saved["machine"]["cpus"] == os.cpu_count()
+    assert saved["machine"]["cpus"] == os.cpu_count() and saved["machine"]["os"]
+    assert saved["tools"] == {} and saved["label"] is None
     assert [t["columns"] for t in saved["tables"]] == [["nodes", "med ms"], ["child"]]
     assert saved["tables"][0]["rows"] == [[256, 0.5], [4096, None]]
     assert runner.run_one("demo", module, [], folder) == 3
@@ -180,3 +182,79 @@ def test_run_keeps_its_results_options_to_itself(tmp_path):
         ["--sizes", "256"], None)
     assert runner._pop_results_options([])[1] == runner.RESULTS
     assert runner.RECORD_ENV == load("_table").RECORD_ENV
+
+
+def test_a_label_names_its_own_results_file(tmp_path):
+    runner = load("run")
+    assert runner._pop_label(["matcher", "--label", "ranking", "--rounds", "1"]) == (
+        ["matcher", "--rounds", "1"], "ranking")
+    assert runner.results_path("matcher", [], tmp_path, "ranking") == tmp_path / \
+        "matcher-ranking.json"
+    assert runner.results_path("matcher", ["--quick"], tmp_path, "first").name == \
+        "matcher-first-quick.json"
+    with pytest.raises(SystemExit, match="--label 'My Run': use lower-case letters"):
+        runner._pop_label(["--label", "My Run"])
+
+
+#: the Flux build and the Kubernetes binaries the benchmarks would use (as benchmarks/run.py
+#: finds them); the version tests skip without them
+FLUX_PREFIX = os.environ.get("FLUXINFRA_FLUX_PREFIX", "/opt/flux")
+KUBE_BIN = os.environ.get("FLUXINFRA_KUBE_BIN") or str(
+    Path(shutil.which("kube-apiserver") or "/nonexistent/kube-apiserver").parent)
+
+
+@pytest.mark.skipif(not Path(FLUX_PREFIX, "bin", "flux").exists(),
+                    reason=f"no Flux build at {FLUX_PREFIX} (set FLUXINFRA_FLUX_PREFIX)")
+def test_the_flux_versions_are_read_from_the_build(monkeypatch):
+    runner = load("run")
+    monkeypatch.delenv("FLUXINFRA_FLUX", raising=False)
+    monkeypatch.setenv("FLUXINFRA_FLUX_PREFIX", FLUX_PREFIX)
+    rq = f"{FLUX_PREFIX}/bin/resource-query"
+    versions = runner.tool_versions(["flux", "resource-query"], ["--resource-query", rq])
+    assert versions["flux"].startswith("flux-core 0.") and ", flux-sched 0." in \
+        versions["flux"], versions
+    assert versions["resource-query"].startswith("resource-query of flux-sched 0."), versions
+
+
+@pytest.mark.skipif(not Path(KUBE_BIN, "kube-apiserver").exists(),
+                    reason=f"no Kubernetes binaries at {KUBE_BIN} (set FLUXINFRA_KUBE_BIN)")
+def test_the_kubernetes_version_is_the_api_servers(monkeypatch):
+    runner = load("run")
+    monkeypatch.setenv("FLUXINFRA_KUBE_BIN", KUBE_BIN)
+    assert runner.tool_versions(["kubernetes"], [])["kubernetes"].startswith("Kubernetes v1.")
+
+
+def test_a_tool_that_is_not_there_is_said_so(monkeypatch, tmp_path):
+    runner = load("run")
+    monkeypatch.setenv("FLUXINFRA_FLUX_PREFIX", str(tmp_path))
+    monkeypatch.delenv("FLUXINFRA_FLUX", raising=False)
+    monkeypatch.setenv("FLUXINFRA_KUBE_BIN", str(tmp_path))
+    assert runner.tool_versions(["flux", "kubernetes", "resource-query"], []) == dict.fromkeys(
+        ["flux", "kubernetes", "resource-query"], "not found")
+
+
+def test_each_benchmark_names_the_outside_programs_it_uses():
+    runner = load("run")
+    modules = {name: runner._load(name, path) for name, path in runner.discover().items()}
+    assert runner._tools_of(modules["matcher"], ["--resource-query", "/x/rq"]) == \
+        ["resource-query"]
+    assert runner._tools_of(modules["matcher"], ["--sizes", "256"]) == []
+    assert runner._tools_of(modules["fluxjobs"], ["--real"]) == ["kubernetes"]
+    assert runner._tools_of(modules["fluxjobs"], []) == []
+    assert runner._tools_of(modules["kube_scheduler"], []) == ["kubernetes"]
+    for name in ("flux_membership", "distribute", "ansible_site"):
+        assert runner._tools_of(modules[name], []) == ["flux"], name
+
+
+def test_the_memory_benchmark_serves_every_kind_the_scheduler_lists():
+    """Its stand-in API answers the LIST of every kind the runner starts with (a kind it does
+    not know would stop the benchmark before it measures anything)."""
+    from fluxinfra.scheduler.kube import KINDS
+
+    memory = load("memory")
+    api = memory.InMemoryApi(nodes=3, pods=4, running=True)
+    listed = {kind: api.list_objects(kind)[0] for kind in KINDS}
+    assert [len(listed[k]) for k in ("nodes", "pods", "namespaces")] == [3, 4, 1]
+    assert {p["metadata"]["namespace"] for p in listed["pods"]} == \
+        {n["metadata"]["name"] for n in listed["namespaces"]}
+    assert all(p["spec"].get("nodeName") for p in listed["pods"])

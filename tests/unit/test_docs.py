@@ -366,6 +366,7 @@ def check_benchmark(argv):
     try:
         run = importlib.import_module("run")
         modules = run.discover()
+        argv, _ = run._pop_results_options(run._pop_label(argv)[0])  # run.py's own
         name, options = argv[0], argv[1:]
         assert name in modules, f"benchmarks/run.py has no benchmark {name!r}: {sorted(modules)}"
         parser = run._parser_of(run._load(name, modules[name]))
