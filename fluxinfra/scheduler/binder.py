@@ -10,8 +10,11 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
   With ``async_events`` they are sent by ``senders`` background threads through bounded
   queues, so a slow API server does not slow scheduling (kube-scheduler's event broadcaster
   does the same); writes about one object always go through the same thread, in order (a
-  PodGroup's ``scheduled: 3`` is never written after its ``scheduled: 5``). When a queue is
-  full the write is dropped and counted (``source="event_dropped"``).
+  PodGroup's ``scheduled: 3`` is never written after its ``scheduled: 5``). The scheduler runs
+  as many senders as bind workers, so a burst's Events go out as fast as its binds. When a
+  queue is full, whoever reports waits for room for up to ``backpressure`` seconds (the loop
+  then schedules no faster than the writes are taken); only then is the write dropped and
+  counted (``source="event_dropped"``).
 - **A repeated Event becomes a series**, as client-go's ``events.k8s.io`` broadcaster (which
   kube-scheduler uses) records it: the first is created; a repeat within
   :data:`SERIES_WINDOW` (same object, reason, action, controller, type and note) patches that
@@ -95,8 +98,9 @@ class KubeBinder:
                  instance: str | None = None, metrics: Metrics | None = None,
                  workers: int = 0, async_events: bool = False,
                  event_queue: int = 10_000, senders: int = EVENT_SENDERS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 backpressure: float = 5.0, clock: Callable[[], float] = time.time) -> None:
         self.api = api
+        self.backpressure = backpressure
         self.clock = clock
         #: Event series by :func:`_series_key`, least recently observed first
         self._series: OrderedDict[tuple[Any, ...], _Series] = OrderedDict()
@@ -148,8 +152,13 @@ class KubeBinder:
         if not self._queues:
             self._safely(send)
             return
+        # a full queue holds the loop back (up to ``backpressure`` seconds) rather than lose
+        # the write: scheduling slows to the rate the API server takes the writes; a sender
+        # (writing a series' count) never waits for its own queue
+        wait = self.backpressure if threading.current_thread() not in self._senders else 0.0
         try:
-            self._queues[hash(key) % len(self._queues)].put_nowait(send)
+            self._queues[hash(key) % len(self._queues)].put(send, timeout=wait or None,
+                                                            block=wait > 0)
         except queue.Full:
             self.metrics.errors.inc(source="event_dropped")
 
