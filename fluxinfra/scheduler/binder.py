@@ -207,10 +207,11 @@ class KubeBinder:
         """Shutdown: no write is taken after this; the binds already started and every queued
         write are given until ``deadline`` (``time.monotonic()``); returns how many writes were
         left unsent, which are logged and counted."""
+        t0 = time.monotonic()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)  # binds the loop never saw
         self.refresh_series(every=True)  # the counts observed since their last write
-        t0, before, queued = time.monotonic(), self.sent, self.pending()
+        before, queued = self.sent, self.pending()
         for q in self._queues:
             # a sender stuck in a call leaves its queue full: what it holds counts as left below
             with contextlib.suppress(queue.Full):
