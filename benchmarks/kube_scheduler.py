@@ -78,6 +78,8 @@ from fluxinfra.scheduler.pods import LABEL_PODGROUP  # noqa: E402
 
 #: where a scheduler-plugins kube-scheduler is named when --coscheduling is not given
 COSCHEDULING_ENV = "FLUXINFRA_COSCHEDULING_BIN"
+#: what the table calls that build when its --version names no release
+COSCHEDULING_VERSION_ENV = "FLUXINFRA_COSCHEDULING_VERSION"
 
 LEGEND = {
     "mode": "arrivals: pods created while the scheduler runs; burst: all created, then it starts",
@@ -231,11 +233,17 @@ def _coscheduling(bed: Any, qps: int, tmp: Path, binary: str) -> _Process:
 
 
 def _version(binary: str) -> str:
+    """What ``binary --version`` says; a source build without release stamps says
+    ``v0.0.0-master``, which names nothing: then ``$FLUXINFRA_COSCHEDULING_VERSION`` or
+    "version not stamped"."""
     try:
         out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
-        return (out.stdout or out.stderr).strip().splitlines()[0]
+        said = (out.stdout or out.stderr).strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
-        return "version unknown"
+        said = ""
+    if not said or "v0.0.0" in said:
+        return os.environ.get(COSCHEDULING_VERSION_ENV, "version not stamped")
+    return said
 
 
 class _Ceiling:
