@@ -1,32 +1,46 @@
-"""fluxinfra's scheduler against kube-scheduler v1.28 on a real API server: pods/s, latency, RSS.
+"""fluxinfra's scheduler beside kube-scheduler, Coscheduling and the API server's write ceiling.
 
     .venv/bin/python benchmarks/run.py kube_scheduler                  # 5,000 nodes, 10,000 pods
     .venv/bin/python benchmarks/run.py kube_scheduler --quick          # 500 nodes, 1,000 pods
-    .venv/bin/python benchmarks/kube_scheduler.py --rounds 2 --gangs   # + 625 gangs of 16
+    .venv/bin/python benchmarks/kube_scheduler.py --rounds 2 --gangs --modes burst \
+        --coscheduling /opt/scheduler-plugins/bin/kube-scheduler     # + PodGroups of 16
 
 Needs the Kubernetes test bed (root, the v1.28 binaries in ``$FLUXINFRA_KUBE_BIN`` or on
 ``PATH``; docs/e2e.md); without it, it says why and does nothing. One bed (etcd, kube-apiserver,
 controller-manager; no kubelet) gets N hollow Node objects (32 cores, 128 GiB, 110 pods each,
-kept Ready by their Leases). Then, alternately in one run (``--rounds R``, kube-scheduler first
-in each round), each scheduler runs as its own process against that API server and the same
-10,000 pods (1 core, 1 GiB, created by ``--creators`` threads as fast as the API server takes
-them) are scheduled:
+kept Ready by their Leases). Then, alternately in one run (``--rounds R``), each scheduler runs
+as its own process against that API server and the same pods (1 core, 1 GiB, created by
+``--creators`` threads as fast as the API server takes them) are scheduled:
 
 * ``kube-scheduler`` - v1.28's default profile (every filter and score plugin), leader election
   off, the client's QPS/burst raised to ``--qps`` (scheduler_perf does the same; the default 50
-  would cap binds at 50/s);
+  would cap binds at 50/s), as ``system:kube-scheduler``; lone pods;
+* ``coscheduling`` (``--gangs`` and ``--coscheduling PATH`` or ``$FLUXINFRA_COSCHEDULING_BIN``:
+  a scheduler-plugins ``kube-scheduler``, built outside the repository) - the same binary's
+  default plugins with Coscheduling as queue-sort, pre-filter, post-filter, permit and reserve
+  plugin (scheduler-plugins' own sample profile, permit wait 10 s), QPS/burst ``--qps``, as the
+  bed's admin (its RBAC is not installed); gangs. It writes Events as kube-scheduler does; the
+  PodGroup status is written by scheduler-plugins' controller, a separate process not run here;
 * ``fluxion`` - ``python -m fluxinfra.scheduler`` (matcher in process, policy ``first``), as its
-  ServiceAccount with the RBAC the stack renders, every filter on;
-* ``fluxion gangs`` (``--gangs``) - the same pods as 625 label groups of 16, all-or-nothing
-  (kube-scheduler cannot do this);
-* ``bind-only`` (``--ceiling THREADS``, burst mode) - no scheduler: a process binds the same pods
-  round-robin onto the nodes from THREADS threads, as fast as the API server takes
-  ``pods/binding`` calls. It is the ceiling every scheduler above is under on this machine.
+  ServiceAccount with the RBAC the stack renders, every filter on; lone pods and
+  (``--gangs``) PodGroups (``scheduling.x-k8s.io/v1alpha1``, ``minMember`` 16), all-or-nothing;
+* ``ceiling`` (``--ceiling THREADS[,THREADS...]``, burst mode) - no scheduler: a process
+  (``benchmarks/_bind_only.py``) makes the writes a scheduler owes, through the scheduler's own
+  client, from THREADS threads as fast as the API server takes them: a bind and a ``Scheduled``
+  Event per pod, and a status per PodGroup when its last pod is bound. The figure every
+  scheduler above is held against on this machine.
 
-Per scheduler and round: pods/s from the first pod submitted to the last seen bound (a watch on
-the namespace), creation-to-bound latency per pod (client clock: just before the create POST to
-the watch event with ``nodeName``), p50/p99, groups/s for gangs, and the scheduler process's
-peak RSS (``VmHWM``). Between rounds every pod is deleted (grace 0) and the scheduler stopped.
+Per scheduler and round: what the scheduler wrote, counted on the API server by watches on the
+namespace's pods, Events (``events.k8s.io/v1``, ``Scheduled`` about each pod of the run, by its
+uid) and PodGroups (``status.scheduled`` reaching ``minMember``); pods/s from the first pod
+submitted (arrivals) or first bind (burst) to the last of those writes; binds/s to the last
+bind only; creation-to-bound latency per pod (client clock), p50/p99; groups/s for gangs; and
+the process's peak RSS (``VmHWM``) and CPU seconds (user + system) over the run. After the last
+bind, writes still missing are waited for up to ``--write-wait`` seconds; the counts say what
+came. Between runs every pod, Event and PodGroup of the namespace is deleted and the scheduler
+stopped. The ratio lines at the end divide each scheduler's median pods/s by the ceiling's (its
+best thread count), measured in the same run: other work on the machine moves every absolute
+figure, the ratio much less.
 """
 
 from __future__ import annotations
@@ -36,11 +50,13 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,17 +65,45 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path.insert(0, str(ROOT))
 from _table import format_table  # noqa: E402
+
+from fluxinfra.scheduler.client import watch_lines  # noqa: E402
+from fluxinfra.scheduler.kube import (  # noqa: E402
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+)
+from fluxinfra.scheduler.pods import LABEL_PODGROUP  # noqa: E402
+
+#: where a scheduler-plugins kube-scheduler is named when --coscheduling is not given
+COSCHEDULING_ENV = "FLUXINFRA_COSCHEDULING_BIN"
+#: what the table calls that build when its --version names no release
+COSCHEDULING_VERSION_ENV = "FLUXINFRA_COSCHEDULING_VERSION"
 
 LEGEND = {
     "mode": "arrivals: pods created while the scheduler runs; burst: all created, then it starts",
-    "pods/s": "arrivals: pods bound / (last bound - first submitted); burst: / (last - first "
-              "bound)",
-    "groups/s": "gangs fully bound / the same span",
+    "pods/s": "pods bound / (last bind, Event or status written - first pod submitted "
+              "(arrivals) or first bind (burst))",
+    "binds/s": "pods bound / (last bind - the same start)",
+    "groups/s": "PodGroups fully bound / the pods/s span",
+    "events": "pods of the run with a Scheduled Event on the API server at the end",
+    "statuses": "PodGroups whose status.scheduled reached minMember at the end",
     "p50 s, p99 s": "creation-to-bound latency per pod",
-    "RSS MiB": "the scheduler process's peak resident memory",
-    "submit/s": "how fast the API server took the pods (the arrival rate)",
+    "RSS MiB": "the process's peak resident memory",
+    "CPU s": "the process's user + system CPU seconds over the run",
     "fullest": "most pods bound to one node (32 cores, 1-core pods: never above 32)",
+}
+
+#: what each scheduler is and how it differs, printed under the table
+WHO = {
+    "kube-scheduler": "{version}, default profile; system:kube-scheduler; Scheduled Events",
+    "coscheduling": "scheduler-plugins Coscheduling, {version}; the bed's admin; Scheduled "
+                    "Events, no PodGroup status (its controller writes that, not run here)",
+    "fluxion": "python -m fluxinfra.scheduler, policy first; its ServiceAccount; Scheduled "
+               "Events, PodGroup status",
+    "ceiling": "no scheduling: bind + Scheduled Event per pod, PodGroup status per group; "
+               "the bed's admin",
 }
 
 
@@ -69,17 +113,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--pods", type=int, default=10_000)
     p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods, 1 round")
-    p.add_argument("--rounds", type=int, default=1, help="alternations of the two schedulers")
-    p.add_argument("--gangs", action="store_true", help="also 625 gangs of 16 (fluxion)")
+    p.add_argument("--rounds", type=int, default=1, help="alternations of the schedulers")
+    p.add_argument("--gangs", action="store_true",
+                   help="also the same pods as PodGroups of --group-size (fluxion, "
+                        "Coscheduling when named, the ceiling)")
+    p.add_argument("--group-size", type=int, default=16, help="pods per PodGroup (--gangs)")
+    p.add_argument("--coscheduling", metavar="PATH", default=os.environ.get(COSCHEDULING_ENV),
+                   help="a scheduler-plugins kube-scheduler binary: Coscheduling runs the "
+                        f"gangs too (default ${COSCHEDULING_ENV})")
     p.add_argument("--creators", type=int, default=16, help="threads creating pods")
     p.add_argument("--qps", type=int, default=5000, help="kube-scheduler client QPS and burst")
     p.add_argument("--timeout", type=float, default=1200, help="seconds per scheduling run")
+    p.add_argument("--write-wait", type=float, default=60,
+                   help="seconds after the last bind to wait for Events and statuses")
     p.add_argument("--modes", default="arrivals,burst",
                    help="comma-separated: arrivals (pods created while it runs), burst")
+    p.add_argument("--only", metavar="NAMES", default="",
+                   help="comma-separated: run only these of kube-scheduler, coscheduling, "
+                        "fluxion, ceiling")
     p.add_argument("--json", help="write the raw results here (after every run)")
-    p.add_argument("--ceiling", type=int, default=0, metavar="THREADS",
-                   help="also, in burst mode, bind the same pods with no scheduling at all "
-                        "from THREADS threads: the API server's bind ceiling on this machine")
+    p.add_argument("--ceiling", default="16", metavar="THREADS[,THREADS...]",
+                   help="in burst mode, make the same writes with no scheduling from THREADS "
+                        "threads (each count a run of its own; 0: none): the API server's "
+                        "write ceiling on this machine")
     return p
 
 
@@ -106,33 +162,36 @@ def _bed(nodes: int, log) -> Any:
     return bed
 
 
-class _KubeScheduler:
-    """kube-scheduler v1.28 as a process with a KubeSchedulerConfiguration."""
+def _usage(pid: int) -> tuple[float, float]:
+    """A live process's peak RSS (MiB, ``VmHWM``) and CPU seconds (user + system)."""
+    rss = cpu = float("nan")
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                rss = int(line.split()[1]) / 1024
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    return rss, cpu
 
-    def __init__(self, bed: Any, qps: int, tmp: Path) -> None:
-        from kubebed.layout import find_binary
 
-        self.binary = find_binary("kube-scheduler")
-        conf = bed.pki["scheduler_kubeconfig"]
-        cfg = tmp / "kube-scheduler.yaml"
-        cfg.write_text(json.dumps({
-            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": conf, "qps": qps, "burst": qps},
-            "leaderElection": {"leaderElect": False}}))
-        self.argv = [self.binary, f"--config={cfg}", f"--authentication-kubeconfig={conf}",
-                     f"--authorization-kubeconfig={conf}", "--bind-address=127.0.0.1",
-                     "--secure-port=0", f"--cert-dir={tmp / 'ks-certs'}"]
-        self.log = tmp / "kube-scheduler.log"
-        self.proc: Any = None
+class _Process:
+    """A scheduler as a child process: ``start``, ``usage`` (while it runs), ``stop``."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        self.argv, self.log = argv, log
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        import subprocess
-
         self.proc = subprocess.Popen(self.argv, stdout=self.log.open("ab"),
                                      stderr=subprocess.STDOUT)
         time.sleep(3)
         if self.proc.poll() is not None:
-            raise RuntimeError(f"kube-scheduler exited: {self.log.read_text()[-2000:]}")
+            raise RuntimeError(f"{self.argv[0]} exited: {self.log.read_text()[-2000:]}")
+
+    def usage(self) -> tuple[float, float]:
+        return _usage(self.proc.pid) if self.proc else (float("nan"), float("nan"))
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -140,78 +199,98 @@ class _KubeScheduler:
             self.proc.wait(30)
 
 
-class _BindOnly:
-    """The API server's own ceiling: no scheduling at all, only ``pods/binding`` calls.
+def _kube_scheduler(bed: Any, qps: int, tmp: Path, *, binary: str | None = None,
+                    name: str = "kube-scheduler", kubeconfig: str | None = None,
+                    profile: dict[str, Any] | None = None) -> _Process:
+    """kube-scheduler v1.28 (or a scheduler-plugins build of it) with a configuration file."""
+    from kubebed.layout import find_binary
 
-    A child process (like a scheduler, it holds its own connections and GIL) lists the
-    namespace's pods once and binds pod *i* to hollow node *i mod N* from ``threads`` threads,
-    as fast as the API server takes the calls. Any scheduler that binds through the API server
-    on this machine is bound by this figure; it runs in burst mode only (nothing to watch for)."""
+    binary = binary or find_binary("kube-scheduler")
+    conf = kubeconfig or bed.pki["scheduler_kubeconfig"]
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": conf, "qps": qps, "burst": qps},
+        "leaderElection": {"leaderElect": False},
+        **({"profiles": [profile]} if profile else {})}))
+    return _Process([binary, f"--config={cfg}", f"--authentication-kubeconfig={conf}",
+                     f"--authorization-kubeconfig={conf}", "--bind-address=127.0.0.1",
+                     "--secure-port=0", f"--cert-dir={tmp / (name + '-certs')}"],
+                    tmp / f"{name}.log")
 
-    def __init__(self, kubeconfig: str, namespace: str, nodes: int, threads: int) -> None:
-        self.args = (kubeconfig, namespace, nodes, threads)
-        self.proc: Any = None
+
+def _coscheduling(bed: Any, qps: int, tmp: Path, binary: str) -> _Process:
+    """scheduler-plugins' sample Coscheduling profile (manifests/coscheduling) under its own
+    scheduler name; the bed's admin kubeconfig, since its RBAC is not installed."""
+    profile = {"schedulerName": "coscheduling",
+               "plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                           "queueSort": {"enabled": [{"name": "Coscheduling"}],
+                                         "disabled": [{"name": "*"}]}},
+               "pluginConfig": [{"name": "Coscheduling",
+                                 "args": {"permitWaitingTimeSeconds": 10}}]}
+    return _kube_scheduler(bed, qps, tmp, binary=binary, name="coscheduling",
+                           kubeconfig=str(bed.kubeconfig), profile=profile)
+
+
+def _version(binary: str) -> str:
+    """What ``binary --version`` says; a source build without release stamps says
+    ``v0.0.0-master``, which names nothing: then ``$FLUXINFRA_COSCHEDULING_VERSION`` or
+    "version not stamped"."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+        said = (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        said = ""
+    if not said or "v0.0.0" in said:
+        return os.environ.get(COSCHEDULING_VERSION_ENV, "version not stamped")
+    return said
+
+
+class _Ceiling:
+    """``benchmarks/_bind_only.py`` as a child process; its CPU and peak RSS come from
+    ``wait4`` when it has made every write."""
+
+    def __init__(self, kubeconfig: str, namespace: str, nodes: int, threads: int,
+                 log: Path) -> None:
+        self.argv = [sys.executable, str(Path(__file__).resolve().parent / "_bind_only.py"),
+                     kubeconfig, namespace, str(nodes), str(threads)]
+        self.log = log
+        self.pid = 0
+        self.rusage: tuple[float, float] = (float("nan"), float("nan"))
 
     def start(self) -> None:
-        import multiprocessing
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        with self.log.open("ab") as out:
+            # not a Popen: its wait would reap the process before wait4 reads its usage
+            self.pid = os.posix_spawn(self.argv[0], self.argv, env, file_actions=[
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, out.fileno(), 2)])
 
-        self.proc = multiprocessing.get_context("fork").Process(
-            target=_bind_all, args=self.args, daemon=True)
-        self.proc.start()
+    def usage(self) -> tuple[float, float]:
+        self.stop()
+        return self.rusage
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.join(5)
-            if self.proc.is_alive():
-                self.proc.terminate()
-                self.proc.join(10)
-
-
-def _bind_all(kubeconfig: str, namespace: str, nodes: int, threads: int) -> None:
-    from kubernetes import client, config
-
-    api_client = config.new_client_from_config(kubeconfig)
-    api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = threads
-    core = client.CoreV1Api(api_client)
-    names: list[str] = []
-    token = ""
-    while True:
-        more = {"_continue": token} if token else {}
-        page = json.loads(core.list_namespaced_pod(namespace, limit=5000, **more,
-                                                   _preload_content=False).data)
-        names += [p["metadata"]["name"] for p in page["items"] if not p["spec"].get("nodeName")]
-        token = page["metadata"].get("continue") or ""
-        if not token:
-            break
-
-    def bind(index: int) -> None:
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": names[index]},
-                "target": {"apiVersion": "v1", "kind": "Node",
-                           "name": f"hn{index % nodes:05d}"}}
-        # the answer read to its end, so the connection goes back to the pool (an unread one
-        # is closed, and every bind then opens a new TLS connection)
-        resp = core.create_namespaced_pod_binding(names[index], namespace, body,
-                                                  _preload_content=False)
-        resp.read()
-
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(bind, range(len(names))))
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+    def stop(self, timeout: float = 600) -> None:
+        if not self.pid:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                pid, status, ru = os.wait4(self.pid, 0)
+                break
+            time.sleep(0.2)
+        self.pid = 0
+        self.rusage = (ru.ru_maxrss / 1024, ru.ru_utime + ru.ru_stime)
+        if os.waitstatus_to_exitcode(status):
+            raise RuntimeError(f"the ceiling's writer failed: {self.log.read_text()[-2000:]}")
 
 
 # -- one run ------------------------------------------------------------------------------------
-def _pod(name: str, scheduler: str, group: str | None, size: int) -> dict[str, Any]:
-    labels = {"fluxinfra.io/group": group, "fluxinfra.io/group-size": str(size)} if group else {}
+def _pod(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
+    labels = {LABEL_PODGROUP: group} if group else {}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels},
             "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
@@ -221,59 +300,113 @@ def _pod(name: str, scheduler: str, group: str | None, size: int) -> dict[str, A
                                                                 "memory": "1Gi"}}}]}}
 
 
-def _watch_bound(api_client: Any, namespace: str, want: int, seen: dict[str, float],
-                 stop: threading.Event) -> None:
+def _podgroup(name: str, size: int) -> dict[str, Any]:
+    return {"apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}", "kind": "PodGroup",
+            "metadata": {"name": name}, "spec": {"minMember": size}}
+
+
+class _Watch(threading.Thread):
+    """One watch on the namespace from ``resource_version``; ``seen(obj)`` returns the key the
+    object counts under (or None), first-seen times are kept in ``times``."""
+
+    def __init__(self, lister: Callable[..., Any], args: tuple[Any, ...], version: str,
+                 seen: Callable[[dict[str, Any]], str | None]) -> None:
+        super().__init__(daemon=True)
+        self.lister, self.args, self.version, self.seen = lister, args, version, seen
+        self.times: dict[str, float] = {}
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                resp = self.lister(*self.args, watch=True, resource_version=self.version,
+                                   timeout_seconds=30, allow_watch_bookmarks=True,
+                                   _preload_content=False)
+                for event in watch_lines(resp):
+                    self._take(event)
+                    if self.stopping.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - a dropped watch is resumed where it stood
+                time.sleep(0.5)
+
+    def _take(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        if event.get("type") == "ERROR":  # 410 Gone: start again from a list (seen kept)
+            self.version = ""
+            return
+        self.version = (obj.get("metadata") or {}).get("resourceVersion", self.version)
+        if event.get("type") in ("ADDED", "MODIFIED"):
+            key = self.seen(obj)
+            if key is not None and key not in self.times:
+                self.times[key] = time.monotonic()
+
+
+def _list_version(lister: Callable[..., Any], *args: Any) -> str:
+    return json.loads(lister(*args, limit=1, _preload_content=False).data)["metadata"][
+        "resourceVersion"]
+
+
+def _watches(api_client: Any, namespace: str) -> list[_Watch]:
+    """Bound pods (by name), Scheduled Events (by the pod's uid), PodGroups whose status
+    reached minMember (by name)."""
     from kubernetes import client
 
-    core = client.CoreV1Api(api_client)
-    rv = ""
-    while not stop.is_set() and len(seen) < want:
-        try:
-            resp = core.list_namespaced_pod(namespace, watch=True, resource_version=rv,
-                                            timeout_seconds=30, allow_watch_bookmarks=True,
-                                            _preload_content=False)
-            buf = b""
-            for chunk in resp.stream(amt=None, decode_content=False):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-                    name = (obj.get("metadata") or {}).get("name")
-                    if (obj.get("spec") or {}).get("nodeName") and name not in seen:
-                        seen[name] = time.monotonic()
-                if stop.is_set() or len(seen) >= want:
-                    break
-        except Exception:  # noqa: BLE001 - a dropped watch is resumed
-            rv = ""
-            time.sleep(0.5)
+    core, events = client.CoreV1Api(api_client), client.EventsV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    pg_args = (PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL)
+
+    def bound(obj: dict[str, Any]) -> str | None:
+        return obj["metadata"]["name"] if (obj.get("spec") or {}).get("nodeName") else None
+
+    def scheduled(obj: dict[str, Any]) -> str | None:
+        regarding = obj.get("regarding") or {}
+        if obj.get("reason") == "Scheduled" and regarding.get("kind") == "Pod":
+            return regarding.get("uid")
+        return None
+
+    def complete(obj: dict[str, Any]) -> str | None:
+        want = (obj.get("spec") or {}).get("minMember") or 0
+        return obj["metadata"]["name"] \
+            if want and ((obj.get("status") or {}).get("scheduled") or 0) >= want else None
+
+    watches = [
+        _Watch(core.list_namespaced_pod, (namespace,),
+               _list_version(core.list_namespaced_pod, namespace), bound),
+        _Watch(events.list_namespaced_event, (namespace,),
+               _list_version(events.list_namespaced_event, namespace), scheduled),
+        _Watch(custom.list_namespaced_custom_object, pg_args,
+               _list_version(custom.list_namespaced_custom_object, *pg_args), complete)]
+    for watch in watches:
+        watch.start()
+    return watches
 
 
 def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size: int,
-         creators: int, timeout: float, start=None) -> dict[str, Any]:
-    """Create the pods and wait for them to be bound. With ``start`` (a burst), every pod is
-    created first and ``start()`` then starts the scheduler: pods/s is then the scheduler's own
-    throughput (first to last bind), latency the wait behind the burst."""
+         creators: int, timeout: float, write_wait: float, owes_status: bool,
+         start: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Create the pods (and their PodGroups), wait for them to be bound and for the writes
+    owed about them. With ``start`` (a burst), every pod is created first and ``start()``
+    then starts the scheduler: pods/s is then the scheduler's own throughput."""
     from kubernetes import client
 
     core = client.CoreV1Api(api_client)
-    seen: dict[str, float] = {}
-    submitted: dict[str, float] = {}
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch_bound, args=(api_client, namespace, count, seen,
-                                                          stop), daemon=True)
-    watcher.start()
-    time.sleep(1)
+    tag = uuid.uuid4().hex[:4]
+    groups = [f"pg{tag}-{g:04d}" for g in range(count // group_size)] if group_size > 1 else []
+    custom = client.CustomObjectsApi(api_client)
+    for name in groups:
+        custom.create_namespaced_custom_object(PODGROUP_GROUP, PODGROUP_VERSION, namespace,
+                                               PODGROUP_PLURAL, _podgroup(name, group_size),
+                                               _preload_content=False)
+    pods, events, statuses = _watches(api_client, namespace)
     names = [f"p{i:05d}" for i in range(count)]
+    submitted: dict[str, float] = {}
+    uids: dict[str, str] = {}
 
     def create(name: str, index: int) -> None:
-        group = f"g{index // group_size}" if group_size > 1 else None
-        body = _pod(name, scheduler, group, group_size)
+        body = _pod(name, scheduler, groups[index // group_size] if groups else None)
         submitted[name] = time.monotonic()
-        core.create_namespaced_pod(namespace, body, _preload_content=False)
+        resp = core.create_namespaced_pod(namespace, body, _preload_content=False)
+        uids[name] = json.loads(resp.data)["metadata"]["uid"]
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(creators) as pool:
@@ -282,28 +415,45 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
     if start is not None:
         start()
     deadline = time.monotonic() + timeout
-    while len(seen) < count and time.monotonic() < deadline:
+    while len(pods.times) < count and time.monotonic() < deadline:
         time.sleep(0.2)
-    stop.set()
-    bound = [n for n in names if n in seen]
-    lat = sorted(seen[n] - submitted[n] for n in bound)
-    first = min(seen[n] for n in bound) if start is not None and bound else t0
-    span = (max(seen[n] for n in bound) - first) if bound else float("nan")
-    groups = 0
-    if group_size > 1:
-        groups = sum(1 for g in range(count // group_size)
-                     if all(f"p{i:05d}" in seen
-                            for i in range(g * group_size, (g + 1) * group_size)))
+
+    def written() -> tuple[int, int]:
+        return (sum(1 for n in names if uids.get(n) in events.times),
+                sum(1 for g in groups if g in statuses.times))
+
+    deadline = time.monotonic() + write_wait
+    while written() != (count, len(groups) if owes_status else 0) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    for watch in (pods, events, statuses):
+        watch.stopping.set()
+    n_events, n_statuses = written()
+    bound = [n for n in names if n in pods.times]
+    bind_times = [pods.times[n] for n in bound]
+    write_times = bind_times + [events.times[uids[n]] for n in names if uids[n] in events.times] \
+        + [statuses.times[g] for g in groups if g in statuses.times]
+    lat = sorted(pods.times[n] - submitted[n] for n in bound)
+    first = min(bind_times) if start is not None and bound else t0
+    span = (max(write_times) - first) if bound else float("nan")
+    bind_span = (max(bind_times) - first) if bound else float("nan")
+    complete = 0
+    if groups:
+        complete = sum(1 for g in range(len(groups))
+                       if all(n in pods.times for n in names[g * group_size:(g + 1) * group_size]))
     return {"pods": count, "bound": len(bound), "seconds": span,
             "pods_per_s": len(bound) / span if bound else 0.0,
-            "groups": groups, "groups_per_s": groups / span if groups else None,
+            "binds_per_s": len(bound) / bind_span if bound else 0.0,
+            "events": n_events, "groups_total": len(groups),
+            "statuses": n_statuses if groups else None,
+            "groups": complete, "groups_per_s": complete / span if complete else None,
             "p50_s": statistics.median(lat) if lat else None,
             "p99_s": lat[max(0, int(len(lat) * 0.99) - 1)] if lat else None,
             "submit_per_s": count / (t_submitted - t0)}
 
 
 def _fullest(api_client: Any, namespace: str) -> int:
-    """The most pods (1 core each) any node holds: both schedulers' answers must respect the
+    """The most pods (1 core each) any node holds: every scheduler's answers must respect the
     nodes' 32 cores and 110 pods; the caller fails the run otherwise."""
     from kubernetes import client
 
@@ -324,35 +474,96 @@ def _fullest(api_client: Any, namespace: str) -> int:
 
 
 def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
-    """Every pod of the namespace gone (delete-collection, grace 0: no kubelet waits). A loaded
-    API server answers a large delete-collection with 504 and stops deleting when the request
-    times out, so the request is made again while pods remain."""
+    """Every pod, Event and PodGroup of the namespace gone (delete-collection, grace 0: no
+    kubelet waits). A loaded API server answers a large delete-collection with 504 and stops
+    deleting when the request times out, so the request is made again while objects remain."""
     from kubernetes import client
 
-    core = client.CoreV1Api(api_client)
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    pg_args = (PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL)
+    kinds = [(core.delete_collection_namespaced_pod, core.list_namespaced_pod, (namespace,)),
+             (core.delete_collection_namespaced_event, core.list_namespaced_event,
+              (namespace,)),
+             (custom.delete_collection_namespaced_custom_object,
+              custom.list_namespaced_custom_object, pg_args)]
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
-                                                  _preload_content=False)
-        except client.ApiException as exc:
-            # a timed-out request (504, or 500 "context deadline exceeded" from a loaded
-            # etcd): what it did not delete is asked again
-            if exc.status not in (500, 504):
-                raise
-        left = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
-        if not json.loads(left.data).get("items"):
-            return
-        time.sleep(2)
-    raise RuntimeError(f"pods of {namespace} still there after {timeout:.0f}s")
+    for delete, lister, args in kinds:
+        while time.monotonic() < deadline:
+            try:
+                delete(*args, grace_period_seconds=0, _preload_content=False)
+            except client.ApiException as exc:
+                # a timed-out request (504, or 500 "context deadline exceeded" from a loaded
+                # etcd): what it did not delete is asked again
+                if exc.status not in (500, 504):
+                    raise
+            left = lister(*args, limit=1, _preload_content=False)
+            if not json.loads(left.data).get("items"):
+                break
+            time.sleep(2)
+        else:
+            raise RuntimeError(f"objects of {namespace} still there after {timeout:.0f}s")
+
+
+# -- the runs -----------------------------------------------------------------------------------
+def _plan(args: argparse.Namespace, threads: list[int]) -> list[tuple[str, int, int]]:
+    """(scheduler, group size, ceiling threads) in the order each round runs them."""
+    plan = [("kube-scheduler", 1, 0), ("fluxion", 1, 0)]
+    plan += [("ceiling", 1, t) for t in threads]
+    if args.gangs:
+        if args.coscheduling:
+            plan.append(("coscheduling", args.group_size, 0))
+        plan.append(("fluxion", args.group_size, 0))
+        plan += [("ceiling", args.group_size, t) for t in threads]
+    only = set(filter(None, args.only.split(",")))
+    return [step for step in plan if not only or step[0] in only]
+
+
+def _label(who: str, size: int, threads: int) -> str:
+    label = f"ceiling, {threads} threads" if who == "ceiling" else who
+    return label if size == 1 else f"{label}, gangs of {size}"
+
+
+def _ratios(rows: list[dict[str, Any]], modes: list[str]) -> list[str]:
+    """Each scheduler's median pods/s over the ceiling's best median, per mode and group size."""
+    lines = []
+    for mode in modes:
+        for size in sorted({r["group_size"] for r in rows}):
+            runs = [r for r in rows if r["mode"] == mode and r["group_size"] == size]
+            by: dict[str, list[float]] = {}
+            for r in runs:
+                by.setdefault(r["scheduler"], []).append(r["pods_per_s"])
+            ceilings = [statistics.median(v) for k, v in by.items() if k.startswith("ceiling")]
+            if not ceilings:
+                continue
+            best = max(ceilings)
+            what = "lone pods" if size == 1 else f"gangs of {size}"
+            for name, values in by.items():
+                if not name.startswith("ceiling"):
+                    lines.append(f"{mode}, {what}: {name} / ceiling, median pods/s: "
+                                 f"{statistics.median(values):.1f} / {best:.1f} = "
+                                 f"{statistics.median(values) / best:.0%}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    bad = set(args.modes.split(",")) - {"arrivals", "burst"}
+    modes = args.modes.split(",")
+    bad = set(modes) - {"arrivals", "burst"}
     if bad:
         p.error(f"--modes {args.modes}: {sorted(bad)} unknown; use arrivals, burst or both")
+    try:
+        threads = [int(t) for t in args.ceiling.split(",") if int(t) > 0]
+    except ValueError:
+        p.error(f"--ceiling {args.ceiling}: give thread counts, e.g. 16 or 16,32 (0: none)")
+    unknown = set(filter(None, args.only.split(","))) - set(WHO)
+    if unknown:
+        p.error(f"--only {args.only}: {sorted(unknown)} unknown; use {', '.join(WHO)}")
+    if args.group_size < 2:
+        p.error(f"--group-size {args.group_size}: a gang has at least 2 pods")
+    if args.coscheduling and not os.access(args.coscheduling, os.X_OK):
+        p.error(f"--coscheduling {args.coscheduling}: not an executable file; build "
+                "scheduler-plugins' kube-scheduler (docs/benchmarks.md) or leave it out")
     if args.quick:
         args.nodes, args.pods, args.rounds = 500, 1000, 1
     log = lambda m: print(f"kube_scheduler: {m}", file=sys.stderr, flush=True)  # noqa: E731
@@ -364,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kube_scheduler: skipped: {exc}")
         return 0
     rows: list[dict[str, Any]] = []
+    versions = {"coscheduling": _version(args.coscheduling) if args.coscheduling else ""}
     try:
         from e2e_cluster import Cluster
         from fluxion_scheduler import SchedulerProcess, install, sa_kubeconfig
@@ -375,39 +587,39 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("create", "namespace", ns)
         install(cluster, "fluxion-bench", ns, "fluxion")
         kubeconfig = sa_kubeconfig(cluster, "fluxion-bench", ns, tmp / "sa.kubeconfig")
-        plan = [("kube-scheduler", 1), ("fluxion", 1)]
-        if args.gangs:
-            plan.append(("fluxion", 16))
-        if args.ceiling:
-            plan.append(("bind-only", 1))
+        versions["kube-scheduler"] = _version(_kube_scheduler(bed, args.qps, tmp).argv[0])
         for rnd in range(args.rounds):
-            for mode in args.modes.split(","):
-                for who, size in plan:
-                    if who == "bind-only" and mode != "burst":
+            for mode in modes:
+                for who, size, nthreads in _plan(args, threads):
+                    if who == "ceiling" and mode != "burst":
                         continue
-                    if who == "bind-only":
-                        proc = _BindOnly(str(bed.kubeconfig), ns, args.nodes, args.ceiling)
-                        name = "bind-only"
+                    if who == "ceiling":
+                        proc: Any = _Ceiling(str(bed.kubeconfig), ns, args.nodes, nthreads,
+                                             tmp / "ceiling.log")
+                        name = "ceiling"
                     elif who == "kube-scheduler":
-                        proc: Any = _KubeScheduler(bed, args.qps, tmp)
+                        proc = _kube_scheduler(bed, args.qps, tmp)
                         name = "default-scheduler"
+                    elif who == "coscheduling":
+                        proc = _coscheduling(bed, args.qps, tmp, args.coscheduling)
+                        name = "coscheduling"
                     else:
                         proc = SchedulerProcess(kubeconfig, "fluxion", tmp / "fluxion.log",
                                                 "--log-level", "warning")
                         name = "fluxion"
-                    label = who if size == 1 else f"{who} gangs of {size}"
-                    if who == "bind-only":
-                        label = f"bind-only, {args.ceiling} threads"
+                    label = _label(who, size, nthreads)
                     log(f"round {rnd + 1}, {mode}: {label}")
                     if mode == "arrivals":
                         proc.start()
                     try:
                         result = _run(api_client, ns, name, args.pods // size * size, size,
-                                      args.creators, args.timeout,
+                                      args.creators, args.timeout, args.write_wait,
+                                      owes_status=who in ("fluxion", "ceiling"),
                                       start=proc.start if mode == "burst" else None)
-                        result.update(scheduler=label, round=rnd + 1, mode=mode,
-                                      rss_mib=(float("nan") if who == "bind-only"
-                                               else _rss_mib(proc.proc.pid)),
+                        rss, cpu = proc.usage() if hasattr(proc, "usage") \
+                            else _usage(proc.proc.pid)
+                        result.update(scheduler=label, who=who, group_size=size,
+                                      round=rnd + 1, mode=mode, rss_mib=rss, cpu_s=cpu,
                                       fullest=_fullest(api_client, ns))
                     finally:
                         proc.stop()
@@ -424,19 +636,17 @@ def main(argv: list[str] | None = None) -> int:
         bed.down()
     print(f"kube_scheduler: {args.nodes} hollow nodes x 32 cores, {args.pods} pods (1 core, "
           f"1 GiB); {args.rounds} round(s), alternated; wall time on this machine")
-    headers = ["mode", "scheduler", "round", "bound", "pods/s", "groups/s", "p50 s", "p99 s",
-               "RSS MiB", "submit/s", "fullest"]
+    headers = ["mode", "scheduler", "round", "bound", "pods/s", "binds/s", "groups/s",
+               "events", "statuses", "p50 s", "p99 s", "RSS MiB", "CPU s", "fullest"]
     print(format_table(headers, [[r["mode"], r["scheduler"], r["round"], r["bound"],
-                                  r["pods_per_s"], r["groups_per_s"], r["p50_s"], r["p99_s"],
-                                  r["rss_mib"], r["submit_per_s"], r["fullest"]] for r in rows],
+                                  r["pods_per_s"], r["binds_per_s"], r["groups_per_s"],
+                                  r["events"], r["statuses"], r["p50_s"], r["p99_s"],
+                                  r["rss_mib"], r["cpu_s"], r["fullest"]] for r in rows],
                        legend=LEGEND, keys=2))
-    for mode in args.modes.split(","):
-        kube = [r["pods_per_s"] for r in rows
-                if r["scheduler"] == "kube-scheduler" and r["mode"] == mode]
-        ours = [r["pods_per_s"] for r in rows if r["scheduler"] == "fluxion" and r["mode"] == mode]
-        if kube and ours:
-            print(f"{mode}: fluxion / kube-scheduler, median pods/s: "
-                  f"{statistics.median(ours) / statistics.median(kube):.2f}x")
+    for who in dict.fromkeys(r["who"] for r in rows):
+        print(f"  {who}: {WHO[who].format(version=versions.get(who, ''))}")
+    for line in _ratios(rows, modes):
+        print(line)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

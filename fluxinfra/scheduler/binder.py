@@ -10,8 +10,19 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
   With ``async_events`` they are sent by ``senders`` background threads through bounded
   queues, so a slow API server does not slow scheduling (kube-scheduler's event broadcaster
   does the same); writes about one object always go through the same thread, in order (a
-  PodGroup's ``scheduled: 3`` is never written after its ``scheduled: 5``). When a queue is
-  full the write is dropped and counted (``source="event_dropped"``).
+  PodGroup's ``scheduled: 3`` is never written after its ``scheduled: 5``). The scheduler runs
+  as many senders as bind workers, so a burst's Events go out as fast as its binds. When a
+  queue is full, whoever reports waits for room for up to ``backpressure`` seconds (the loop
+  then schedules no faster than the writes are taken); only then is the write dropped and
+  counted (``source="event_dropped"``).
+- **A repeated Event becomes a series**, as client-go's ``events.k8s.io`` broadcaster (which
+  kube-scheduler uses) records it: the first is created; a repeat within
+  :data:`SERIES_WINDOW` (same object, reason, action, controller, type and note) patches that
+  Event's ``series`` (``count``, ``lastObservedTime``) instead of creating another - at once
+  for the first repeat, then at most every :data:`SERIES_REFRESH` seconds (a sender writes
+  what grew meanwhile when idle, and shutdown writes the rest). Unlike client-go the note is
+  part of what makes a repeat, so no message is lost. At most :data:`SERIES_CAPACITY` series
+  are remembered (the least recently seen go first).
 - **Shutdown drains** (:meth:`KubeBinder.drain`): the binds already started finish, then every
   queued Event and status patch is sent, until a deadline (``--shutdown-grace``); what is
   still unsent then is logged with its count and counted (``source="event_unsent"``).
@@ -25,8 +36,10 @@ import queue
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from fluxinfra.scheduler.events import (
@@ -35,6 +48,7 @@ from fluxinfra.scheduler.events import (
     pod_event,
     podgroup_event,
     scheduled_condition_patch,
+    series_patch,
 )
 from fluxinfra.scheduler.kube import ApiError, KubeApi
 from fluxinfra.scheduler.metrics import Metrics
@@ -47,6 +61,34 @@ log = logging.getLogger(__name__)
 
 #: the background threads that send Events and status patches (``async_events``)
 EVENT_SENDERS = 8
+#: seconds within which a repeated Event joins the first one's series (client-go: 6 minutes)
+SERIES_WINDOW = 360.0
+#: seconds between two writes of a growing series' count (client-go: 30 s)
+SERIES_REFRESH = 30.0
+#: series remembered at most; the least recently seen are forgotten first
+SERIES_CAPACITY = 4096
+
+
+@dataclass
+class _Series:
+    """An Event created once and observed ``count`` times since."""
+
+    key: str                #: the object the Event is about (its writes' sender)
+    event: dict[str, Any]   #: the Event as first created
+    count: int = 1
+    last: float = 0.0       #: when last observed (epoch seconds)
+    written: int = 1        #: the count the API server holds (or has been sent)
+    written_at: float = 0.0
+
+
+def _series_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two Events one series: client-go's key (object, reason, action, reporting
+    controller, related) plus type and note."""
+    regarding = event.get("regarding") or {}
+    related = event.get("related") or {}
+    return (tuple(sorted(regarding.items())), tuple(sorted(related.items())),
+            event.get("reason"), event.get("action"), event.get("reportingController"),
+            event.get("type"), event.get("note"))
 
 
 class KubeBinder:
@@ -55,8 +97,13 @@ class KubeBinder:
     def __init__(self, api: KubeApi, *, scheduler_name: str = "fluxion",
                  instance: str | None = None, metrics: Metrics | None = None,
                  workers: int = 0, async_events: bool = False,
-                 event_queue: int = 10_000, senders: int = EVENT_SENDERS) -> None:
+                 event_queue: int = 10_000, senders: int = EVENT_SENDERS,
+                 backpressure: float = 5.0, clock: Callable[[], float] = time.time) -> None:
         self.api = api
+        self.backpressure = backpressure
+        self.clock = clock
+        #: Event series by :func:`_series_key`, least recently observed first
+        self._series: OrderedDict[tuple[Any, ...], _Series] = OrderedDict()
         self.controller = scheduler_name
         self.instance = instance or f"{scheduler_name}-{socket.gethostname()}"
         self.metrics = metrics or Metrics()
@@ -105,8 +152,13 @@ class KubeBinder:
         if not self._queues:
             self._safely(send)
             return
+        # a full queue holds the loop back (up to ``backpressure`` seconds) rather than lose
+        # the write: scheduling slows to the rate the API server takes the writes; a sender
+        # (writing a series' count) never waits for its own queue
+        wait = self.backpressure if threading.current_thread() not in self._senders else 0.0
         try:
-            self._queues[hash(key) % len(self._queues)].put_nowait(send)
+            self._queues[hash(key) % len(self._queues)].put(send, timeout=wait or None,
+                                                            block=wait > 0)
         except queue.Full:
             self.metrics.errors.inc(source="event_dropped")
 
@@ -118,7 +170,15 @@ class KubeBinder:
             self.metrics.errors.inc(source="event")
 
     def _send_loop(self, q: queue.Queue[Callable[[], None] | None]) -> None:
-        while (send := q.get()) is not None:
+        while True:
+            try:
+                send = q.get(timeout=SERIES_REFRESH)
+            except queue.Empty:
+                if self._queues and q is self._queues[0]:  # one sender writes the series that grew
+                    self.refresh_series()
+                continue
+            if send is None:
+                return
             with self._lock:
                 self._in_flight += 1
             try:
@@ -147,9 +207,11 @@ class KubeBinder:
         """Shutdown: no write is taken after this; the binds already started and every queued
         write are given until ``deadline`` (``time.monotonic()``); returns how many writes were
         left unsent, which are logged and counted."""
+        t0 = time.monotonic()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)  # binds the loop never saw
-        t0, before, queued = time.monotonic(), self.sent, self.pending()
+        self.refresh_series(every=True)  # the counts observed since their last write
+        before, queued = self.sent, self.pending()
         for q in self._queues:
             # a sender stuck in a call leaves its queue full: what it holds counts as left below
             with contextlib.suppress(queue.Full):
@@ -179,10 +241,74 @@ class KubeBinder:
         """:meth:`drain` with ``grace`` seconds from now."""
         self.drain(time.monotonic() + grace)
 
+    # -- Events, as series --------------------------------------------------------------------
+    def _event(self, key: str, namespace: str, event: dict[str, Any]) -> None:
+        """Create ``event``, or count it into the series of the same Event seen within
+        :data:`SERIES_WINDOW` (written now for the first repeat, else when
+        :data:`SERIES_REFRESH` has passed since the last write)."""
+        now = self.clock()
+        skey = _series_key(event)
+        with self._lock:
+            series = self._series.get(skey)
+            if series is not None and now - series.last > SERIES_WINDOW:
+                del self._series[skey]
+                series = None
+            if series is None:
+                self._series[skey] = _Series(key, event, last=now, written_at=now)
+                while len(self._series) > SERIES_CAPACITY:
+                    self._series.popitem(last=False)
+                write = True
+            else:
+                series.count += 1
+                series.last = now
+                self._series.move_to_end(skey)
+                write = series.written == 1 or now - series.written_at >= SERIES_REFRESH
+                if write:
+                    series.written, series.written_at = series.count, now
+        if series is None:
+            self._submit(key, lambda: self.api.create_event(namespace, event))
+        elif write:
+            self._write_series(series)
+
+    def _write_series(self, series: _Series) -> None:
+        event = series.event
+        namespace, name = event["metadata"]["namespace"], event["metadata"]["name"]
+
+        def send() -> None:
+            with self._lock:
+                count, last = series.count, series.last
+            patch = series_patch(count, last)
+            try:
+                self.api.patch_event(namespace, name, patch)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                # the Event is gone (its TTL ran out): created again, with its series
+                self.api.create_event(namespace, {**event, **patch})
+        self._submit(series.key, send)
+
+    def refresh_series(self, *, every: bool = False) -> int:
+        """Write the series whose count grew since its last write, once
+        :data:`SERIES_REFRESH` has passed (``every``: all of them, at shutdown); forget those
+        not seen for :data:`SERIES_WINDOW`. Returns how many were written."""
+        now = self.clock()
+        due = []
+        with self._lock:
+            for skey, series in list(self._series.items()):
+                if series.count > series.written and (
+                        every or now - series.written_at >= SERIES_REFRESH):
+                    series.written, series.written_at = series.count, now
+                    due.append(series)
+                elif now - series.last > SERIES_WINDOW:
+                    del self._series[skey]
+        for series in due:
+            self._write_series(series)
+        return len(due)
+
     def pod_event(self, pod: PodInfo, reason: str, note: str, action: str) -> None:
         event = pod_event(pod.namespace, pod.name, pod.uid, reason, note, self.controller,
                           self.instance, action=action)
-        self._submit(pod.key, lambda: self.api.create_event(pod.namespace, event))
+        self._event(pod.key, pod.namespace, event)
 
     def pod_unschedulable(self, pod: PodInfo, message: str) -> None:
         patch = scheduled_condition_patch("Unschedulable", message)
@@ -215,7 +341,7 @@ class KubeBinder:
                        note: str) -> None:
         event = podgroup_event(namespace, name, uid, reason, note, self.controller,
                                self.instance)
-        self._submit(f"{namespace}/{name}", lambda: self.api.create_event(namespace, event))
+        self._event(f"{namespace}/{name}", namespace, event)
 
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self._submit(f"{namespace}/{name}", lambda: self.api.patch_podgroup_status(
@@ -223,7 +349,7 @@ class KubeBinder:
 
     def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
         event = node_event(name, uid, reason, note, self.controller, self.instance)
-        self._submit(f"node/{name}", lambda: self.api.create_event("default", event))
+        self._event(f"node/{name}", "default", event)
 
 
 def done(result: Any) -> Future:

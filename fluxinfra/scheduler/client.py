@@ -42,7 +42,7 @@ from fluxinfra.scheduler.kube import (
     binding,
 )
 
-__all__ = ["ClientKubeApi", "Timeouts", "connect"]
+__all__ = ["ClientKubeApi", "Timeouts", "connect", "watch_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,20 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *,
     if connections is not None:
         cfg.connection_pool_maxsize = connections
     return ClientKubeApi(client.ApiClient(cfg), timeouts=timeouts, page_size=page_size)
+
+
+def watch_lines(resp: Any) -> Iterator[dict[str, Any]]:
+    """The watch events of a streamed answer (``_preload_content=False``), one JSON object a
+    line, each yielded as soon as its line is complete."""
+    buffer = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
+    if buffer.strip():
+        yield json.loads(buffer)
 
 
 def _translate(exc: Exception) -> ApiError:
@@ -201,15 +215,7 @@ class ClientKubeApi:
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc) from exc
         try:
-            buffer = b""
-            for chunk in resp.stream(amt=None, decode_content=False):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
+            yield from watch_lines(resp)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc) from exc
         finally:
@@ -222,6 +228,10 @@ class ClientKubeApi:
 
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._call(self._events.create_namespaced_event, namespace, event)
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._call(self._events.patch_namespaced_event, name, namespace, patch,
+                   _content_type="application/merge-patch+json")
 
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         self._call(self._core.patch_namespaced_pod_status, pod, namespace, patch)

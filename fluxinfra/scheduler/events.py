@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["WARNING_REASONS", "disruption_condition_patch", "lease_event", "micro_time",
            "node_event", "parse_time", "pod_event", "podgroup_event",
-           "scheduled_condition_patch"]
+           "scheduled_condition_patch", "series_patch"]
 
 #: Reasons that are warnings (everything else is Normal).
 WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", "FailedBinding",
@@ -105,6 +105,16 @@ def lease_event(namespace: str, name: str, uid: str, reason: str, note: str, con
                  "namespace": namespace, "name": name, **({"uid": uid} if uid else {})}
     return _event(namespace, regarding, reason, note, controller, instance, "LeaderElection",
                   now, seq)
+
+
+def series_patch(count: int, last_observed: float) -> dict[str, Any]:
+    """The patch that makes an Event a series of ``count`` observations (``events.k8s.io/v1``:
+    ``series.count`` >= 2, ``series.lastObservedTime`` a MicroTime).
+
+    >>> series_patch(3, 0.0)
+    {'series': {'count': 3, 'lastObservedTime': '1970-01-01T00:00:00.000000Z'}}
+    """
+    return {"series": {"count": count, "lastObservedTime": micro_time(last_observed)}}
 
 
 def disruption_condition_patch(message: str, *, now: float | None = None) -> dict[str, Any]:

@@ -101,6 +101,10 @@ class KubeApi(Protocol):
         """POST an ``events.k8s.io/v1`` Event."""
         ...
 
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Merge patch of an ``events.k8s.io/v1`` Event (its ``series``); 404 when gone."""
+        ...
+
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         """Strategic-merge patch of ``pods/<pod>/status`` (conditions merge by ``type``)."""
         ...

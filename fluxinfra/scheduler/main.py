@@ -56,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
                    help="/healthz fails when one batch-and-cycle runs longer than this, or "
                         "the API server is silent for the watch timeout + this (seconds)")
     p.add_argument("--page-size", type=int, default=500, help="objects per LIST request")
-    p.add_argument("--bind-workers", type=int, default=16, help="parallel binds per group")
+    p.add_argument("--bind-workers", type=int, default=16,
+                   help="parallel binds per group, and as many Event and status senders")
     p.add_argument("--shutdown-grace", type=float, default=15.0,
                    help="seconds after SIGTERM for the binds in flight to finish and every "
                         "pending Event and status write to be sent (default 15; keep it 10 s "
@@ -130,7 +131,7 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
               wait_for_signal: Callable[[], int]) -> int:
     """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
     from fluxinfra.scheduler.allocator import SpreadAllocator
-    from fluxinfra.scheduler.binder import EVENT_SENDERS, KubeBinder
+    from fluxinfra.scheduler.binder import KubeBinder
     from fluxinfra.scheduler.client import Timeouts, connect
     from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
     from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
@@ -150,14 +151,17 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
         allocator = FluxionAllocator(args.policy, backend, levels=levels)
     else:
         allocator = FluxionAllocator(args.policy, levels=levels)
-    # a pooled connection for each watch, bind worker and event sender, the Lease and a spare
+    # as many event senders as bind workers (a bind's Event goes out as fast as the bind), and
+    # a pooled connection for each watch, bind worker and sender, the Lease and a spare
+    senders = args.bind_workers
     api = connect(args.kubeconfig, args.context, page_size=args.page_size,
                   timeouts=Timeouts(read=args.api_timeout),
-                  connections=len(KINDS) + args.bind_workers + EVENT_SENDERS + 2)
+                  connections=len(KINDS) + args.bind_workers + senders + 2)
     metrics = Metrics()
     instance = os.environ.get("POD_NAME") or f"{args.scheduler_name}-{socket.gethostname()}"
     binder = KubeBinder(api, scheduler_name=args.scheduler_name, instance=instance,
-                        metrics=metrics, workers=args.bind_workers, async_events=True)
+                        metrics=metrics, workers=args.bind_workers, async_events=True,
+                        senders=senders)
     config = SchedulerConfig(scheduler_name=args.scheduler_name,
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,

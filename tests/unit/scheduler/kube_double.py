@@ -332,6 +332,21 @@ class KubeApiDouble:
             raise api_error(422, refused)
         self.events.append(copy.deepcopy(event))
 
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of a stored Event (the scheduler only writes its ``series``)."""
+        self._maybe_fail("patch_event")
+        assert set(patch) == {"series"}, f"Event patch touches {sorted(patch)}"
+        stored = next((e for e in self.events if e["metadata"]["name"] == name
+                       and e["metadata"]["namespace"] == namespace), None)
+        if stored is None:
+            raise api_error(404, f'events.events.k8s.io "{name}" not found')
+        updated = {**copy.deepcopy(stored), **copy.deepcopy(patch)}
+        validate(updated)
+        if patch["series"]["count"] < 2:
+            raise api_error(422, f'Event "{name}" is invalid: series.count: Invalid value: '
+                                 f'{patch["series"]["count"]}: should be at least 2')
+        stored.update(updated)
+
     def patch_pod_status(self, namespace: str, pod: str, patch: dict[str, Any]) -> None:
         self._maybe_fail("patch_pod_status")
         assert set(patch) == {"status"}, f"status patch touches {sorted(patch)}"

@@ -176,6 +176,23 @@ def test_a_stop_right_after_a_burst_still_reports_every_bind() -> None:
     assert len(bound) == 24 == len(scheduled)
 
 
+@pytest.mark.parametrize("backpressure", [5.0, 0.0])
+def test_a_full_event_queue_holds_the_reporter_back_instead_of_dropping(
+        backpressure: float) -> None:
+    api = SlowEventsApi()
+    metrics = Metrics()
+    binder = KubeBinder(api, async_events=True, senders=1, event_queue=2,
+                        backpressure=backpressure, metrics=metrics)
+    for i in range(20):  # 10 ms a write: the queue of 2 is full at once
+        binder.pod_event(pod(i), "Scheduled", f"Successfully assigned ns/p{i} to n0", "Binding")
+    assert binder.drain(time.monotonic() + 10) == 0
+    dropped = metrics.errors.value(source="event_dropped")
+    if backpressure:
+        assert dropped == 0 and len(api.events) == 20
+    else:
+        assert dropped > 0 and len(api.events) == 20 - dropped
+
+
 def test_the_client_pool_holds_as_many_connections_as_asked(tmp_path) -> None:
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(json.dumps({

@@ -1,0 +1,127 @@
+"""A repeated Event is one ``events.k8s.io/v1`` Event with a ``series``, as client-go's event
+broadcaster (kube-scheduler's) writes it: created once, its count patched at once on the first
+repeat, then at most every ``SERIES_REFRESH`` seconds, and at shutdown. The API double checks
+every Event and patch against the Kubernetes schemas."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fluxinfra.scheduler import binder as binder_module
+from fluxinfra.scheduler.binder import SERIES_REFRESH, SERIES_WINDOW, KubeBinder
+from fluxinfra.scheduler.pods import PodInfo, Request
+
+from .kube_double import KubeApiDouble
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pod(name: str = "p0") -> PodInfo:
+    return PodInfo(uid=f"uid-{name}", namespace="ns", name=name, scheduler_name="fluxion",
+                   node_name="", phase="Pending", request=Request())
+
+
+def failed(binder: KubeBinder, name: str = "p0", note: str = "0/4 nodes are available") -> None:
+    binder.pod_event(pod(name), "FailedScheduling", note, "Scheduling")
+
+
+@pytest.fixture()
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture()
+def api() -> KubeApiDouble:
+    return KubeApiDouble()
+
+
+def counts(api: KubeApiDouble) -> list[int]:
+    return [(e.get("series") or {}).get("count", 1) for e in api.events]
+
+
+def test_a_repeat_is_counted_into_the_first_event(api: KubeApiDouble, clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock)
+    failed(binder)
+    clock.now += 1
+    failed(binder)
+    assert counts(api) == [2], "the first repeat is written at once"
+    assert api.events[0]["series"]["lastObservedTime"].startswith("1970-01-12T13:46:41")
+    for _ in range(3):
+        clock.now += 1
+        failed(binder)
+    assert counts(api) == [2] and api.calls["patch_event"] == 1, "later repeats wait"
+    assert binder.refresh_series() == 0, "not before the refresh period"
+    clock.now += SERIES_REFRESH
+    assert binder.refresh_series() == 1
+    assert counts(api) == [5]
+    assert binder.refresh_series() == 0, "nothing grew since"
+
+
+def test_a_repeat_after_the_refresh_period_is_written_with_it(api: KubeApiDouble,
+                                                             clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock)
+    for _ in range(3):
+        failed(binder)
+    clock.now += SERIES_REFRESH
+    failed(binder)
+    assert counts(api) == [4]
+
+
+def test_another_note_object_or_reason_is_another_event(api: KubeApiDouble,
+                                                        clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock)
+    failed(binder)
+    failed(binder, note="0/5 nodes are available")
+    failed(binder, name="p1")
+    binder.pod_event(pod(), "Scheduled", "0/4 nodes are available", "Scheduling")
+    assert counts(api) == [1, 1, 1, 1]
+    assert [e["note"] for e in api.events][:2] == ["0/4 nodes are available",
+                                                   "0/5 nodes are available"]
+
+
+def test_a_series_ends_after_its_window(api: KubeApiDouble, clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock)
+    failed(binder)
+    failed(binder)
+    clock.now += SERIES_WINDOW + 1
+    failed(binder)
+    assert counts(api) == [2, 1], "a new Event, not a patch of the old series"
+
+
+def test_the_series_remembered_are_bounded(api: KubeApiDouble, clock: Clock,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binder_module, "SERIES_CAPACITY", 3)
+    binder = KubeBinder(api, clock=clock)
+    for i in range(5):
+        failed(binder, name=f"p{i}")
+    failed(binder, name="p4")  # remembered: counted
+    failed(binder, name="p0")  # forgotten (the least recently seen): a new Event
+    assert counts(api) == [1, 1, 1, 1, 2, 1]
+    assert len(binder._series) == 3
+
+
+def test_a_series_whose_event_is_gone_is_created_again(api: KubeApiDouble,
+                                                       clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock)
+    failed(binder)
+    api.events.clear()  # the Event's time to live ran out
+    failed(binder)
+    assert counts(api) == [2]
+    assert api.events[0]["note"] == "0/4 nodes are available"
+
+
+def test_shutdown_writes_every_grown_series(api: KubeApiDouble, clock: Clock) -> None:
+    binder = KubeBinder(api, clock=clock, async_events=True, senders=2)
+    for _ in range(4):
+        failed(binder)
+    failed(binder, name="p1")
+    assert binder.drain(time.monotonic() + 10) == 0
+    assert sorted(counts(api)) == [1, 4]
