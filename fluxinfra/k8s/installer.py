@@ -223,7 +223,8 @@ def _package_text(package: str, name: str) -> str:
 
 def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[str, str]:
     """ConfigMap data: entrypoint, install/start/host scripts, flux-connect, node-watch with the
-    fluxconf module it imports, and node-watch's settings."""
+    fluxconf module it imports (and the hostlist and idset modules fluxconf imports), and
+    node-watch's settings."""
     ctx = _template_context(args)
     start = m.render_template("flux-start.sh.j2", **ctx)
     return {
@@ -234,6 +235,9 @@ def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[st
         "flux-connect": m.render_template("flux-connect.j2", **ctx),
         "node-watch.py": _package_text("fluxinfra.templates", "node-watch.py"),
         "fluxconf.py": _package_text("fluxinfra.k8s", "fluxconf.py"),
+        # the two leaf modules fluxconf imports, vendored as they are in the package
+        "hostlist.py": _package_text("fluxinfra", "hostlist.py"),
+        "idset.py": _package_text("fluxinfra", "idset.py"),
         "node-watch.json": json.dumps(node_watch_settings(name, args, start), indent=2,
                                       sort_keys=True) + "\n",
     }
