@@ -29,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "k8s"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared benchmarks/_table.py
+from _table import format_table  # noqa: E402
 
 
 def _node_watch():
@@ -120,11 +122,9 @@ def main(argv: list[str]) -> int:
             for case, seconds in {**minicluster_rounds(Path(tmp)),
                                   **installer_rounds(Path(tmp))}.items():
                 samples.setdefault(case, []).append(seconds)
-    width = max(len(c) for c in samples)
-    print(f"{'case':<{width}}  {'median s':>8}  {'min s':>6}  {'max s':>6}  rounds")
-    for case, values in samples.items():
-        print(f"{case:<{width}}  {statistics.median(values):8.2f}  {min(values):6.2f}  "
-              f"{max(values):6.2f}  {len(values)}")
+    print(format_table(["case", "median s", "min s", "max s", "rounds"],
+                       [[case, statistics.median(values), min(values), max(values), len(values)]
+                        for case, values in samples.items()], keys=1))
     return 0
 
 
