@@ -1,10 +1,11 @@
 """Flux's own formats, written without Flux: RFC 22 idsets, RFC 29 hostlists, RFC 20 R (version 1)
-and the small TOML subset broker configs use.
+and the broker configs' TOML.
 
-Standard library only, and of fluxinfra only the leaf modules :mod:`fluxinfra.hostlist` and
-:mod:`fluxinfra.idset`: the installer ships this file and those two next to ``node-watch.py`` in
-its ConfigMap, and node-watch imports them from there, so the lead broker's R and every broker's
-config are written by the same code the components use.
+Standard library only, besides the leaf modules :mod:`fluxinfra.hostlist` and
+:mod:`fluxinfra.idset` and the TOML writer ``tomli_w`` (pure Python, one module): the installer
+ships this file and those three next to ``node-watch.py`` in its ConfigMap, and node-watch
+imports them from there, so the lead broker's R and every broker's config are written by the
+same code the components use.
 
 >>> idset_encode([0, 1, 2, 5, 7, 8])
 '0-2,5,7-8'
@@ -27,10 +28,10 @@ path = "/R"
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from typing import Any
+
+import tomli_w  # installed with fluxinfra; the installer ships tomli_w.py beside this file
 
 if __package__:
     from fluxinfra import hostlist, idset
@@ -39,7 +40,7 @@ else:  # beside node-watch.py in the installer's ConfigMap (see its module docst
     import idset  # type: ignore[no-redef]
 
 __all__ = ["idset_encode", "idset_decode", "hostlist_encode", "hostlist_decode", "rv1",
-           "rv1_slots", "dump_toml", "toml_string"]
+           "rv1_slots", "dump_toml"]
 
 
 def idset_encode(ids: Iterable[int]) -> str:
@@ -97,46 +98,8 @@ def rv1_slots(R: dict[str, Any]) -> list[tuple[int, str, str, str]]:
     return [(rank, hosts[i] if hosts else "", *ranks[rank]) for i, rank in enumerate(ordered)]
 
 
-def toml_string(value: str) -> str:
-    """A TOML basic string (JSON escapes are valid TOML escapes for these characters)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        if len(value) > 1 and all(isinstance(v, dict) for v in value):
-            return "[\n" + "".join(f"  {_toml_value(v)},\n" for v in value) + "]"
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
-
-
 def dump_toml(doc: dict[str, dict[str, Any]], header: str = "") -> str:
-    """Top-level tables (one level of nested tables: ``{"resource": {"verify": {...}}}`` becomes
-    ``[resource.verify]``), each key in the order given; ``header`` lines become comments."""
-    lines = [f"# {line}".rstrip() for line in header.splitlines()]
-    for table, body in doc.items():
-        plain = {k: v for k, v in body.items() if not isinstance(v, dict)}
-        nested = {k: v for k, v in body.items() if isinstance(v, dict)}
-        if plain or not nested:
-            if lines:
-                lines.append("")
-            lines.append(f"[{_key(table)}]")
-            lines += [f"{_key(k)} = {_toml_value(v)}" for k, v in plain.items()]
-        for sub, sub_body in nested.items():
-            if lines:
-                lines.append("")
-            lines.append(f"[{_key(table)}.{_key(sub)}]")
-            lines += [f"{_key(k)} = {_toml_value(v)}" for k, v in sub_body.items()]
-    return "\n".join(lines) + "\n"
+    """The TOML of ``doc`` (``tomli_w``: a table per top-level key, ``[table.sub]`` for a
+    nested one, each key in the order given); ``header`` lines become comments above it."""
+    comments = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
+    return comments + ("\n" if comments else "") + tomli_w.dumps(doc)

@@ -1,5 +1,5 @@
 """fluxinfra.hostlist and fluxinfra.idset: Flux's RFC 29 hostlists and RFC 22 idsets (and the
-copies of them that node-watch runs on).
+copies of them, and of the TOML writer, that node-watch runs on).
 
 The differential tests give the same texts and host lists to flux-core's own libhostlist and
 libidset (``flux python`` with ``flux.hostlist`` / ``flux.idset``) where a Flux build is found,
@@ -15,6 +15,7 @@ import random
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -255,9 +256,12 @@ def test_a_malformed_idset_says_what_is_wrong(text: str, why: str) -> None:
 
 # -- node-watch's copy -------------------------------------------------------------------------
 def test_the_installer_ships_the_modules_as_they_are() -> None:
+    import tomli_w._writer
+
     from fluxinfra.k8s.installer import FluxInstallerArgs, installer_scripts
     scripts = installer_scripts(FluxInstallerArgs())
-    for name, module in (("hostlist.py", hostlist), ("idset.py", idset)):
+    for name, module in (("hostlist.py", hostlist), ("idset.py", idset),
+                         ("tomli_w.py", tomli_w._writer)):
         assert scripts[name] == Path(module.__file__).read_text(), module.__name__
 
 
@@ -266,15 +270,17 @@ def test_node_watch_s_fluxconf_runs_on_the_shipped_copies_alone(tmp_path) -> Non
     only its standard library (-I -S: no site-packages, so no fluxinfra to fall back on)."""
     from fluxinfra.k8s.installer import FluxInstallerArgs, installer_scripts
     scripts = installer_scripts(FluxInstallerArgs())
-    for name in ("fluxconf.py", "hostlist.py", "idset.py"):
+    for name in ("fluxconf.py", "hostlist.py", "idset.py", "tomli_w.py"):
         (tmp_path / name).write_text(scripts[name])
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import fluxconf, json; "
              "print(json.dumps([fluxconf.hostlist.__file__, fluxconf.hostlist_encode("
              "['n3', 'n1', 'n2', 'n10']), fluxconf.idset_decode('[0-2,5]'), "
-             "fluxconf.rv1([(0, 'n1', '0-3', ''), (1, 'n2', '0-3', '')])['execution']]))")
+             "fluxconf.rv1([(0, 'n1', '0-3', ''), (1, 'n2', '0-3', '')])['execution'], "
+             "fluxconf.dump_toml({'tbon': {'topo': 'kary:2'}}, header='h')]))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tmp_path)],
                          capture_output=True, text=True, check=True)
-    where, encoded, ids, execution = json.loads(out.stdout)
+    where, encoded, ids, execution, toml = json.loads(out.stdout)
     assert Path(where).parent == tmp_path
     assert (encoded, ids) == ("n[3,1-2,10]", [0, 1, 2, 5])
     assert execution["nodelist"] == ["n[1-2]"]
+    assert tomllib.loads(toml) == {"tbon": {"topo": "kary:2"}} and toml.startswith("# h\n")
