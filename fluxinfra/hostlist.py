@@ -149,34 +149,39 @@ def encode(hosts: Iterable[str]) -> str:
     host, then ``hostlist_encode``).
 
     A name ending in more digits than 2^64-1 holds is kept whole (flux-core drops it)."""
-    # [prefix, lo, hi, width] per range; lo is None for a host without a numeric suffix
+    # [prefix, lo, hi, width, zero-padded] per range; lo is None for a host without a number
     spans: list[list] = []
+    tail: list | None = None
     for host in hosts:
         if not isinstance(host, str) or not host or not _INVALID.isdisjoint(host):
             raise HostlistError(f"{host!r} is not a host name (no commas, brackets or spaces)")
-        digits = len(host) - len(host.rstrip("0123456789"))
-        num = int(host[-digits:]) if 0 < digits <= 20 else -1
+        prefix = host.rstrip("0123456789")
+        digits = len(host) - len(prefix)
+        num = int(host[len(prefix):]) if 0 < digits <= 20 else -1
         if num < 0 or num > _ULONG_MAX:
-            spans.append([host, None, None, 0])
+            tail = None
+            spans.append([host, None, None, 0, False])
             continue
-        prefix = host[:-digits]
-        tail = spans[-1] if spans else None
-        if (tail is not None and tail[1] is not None and tail[0] == prefix
-                and tail[2] == num - 1 and _joins(tail, num, digits)):
+        padded = digits > 1 and host[len(prefix)] == "0"
+        # (widths without zero padding always join: the next number only has more digits)
+        if (tail is not None and tail[2] == num - 1 and tail[0] == prefix
+                and (tail[3] == digits or not (padded or tail[4])
+                     or _joins(tail, num, digits))):
             tail[2] = num
         else:
-            spans.append([prefix, num, num, digits])
+            tail = [prefix, num, num, digits, padded]
+            spans.append(tail)
     out: list[str] = []
     i = 0
     while i < len(spans):
-        prefix, lo, hi, width = spans[i]
+        prefix, lo, hi, width, _ = spans[i]
         if lo is None:
             out.append(prefix)
             i += 1
             continue
         group = []
         while i < len(spans) and spans[i][1] is not None and spans[i][0] == prefix:
-            _, lo, hi, width = spans[i]
+            _, lo, hi, width, _ = spans[i]
             group.append(f"{lo:0{width}d}" if lo == hi else f"{lo:0{width}d}-{hi:0{width}d}")
             i += 1
         single = len(group) == 1 and "-" not in group[0]
@@ -193,5 +198,5 @@ def _joins(tail: list, num: int, width: int) -> bool:
     if pad != pad_other and new_pad != new_pad_other:
         return False
     if pad == pad_other:
-        tail[3] = width
+        tail[3], tail[4] = width, pad_other > 0
     return True
