@@ -28,6 +28,8 @@ import math
 import os
 import textwrap
 
+from fluxinfra.console import format_table as aligned
+
 __all__ = ["format_table", "cell", "record", "RECORD_ENV"]
 
 WIDTH = 100
@@ -62,14 +64,9 @@ def _numeric(values: list[object]) -> bool:
 
 
 def _render(headers: list[str], cols: list[list[str]], numeric: list[bool]) -> list[str]:
-    widths = [max([len(h), *map(len, col)]) for h, col in zip(headers, cols, strict=True)]
-
-    def line(values: list[str]) -> str:
-        return _GAP.join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
-
     rows = [list(r) for r in zip(*cols, strict=True)] if cols else []
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    return aligned(headers, rows, right={i for i, num in enumerate(numeric) if num}, rule=True,
+                   gap=_GAP).split("\n")
 
 
 def _json_value(value: object) -> object:

@@ -1,4 +1,5 @@
-"""What the commands print to a terminal: coloured warnings, and a quiet end when a pipe closes.
+"""What the commands print to a terminal: coloured warnings, aligned tables, and a quiet end when
+a pipe closes.
 
 >>> import io
 >>> stream = io.StringIO()   # not a terminal: no escape codes
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import TextIO
 
-__all__ = ["colour", "warn", "quiet_broken_pipe", "SIGPIPE_STATUS"]
+__all__ = ["colour", "format_table", "warn", "quiet_broken_pipe", "SIGPIPE_STATUS"]
 
 #: what a shell reports for a command killed by SIGPIPE (128 + 13), as `yes | head` does
 SIGPIPE_STATUS = 141
@@ -34,6 +35,30 @@ def warn(text: str, stream: TextIO | None = None) -> None:
     """One ``warning: ...`` line, the prefix in bold yellow on a terminal."""
     stream = sys.stderr if stream is None else stream
     print(colour("warning:", _YELLOW_BOLD, stream) + " " + text, file=stream)
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *,
+                 right: Container[int] = (), rule: bool = False, gap: str = "  ") -> str:
+    """The one table printer: columns as wide as their widest cell (header included), cells
+    left-aligned except the columns in ``right``, ``gap`` between columns, no trailing blanks;
+    ``rule`` puts a line of dashes under the header.
+
+    >>> print(format_table(["name", "ms"], [["first", "1.5"], ["low", "12.25"]], right={1},
+    ...                    rule=True))
+    name      ms
+    -----  -----
+    first    1.5
+    low    12.25
+    """
+    table = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    if rule:
+        table.insert(1, ["-" * w for w in widths])
+
+    def line(cells: list[str]) -> str:
+        return gap.join(cell.rjust(w) if i in right else cell.ljust(w)
+                        for i, (cell, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+    return "\n".join(line(cells) for cells in table)
 
 
 def quiet_broken_pipe(run: Callable[[], int]) -> int:

@@ -34,10 +34,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["ServiceTls", "make_service_tls", "certificate_names"]
+__all__ = ["CertificateAuthority", "KeyPair", "KeySource", "ServiceTls", "certificate_names",
+           "make_service_tls"]
 
 #: Where a seeded (reproducible) certificate's validity starts.
 SEEDED_EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+#: the organization of the service's CA and certificates
+ORGANIZATION = ("fluxinfra",)
 _P256_ORDER = int("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551", 16)
 
 
@@ -52,10 +55,11 @@ class ServiceTls:
     client_key: str
 
 
-class _Source:
-    """Key and serial material: from the OS RNG, or derived from a seed."""
+class KeySource:
+    """Key and serial material: from the OS RNG, or derived from a seed (HKDF-SHA256, one
+    derivation per role, so the same seed and label give the same keys and serials)."""
 
-    def __init__(self, seed: bytes | None, label: str) -> None:
+    def __init__(self, seed: bytes | None = None, label: str = "") -> None:
         self.seed, self.label = seed, label
 
     def _bytes(self, what: str, length: int) -> bytes:
@@ -65,10 +69,12 @@ class _Source:
                     info=f"{what}:{self.label}".encode()).derive(self.seed)
 
     def key(self, role: str) -> ec.EllipticCurvePrivateKey:
+        """An ECDSA P-256 key for ``role``."""
         scalar = int.from_bytes(self._bytes(f"key:{role}", 40), "big") % (_P256_ORDER - 1) + 1
         return ec.derive_private_key(scalar, ec.SECP256R1())
 
     def serial(self, role: str) -> int:
+        """A positive serial number of at most 151 bits for ``role``."""
         return int.from_bytes(self._bytes(f"serial:{role}", 19), "big") >> 1 or 1
 
 
@@ -87,8 +93,102 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> str:
                              serialization.NoEncryption()).decode()
 
 
-def _pem_cert(cert: x509.Certificate) -> str:
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    """ECDSA keys only sign: leaves sign TLS handshakes, a CA certificates and CRLs."""
+    return x509.KeyUsage(digital_signature=not ca, key_cert_sign=ca, crl_sign=ca,
+                         content_commitment=False, key_encipherment=False,
+                         data_encipherment=False, key_agreement=False, encipher_only=False,
+                         decipher_only=False)
+
+
+def _name(common_name: str, organizations: tuple[str, ...]) -> x509.Name:
+    return x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
+
+
+@dataclass
+class KeyPair:
+    """A certificate and its private key."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @property
+    def cert_pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    @property
+    def key_pem(self) -> str:
+        return _pem_key(self.key)
+
+
+@dataclass
+class CertificateAuthority(KeyPair):
+    """A self-signed CA (ECDSA P-256, path length 0) that issues leaf certificates valid from
+    ``start`` to ``end``; keys and serials come from its :class:`KeySource`.
+
+    >>> ca = CertificateAuthority.create("demo CA", source=KeySource(b"seed", "demo"))
+    >>> leaf = ca.issue("svc", server=True, names=["svc.ns.svc", "10.0.0.1"])
+    >>> certificate_names(leaf.cert_pem)
+    ['svc.ns.svc', '10.0.0.1']
+    """
+
+    source: KeySource
+    start: datetime.datetime
+    end: datetime.datetime
+
+    @classmethod
+    def create(cls, common_name: str, *, organizations: tuple[str, ...] = (),
+               source: KeySource | None = None, start: datetime.datetime | None = None,
+               validity: datetime.timedelta = datetime.timedelta(days=3650),
+               ) -> CertificateAuthority:
+        """A new CA named ``O=organizations, CN=common_name``. Without ``start``, validity
+        starts at :data:`SEEDED_EPOCH` for a seeded source, else five minutes ago."""
+        source = source or KeySource()
+        if start is None:
+            start = SEEDED_EPOCH if source.seed is not None else (
+                datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5))
+        key = source.key("ca")
+        name = _name(common_name, organizations)
+        ca = cls(None, key, source, start, start + validity)  # type: ignore[arg-type]
+        ca.cert = ca._sign("ca", name, key, [
+            (x509.BasicConstraints(ca=True, path_length=0), True), (_key_usage(ca=True), True),
+            (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)], issuer=name)
+        return ca
+
+    def _sign(self, role: str, subject: x509.Name, key: ec.EllipticCurvePrivateKey,
+              extensions: list[tuple[x509.ExtensionType, bool]],
+              issuer: x509.Name | None = None) -> x509.Certificate:
+        builder = (x509.CertificateBuilder().subject_name(subject)
+                   .issuer_name(issuer or self.cert.subject).public_key(key.public_key())
+                   .serial_number(self.source.serial(role))
+                   .not_valid_before(self.start).not_valid_after(self.end))
+        for ext, critical in extensions:
+            builder = builder.add_extension(ext, critical=critical)
+        return builder.sign(self.key, hashes.SHA256(), ecdsa_deterministic=True)
+
+    def issue(self, common_name: str, *, organizations: tuple[str, ...] = (),
+              client: bool = False, server: bool = False, names: list[str] | None = None,
+              role: str | None = None) -> KeyPair:
+        """A leaf certificate for a client (``CN`` = user, ``O`` = groups) and/or a server
+        (``names``: DNS names or IP addresses); ``role`` names its key and serial in the
+        source (default: the common name)."""
+        if not (client or server):
+            raise ValueError(f"{common_name}: a certificate is for a client, a server or both")
+        role = role or common_name
+        key = self.source.key(role)
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + \
+                 ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        extensions: list[tuple[x509.ExtensionType, bool]] = [
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (_key_usage(ca=False), True), (x509.ExtendedKeyUsage(usages), False)]
+        if names:
+            extensions.append((_san(names), False))
+        ski = self.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+        extensions.append(
+            (x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), False))
+        return KeyPair(self._sign(role, _name(common_name, organizations), key, extensions),
+                       key)
 
 
 def make_service_tls(server_names: list[str], client_name: str, *, seed: bytes | None = None,
@@ -98,51 +198,17 @@ def make_service_tls(server_names: list[str], client_name: str, *, seed: bytes |
     client certificate for ``client_name``, valid ``days`` days."""
     if not server_names:
         raise ValueError("server_names: empty; name the DNS names clients use")
-    src = _Source(seed, label)
-    start = SEEDED_EPOCH if seed is not None else (
-        now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)
-    end = start + datetime.timedelta(days=days)
-    ca_key = src.key("ca")
-    ca_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fluxinfra"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, "fluxinfra Fluxion service CA")])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-
-    def issue(role: str, subject: x509.Name, key: ec.EllipticCurvePrivateKey,
-              extensions: list[tuple[x509.ExtensionType, bool]]) -> x509.Certificate:
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name)
-                   .public_key(key.public_key()).serial_number(src.serial(role))
-                   .not_valid_before(start).not_valid_after(end))
-        for ext, critical in extensions:
-            builder = builder.add_extension(ext, critical=critical)
-        return builder.sign(ca_key, hashes.SHA256(), ecdsa_deterministic=True)
-
-    leaf_usage = x509.KeyUsage(digital_signature=True, key_encipherment=False,
-                               content_commitment=False, data_encipherment=False,
-                               key_agreement=False, key_cert_sign=False, crl_sign=False,
-                               encipher_only=False, decipher_only=False)
-    aki = x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski)
-    ca_cert = issue("ca", ca_name, ca_key, [
-        (x509.BasicConstraints(ca=True, path_length=0), True),
-        (x509.KeyUsage(digital_signature=False, key_encipherment=False,
-                       content_commitment=False, data_encipherment=False, key_agreement=False,
-                       key_cert_sign=True, crl_sign=True, encipher_only=False,
-                       decipher_only=False), True),
-        (ca_ski, False)])
-    server_key, client_key = src.key("server"), src.key("client")
-    server_cert = issue("server", x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fluxinfra"),
-        x509.NameAttribute(NameOID.COMMON_NAME, server_names[0][:64])]), server_key, [
-        (x509.BasicConstraints(ca=False, path_length=None), True), (leaf_usage, True),
-        (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
-        (_san(server_names), False), (aki, False)])
-    client_cert = issue("client", x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fluxinfra"),
-        x509.NameAttribute(NameOID.COMMON_NAME, client_name[:64])]), client_key, [
-        (x509.BasicConstraints(ca=False, path_length=None), True), (leaf_usage, True),
-        (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False), (aki, False)])
-    return ServiceTls(ca_cert=_pem_cert(ca_cert), server_cert=_pem_cert(server_cert),
-                      server_key=_pem_key(server_key), client_cert=_pem_cert(client_cert),
-                      client_key=_pem_key(client_key))
+    source = KeySource(seed, label)
+    start = None if seed is not None or now is None else now - datetime.timedelta(minutes=5)
+    ca = CertificateAuthority.create("fluxinfra Fluxion service CA", organizations=ORGANIZATION,
+                                     source=source, start=start,
+                                     validity=datetime.timedelta(days=days))
+    server = ca.issue(server_names[0], organizations=ORGANIZATION, server=True,
+                      names=server_names, role="server")
+    client = ca.issue(client_name, organizations=ORGANIZATION, client=True, role="client")
+    return ServiceTls(ca_cert=ca.cert_pem, server_cert=server.cert_pem,
+                      server_key=server.key_pem, client_cert=client.cert_pem,
+                      client_key=client.key_pem)
 
 
 def certificate_names(pem: str) -> list[str]:

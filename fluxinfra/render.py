@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from fluxinfra.console import format_table
 from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.inputs import parse_yaml, read_text, type_name
 from fluxinfra.k8s.certs import CERTS_PURPOSE, offline_outputs
@@ -122,10 +123,7 @@ class Rendered:
                 walk(node.urn, prefix + ("" if not parent else ("   " if last else "│  ")))
 
         walk("", "")
-        width = max(len(r[0]) for r in rows) + 2
-        name_w = max(len(r[1]) for r in rows) + 2
-        lines = [f"{'Type':<{width}}{'Name':<{name_w}}Output"]
-        lines += [f"{t:<{width}}{n:<{name_w}}{note}".rstrip() for t, n, note in rows]
+        lines = [format_table(["Type", "Name", "Output"], rows)]
         if self.outputs:
             lines += ["", "Outputs:"]
             lines += [f"    {key}: {value}" for key, value in sorted(self.outputs.items())]

@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 #: pyproject.toml's extras -> the top-level modules their packages provide
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pulumi": ("pulumi", "pulumi_kubernetes", "pulumi_command", "kubernetes_validate",
-               "cryptography"),
+               "cryptography", "tomli_w"),
     "scheduler": ("kubernetes", "grpc", "google", "grpc_health", "numpy"),
     "fast": ("numpy",),  # optional everywhere: the matcher ranks in plain Python without it
     "compiled": ("Cython", "setuptools"),  # optional: the same modules run as plain Python

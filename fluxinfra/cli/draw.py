@@ -94,7 +94,7 @@ def _boxes(g, subsystem: str, jobs: list[_Job]) -> list[tuple[int, list[int]]]:
 
 def _label(g, vertices: list[int], jobs: list[_Job]) -> str:
     """Name (a run of leaves as a hostlist), size, and the part of a pool each job holds."""
-    from fluxinfra.matcher.writers import hostlist
+    from fluxinfra.hostlist import encode as hostlist
 
     v = vertices[0]
     name = g.name[v] if len(vertices) == 1 else hostlist([g.name[u] for u in vertices])

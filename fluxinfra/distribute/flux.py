@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from fluxinfra.distribute.errors import DistributeError, FluxCommandError
 from fluxinfra.distribute.topology import TopologyError, Tree
-from fluxinfra.matcher.writers import idset as encode_idset
+from fluxinfra.idset import encode as encode_idset
 
 __all__ = ["FluxClient", "Instance", "DOWN_STATES", "parse_overlay_status", "parse_exec_error"]
 

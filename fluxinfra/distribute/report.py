@@ -8,7 +8,7 @@ from typing import TextIO
 
 from fluxinfra.distribute.flux import Instance
 from fluxinfra.distribute.run import Listener, RankResult, Report
-from fluxinfra.matcher.writers import hostlist
+from fluxinfra.hostlist import encode as hostlist
 
 __all__ = ["TextListener", "summary", "human_size"]
 

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from fluxinfra import idset
 from fluxinfra.distribute import agent
 from fluxinfra.distribute.errors import DistributeError, FluxCommandError
 from fluxinfra.distribute.flux import FluxClient, Instance, parse_exec_error
@@ -135,18 +136,18 @@ def parse_ranks(text: str, size: int) -> list[int]:
     text = (text or "").strip()
     if text == "all":
         return list(range(size))
-    ranks: set[int] = set()
-    for part in text.split(","):
-        lo, dash, hi = part.strip().partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
-            raise DistributeError(f"--ranks {text!r}: not an idset; use all or ranks like "
-                                  "0-3,7 (ascending ranges)")
-        ranks.update(range(int(lo), int(hi if dash else lo) + 1))
-    outside = sorted(r for r in ranks if r >= size)
-    if outside:
-        raise DistributeError(f"--ranks {text!r}: rank {outside[0]} is outside this instance "
+    try:
+        spans = idset.merge(idset.ranges(text, strict=False))
+    except idset.IdsetError:
+        spans = []
+    if not spans:
+        raise DistributeError(f"--ranks {text!r}: not an idset; use all or ranks like "
+                              "0-3,7 (ascending ranges)")
+    if spans[-1][1] >= size:
+        outside = max(spans[-1][0], size)
+        raise DistributeError(f"--ranks {text!r}: rank {outside} is outside this instance "
                               f"(ranks 0-{size - 1})")
-    return sorted(ranks)
+    return [rank for lo, hi in spans for rank in range(lo, hi + 1)]
 
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

@@ -1,14 +1,18 @@
 """Flux's own formats, written without Flux: RFC 22 idsets, RFC 29 hostlists, RFC 20 R (version 1)
-and the small TOML subset broker configs use.
+and the broker configs' TOML.
 
-Standard library only and no fluxinfra imports: the installer ships this file next to
-``node-watch.py`` in its ConfigMap, and node-watch imports it from there, so the lead broker's R
-and every broker's config are written by the same code the components use.
+Standard library only, besides the leaf modules :mod:`fluxinfra.hostlist` and
+:mod:`fluxinfra.idset` and the TOML writer ``tomli_w`` (pure Python, one module): the installer
+ships this file and those three next to ``node-watch.py`` in its ConfigMap, and node-watch
+imports them from there, so the lead broker's R and every broker's config are written by the
+same code the components use.
 
 >>> idset_encode([0, 1, 2, 5, 7, 8])
 '0-2,5,7-8'
 >>> hostlist_encode(["node1", "node2", "node3", "login"])
 'node[1-3],login'
+>>> hostlist_encode(["n3", "n1", "n2", "n10"])
+'n[3,1-2,10]'
 >>> hostlist_decode("node[1-3],login")
 ['node1', 'node2', 'node3', 'login']
 >>> R = rv1([(0, "a", "0-3", ""), (1, "b", "0-3", "")])
@@ -24,122 +28,39 @@ path = "/R"
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
+import tomli_w  # installed with fluxinfra; the installer ships tomli_w.py beside this file
+
+if __package__:
+    from fluxinfra import hostlist, idset
+else:  # beside node-watch.py in the installer's ConfigMap (see its module docstring)
+    import hostlist  # type: ignore[no-redef]
+    import idset  # type: ignore[no-redef]
+
 __all__ = ["idset_encode", "idset_decode", "hostlist_encode", "hostlist_decode", "rv1",
-           "rv1_slots", "dump_toml", "toml_string"]
+           "rv1_slots", "dump_toml"]
 
 
 def idset_encode(ids: Iterable[int]) -> str:
     """RFC 22 idset, ranges compressed: ``[0, 1, 2, 5]`` -> ``"0-2,5"`` ('' for none)."""
-    out: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(ids)):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+    return idset.encode(ids)
 
 
 def idset_decode(text: str) -> list[int]:
     """``"0-2,5"`` -> ``[0, 1, 2, 5]``; raises ValueError on anything else."""
-    ids: list[int] = []
-    for part in filter(None, text.strip("[]").split(",")):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
-            raise ValueError(f"not an idset: {text!r}")
-        ids.extend(range(int(lo), int(hi or lo) + 1))
-    return sorted(set(ids))
-
-
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+    return idset.decode(text, strict=False)
 
 
 def hostlist_encode(hosts: Iterable[str]) -> str:
-    """RFC 29 hostlist in the given order: consecutive names ``pre<N>`` with one prefix and
-    width merge into ``pre[a-b]``; order is kept (it is the rank order)."""
-    groups: list[tuple[str, str, list[int]]] = []   # (prefix, width-or-'', numbers)
-    for host in hosts:
-        m = _NUMBERED.match(host)
-        if m is None:
-            groups.append((host, "", []))
-            continue
-        prefix, digits = m.group(1), m.group(2)
-        width = str(len(digits)) if digits.startswith("0") and len(digits) > 1 else ""
-        if groups and groups[-1][0] == prefix and groups[-1][2] and groups[-1][1] == width \
-                and int(digits) > groups[-1][2][-1]:
-            groups[-1][2].append(int(digits))
-        else:
-            groups.append((prefix, width, [int(digits)]))
-    out = []
-    for prefix, width, numbers in groups:
-        if not numbers:
-            out.append(prefix)
-            continue
-        fmt = f"{{:0{width}d}}" if width else "{}"
-        if len(numbers) == 1:
-            out.append(prefix + fmt.format(numbers[0]))
-            continue
-        parts = []
-        run = [numbers[0]]
-        for n in numbers[1:] + [None]:
-            if n is not None and n == run[-1] + 1:
-                run.append(n)
-                continue
-            parts.append(fmt.format(run[0]) if len(run) == 1
-                         else f"{fmt.format(run[0])}-{fmt.format(run[-1])}")
-            if n is not None:
-                run = [n]
-        out.append(f"{prefix}[{','.join(parts)}]")
-    return ",".join(out)
-
-
-def _top_level_items(text: str) -> list[str]:
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-        if depth not in (0, 1):
-            raise ValueError(f"not a hostlist: {text!r}")
-    if depth:
-        raise ValueError(f"not a hostlist: {text!r}")
-    return [*items, text[start:]]
+    """RFC 29 hostlist in the given order (it is the rank order), as ``flux hostlist`` writes it."""
+    return hostlist.encode(hosts)
 
 
 def hostlist_decode(text: str) -> list[str]:
     """``"node[1-3,07],login"`` -> every host, in order; raises ValueError on a malformed one."""
-    hosts: list[str] = []
-    for item in _top_level_items(text):
-        if not item:
-            raise ValueError(f"not a hostlist: {text!r}")
-        m = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\]([^\[\]]*)", item)
-        if m is None:
-            if "[" in item or "]" in item:
-                raise ValueError(f"not a hostlist: {text!r}")
-            hosts.append(item)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
-                raise ValueError(f"not a hostlist: {text!r}")
-            width = len(lo) if lo.startswith("0") else 0
-            for n in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{n:0{width}d}{suffix}")
-    return hosts
+    return hostlist.decode(text)
 
 
 def rv1(slots: Iterable[tuple[int, str, str, str]]) -> dict[str, Any]:
@@ -177,46 +98,8 @@ def rv1_slots(R: dict[str, Any]) -> list[tuple[int, str, str, str]]:
     return [(rank, hosts[i] if hosts else "", *ranks[rank]) for i, rank in enumerate(ordered)]
 
 
-def toml_string(value: str) -> str:
-    """A TOML basic string (JSON escapes are valid TOML escapes for these characters)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        if len(value) > 1 and all(isinstance(v, dict) for v in value):
-            return "[\n" + "".join(f"  {_toml_value(v)},\n" for v in value) + "]"
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
-
-
 def dump_toml(doc: dict[str, dict[str, Any]], header: str = "") -> str:
-    """Top-level tables (one level of nested tables: ``{"resource": {"verify": {...}}}`` becomes
-    ``[resource.verify]``), each key in the order given; ``header`` lines become comments."""
-    lines = [f"# {line}".rstrip() for line in header.splitlines()]
-    for table, body in doc.items():
-        plain = {k: v for k, v in body.items() if not isinstance(v, dict)}
-        nested = {k: v for k, v in body.items() if isinstance(v, dict)}
-        if plain or not nested:
-            if lines:
-                lines.append("")
-            lines.append(f"[{_key(table)}]")
-            lines += [f"{_key(k)} = {_toml_value(v)}" for k, v in plain.items()]
-        for sub, sub_body in nested.items():
-            if lines:
-                lines.append("")
-            lines.append(f"[{_key(table)}.{_key(sub)}]")
-            lines += [f"{_key(k)} = {_toml_value(v)}" for k, v in sub_body.items()]
-    return "\n".join(lines) + "\n"
+    """The TOML of ``doc`` (``tomli_w``: a table per top-level key, ``[table.sub]`` for a
+    nested one, each key in the order given); ``header`` lines become comments above it."""
+    comments = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
+    return comments + ("\n" if comments else "") + tomli_w.dumps(doc)

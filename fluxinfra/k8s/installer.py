@@ -223,7 +223,8 @@ def _package_text(package: str, name: str) -> str:
 
 def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[str, str]:
     """ConfigMap data: entrypoint, install/start/host scripts, flux-connect, node-watch with the
-    fluxconf module it imports, and node-watch's settings."""
+    fluxconf module it imports (and the hostlist, idset and TOML writer modules fluxconf
+    imports), and node-watch's settings."""
     ctx = _template_context(args)
     start = m.render_template("flux-start.sh.j2", **ctx)
     return {
@@ -234,6 +235,11 @@ def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[st
         "flux-connect": m.render_template("flux-connect.j2", **ctx),
         "node-watch.py": _package_text("fluxinfra.templates", "node-watch.py"),
         "fluxconf.py": _package_text("fluxinfra.k8s", "fluxconf.py"),
+        # the modules fluxconf imports, vendored as they are installed (tomli_w's is its writer,
+        # standard library only, which its package's __init__ only re-exports)
+        "hostlist.py": _package_text("fluxinfra", "hostlist.py"),
+        "idset.py": _package_text("fluxinfra", "idset.py"),
+        "tomli_w.py": _package_text("tomli_w", "_writer.py"),
         "node-watch.json": json.dumps(node_watch_settings(name, args, start), indent=2,
                                       sort_keys=True) + "\n",
     }

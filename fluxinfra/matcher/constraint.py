@@ -38,6 +38,7 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any
 
+from fluxinfra import hostlist, idset
 from fluxinfra.inputs import shown
 from fluxinfra.matcher.errors import JobspecError, MatcherError
 
@@ -49,9 +50,6 @@ _WHERE = "attributes.system.constraints"
 _BAD_PROPERTY = re.compile(r"[!&'\"^`|()]")
 #: most names one hostlist may expand to (a constraint or a ``find names=``)
 _MAX_HOSTS = 1_000_000
-_HOST_PART = re.compile(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?")
-#: (at most 18 digits: an id past that is no host's or rank's)
-_ID_RANGE = _HOST_RANGE = re.compile(r"\s*([0-9]{1,18})(?:-([0-9]{1,18}))?\s*")
 
 
 class Constraint:
@@ -146,26 +144,15 @@ def _scalar(value: Any) -> str:
 
 
 def _idset_ranges(text: str, where: str) -> list[tuple[int, int]]:
-    body = text.strip()
-    if body.startswith("[") and body.endswith("]"):
-        body = body[1:-1]
-    out = []
-    for part in body.split(","):
-        m = _ID_RANGE.fullmatch(part)
-        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise JobspecError(f"{where}: invalid idset {shown(text)} (write ranks as '0-3,7')")
-        out.append((int(m[1]), int(m[2] if m[2] is not None else m[1])))
-    return out
+    try:
+        return idset.ranges(text, strict=False)
+    except idset.IdsetError:
+        raise JobspecError(f"{where}: invalid idset {shown(text)} (write ranks as '0-3,7')"
+                           ) from None
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[int]:
-    flat: list[int] = []
-    for lo, hi in sorted(ranges):
-        if flat and lo <= flat[-1] + 1:
-            flat[-1] = max(flat[-1], hi)
-        else:
-            flat += [lo, hi]
-    return flat
+    return [bound for span in idset.merge(ranges) for bound in span]
 
 
 def parse_idset(text: str, where: str = "idset") -> list[int]:
@@ -179,79 +166,19 @@ def format_idset(ids: list[int] | set[int] | frozenset[int]) -> str:
     >>> format_idset({7, 0, 1, 2, 3})
     '0-3,7'
     """
-    out: list[str] = []
-    run: list[int] = []
-    for i in sorted(ids):
-        if run and i == run[1] + 1:
-            run[1] = i
-            continue
-        if run:
-            out.append(f"{run[0]}" if run[0] == run[1] else f"{run[0]}-{run[1]}")
-        run = [i, i]
-    if run:
-        out.append(f"{run[0]}" if run[0] == run[1] else f"{run[0]}-{run[1]}")
-    return ",".join(out)
-
-
-def split_hostlist(text: str) -> list[str]:
-    """The comma-separated parts of a hostlist, commas inside brackets kept."""
-    depth, cur, parts = 0, "", []
-    for ch in text:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += (ch == "[") - (ch == "]")
-        cur += ch
-    parts.append(cur)
-    return parts
-
-
-def hostlist_parts(text: str, where: str = "hostlist", error: type[MatcherError] = JobspecError,
-                   ) -> list[tuple[str, list[tuple[int, int, int]] | None, str]]:
-    """The parts of an RFC 29 hostlist, checked: (prefix, [(lo, hi, digits)] or None, suffix)
-    per comma-separated part; raises ``error`` naming ``where``."""
-    if not isinstance(text, str):
-        raise error(f"{where}: a hostlist is a string like 'node[0-3,7]', got {shown(text)}")
-    if text.count("[") != text.count("]") or "[[" in text:
-        raise error(f"{where}: Invalid hostlist `{text}' (unbalanced brackets)")
-    out: list[tuple[str, list[tuple[int, int, int]] | None, str]] = []
-    for part in split_hostlist(text):
-        part = part.strip()
-        m = _HOST_PART.fullmatch(part)
-        if not part or not m:
-            raise error(f"{where}: Invalid hostlist `{text}' (write e.g. 'node[0-3,7]')")
-        if m[2] is None:
-            out.append((part, None, ""))
-            continue
-        ranges = []
-        for rng in m[2].split(","):
-            r = _HOST_RANGE.fullmatch(rng)
-            if not r or (r[2] is not None and int(r[2]) < int(r[1])):
-                raise error(f"{where}: Invalid hostlist `{text}' (range {shown(rng)})")
-            ranges.append((int(r[1]), int(r[2] or r[1]), len(r[1])))
-        out.append((m[1], ranges, m[3]))
-    return out
-
-
-def iter_hostlist(parts: list[tuple[str, list[tuple[int, int, int]] | None, str]]):
-    """The host names of :func:`hostlist_parts`, one at a time (take only what is needed)."""
-    for prefix, ranges, suffix in parts:
-        if ranges is None:
-            yield prefix
-            continue
-        for lo, hi, width in ranges:
-            for i in range(lo, hi + 1):
-                yield f"{prefix}{i:0{width}d}{suffix}"
+    return idset.encode(ids)
 
 
 def parse_hostlist(text: str, where: str = "hostlist", error: type[MatcherError] = JobspecError,
                    limit: int = _MAX_HOSTS) -> list[str]:
     """Expand an RFC 29 hostlist (``"node[0-3,7],login1"``) of at most ``limit`` names;
     raises ``error`` naming ``where``."""
-    parts = hostlist_parts(text, where, error)
-    count = sum(1 if ranges is None else sum(hi - lo + 1 for lo, hi, _ in ranges)
-                for _, ranges, _ in parts)
-    if count > limit:
+    if not isinstance(text, str):
+        raise error(f"{where}: a hostlist is a string like 'node[0-3,7]', got {shown(text)}")
+    try:
+        parts = hostlist.parse(text)
+    except hostlist.HostlistError as exc:
+        raise error(f"{where}: Invalid hostlist `{text}' ({exc})") from None
+    if hostlist.count(parts) > limit:
         raise error(f"{where}: hostlist `{text}' names more than {limit:,} hosts")
-    return list(iter_hostlist(parts))
+    return list(hostlist.expand(parts))

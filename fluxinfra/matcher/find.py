@@ -10,6 +10,7 @@ matching vertex plus its ancestors, in post-order (children first).
 from __future__ import annotations
 
 from fluxinfra.inputs import shown
+from fluxinfra.matcher.constraint import parse_hostlist
 from fluxinfra.matcher.errors import MatcherError
 
 __all__ = ["parse_criteria", "find_vertices"]
@@ -83,7 +84,6 @@ def parse_criteria(text: str):
 
 
 def _expand_names(value: str) -> set[str]:
-    from fluxinfra.matcher.constraint import parse_hostlist
     return set(parse_hostlist(value, f"find: names={value}", MatcherError))
 
 

@@ -37,9 +37,11 @@ Which nodes are in the graph (the rest are listed, with the reason, in ``K8sInve
 
 * skipped: control-plane nodes (label ``node-role.kubernetes.io/control-plane`` or ``.../master``,
   or the control-plane ``NoSchedule`` taint); cordoned nodes (``spec.unschedulable``); nodes the
-  ``node_selector`` rejects; nodes with a ``NoSchedule``/``NoExecute`` taint whose key is not in
-  ``tolerations`` (``node.kubernetes.io/*`` taints are lifecycle taints mirrored by conditions and
-  are ignored; ``"*"`` in ``tolerations`` tolerates everything).
+  ``node_selector`` rejects; nodes with a ``NoSchedule``/``NoExecute`` taint no toleration
+  tolerates (kube-scheduler's rule, :mod:`fluxinfra.kube.selectors`; a toleration is a
+  ``v1.Toleration`` mapping, a taint key alone, which tolerates that key whatever its value, or
+  ``"*"``, which tolerates everything; ``node.kubernetes.io/*`` taints are lifecycle taints
+  mirrored by conditions and are ignored).
 * kept but ``status="down"``: nodes whose ``Ready`` condition is not ``"True"`` (a node object
   without any ``Ready`` condition, as in hand-written fixtures, counts as ready).
 
@@ -84,6 +86,7 @@ from typing import Any
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.inputs import shown
+from fluxinfra.kube import selectors
 from fluxinfra.matcher.quantity import parse_quantity
 
 __all__ = [
@@ -302,83 +305,52 @@ def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Label selectors (the string form kubectl -l takes, matchLabels, or a full LabelSelector).
+# Label selectors and tolerations: kube-scheduler's rules (fluxinfra.kube.selectors), read from
+# the forms a caller of this module writes.
 # ----------------------------------------------------------------------------------------------
 
-_SET_REQ = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*")
-_EQ_REQ = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s,]*)\s*")
-_EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*")
 
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """Label requirements ``(key, op, values)``; op is ``In NotIn Exists DoesNotExist``."""
-
-    requirements: tuple[tuple[str, str, frozenset[str]], ...] = ()
+class LabelSelector(selectors.LabelSelector):
+    """A node selector given as the string ``kubectl -l`` takes, a ``{key: value}`` mapping or
+    a ``metav1.LabelSelector``; kube-scheduler's matching rules."""
 
     @classmethod
-    def parse(cls, selector: str | Mapping[str, Any] | LabelSelector | None) -> LabelSelector:
-        """From ``"a=b,c!=d,e,!f,g in (x,y)"``, ``{"a": "b"}`` or a ``LabelSelector`` object."""
+    def parse(cls, selector: str | Mapping[str, Any] | selectors.LabelSelector | None,
+              where: str = "node_selector") -> selectors.LabelSelector:
+        """From ``"a=b,c!=d,e,!f,g in (x,y)"``, ``{"a": "b"}``, ``{"matchLabels": ...,
+        "matchExpressions": [...]}`` or a selector object; ``None`` selects every node."""
         if selector is None:
-            return cls()
-        if isinstance(selector, LabelSelector):
+            return selectors.LabelSelector()
+        if isinstance(selector, selectors.LabelSelector):
             return selector
-        if isinstance(selector, str):
-            return cls(tuple(_parse_selector_string(selector)))
-        if not isinstance(selector, Mapping):
-            raise K8sInputError(
-                f"node_selector: {shown(selector)} is not a label selector; use 'key=value,...' or "
-                "{'key': 'value'} or {'matchLabels': ..., 'matchExpressions': [...]}"
-            )
-        if "matchLabels" in selector or "matchExpressions" in selector:
-            match_labels = selector.get("matchLabels") or {}
-            reqs = [(k, "In", frozenset([str(v)])) for k, v in match_labels.items()]
-            for expr in selector.get("matchExpressions") or []:
-                op = expr.get("operator")
-                if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                    raise K8sInputError(
-                        f"node_selector.matchExpressions: operator {shown(op)} of key "
-                        f"{expr.get('key')!r}; use In, NotIn, Exists or DoesNotExist"
-                    )
-                reqs.append((expr["key"], op, frozenset(map(str, expr.get("values") or []))))
-            return cls(tuple(reqs))
-        return cls(tuple((k, "In", frozenset([str(v)])) for k, v in selector.items()))
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        for key, op, values in self.requirements:
-            present = key in labels
-            if op == "Exists" and not present:
-                return False
-            if op == "DoesNotExist" and present:
-                return False
-            if op == "In" and (not present or labels[key] not in values):
-                return False
-            if op == "NotIn" and present and labels[key] in values:
-                return False
-        return True
+        try:
+            if isinstance(selector, str):
+                return selectors.LabelSelector.from_text(selector, where)
+            if (isinstance(selector, Mapping) and "matchLabels" not in selector
+                    and "matchExpressions" not in selector):
+                return selectors.LabelSelector.from_labels(
+                    {str(k): str(v) for k, v in selector.items()})
+            if not isinstance(selector, Mapping):
+                raise selectors.SelectorError(
+                    f"{where}: {shown(selector)} is not a label selector; use 'key=value,...' "
+                    "or {'key': 'value'} or {'matchLabels': ..., 'matchExpressions': [...]}")
+            return selectors.LabelSelector.parse(selector, where)
+        except selectors.SelectorError as exc:
+            raise K8sInputError(str(exc)) from None
 
 
-def _parse_selector_string(text: str) -> list[tuple[str, str, frozenset[str]]]:
-    reqs = []
-    rest = text.strip()
-    while rest:
-        if m := _SET_REQ.match(rest):
-            values = frozenset(v.strip() for v in m[3].split(",") if v.strip())
-            reqs.append((m[1], "In" if m[2] == "in" else "NotIn", values))
-        elif m := _EQ_REQ.match(rest):
-            reqs.append((m[1], "NotIn" if m[2] == "!=" else "In", frozenset([m[3]])))
-        elif m := _EXISTS_REQ.match(rest):
-            reqs.append((m[2], "DoesNotExist" if m[1] else "Exists", frozenset()))
-        else:
-            m = None
-        if m is None or (m.end() < len(rest) and rest[m.end()] != ","):
-            raise K8sInputError(
-                f"node_selector: cannot parse {shown(text)} near {shown(rest)}; use "
-                "comma-separated 'key=value', 'key!=value', 'key', '!key', 'key in (a,b)', "
-                "'key notin (a,b)'"
-            )
-        rest = rest[m.end() + 1 :].strip()
-    return reqs
+def _toleration(entry: str | Mapping[str, Any] | selectors.Toleration,
+                where: str) -> selectors.Toleration:
+    """A toleration from a taint key (tolerates it whatever its value), ``"*"`` (tolerates
+    every taint) or a ``v1.Toleration`` mapping."""
+    if isinstance(entry, selectors.Toleration):
+        return entry
+    if isinstance(entry, str):
+        return selectors.Toleration("" if entry == "*" else entry, "Exists")
+    try:
+        return selectors.Toleration.parse(entry, where)
+    except selectors.SelectorError as exc:
+        raise K8sInputError(str(exc)) from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -388,8 +360,8 @@ def _parse_selector_string(text: str) -> list[tuple[str, str, frozenset[str]]]:
 
 def node_skip_reason(
     node: Mapping[str, Any],
-    selector: LabelSelector | None = None,
-    tolerations: Iterable[str] = (),
+    selector: selectors.LabelSelector | None = None,
+    tolerations: Iterable[str | Mapping[str, Any]] = (),
 ) -> str | None:
     """Why ``node`` stays out of the graph, or ``None`` when it belongs in it."""
     meta = node.get("metadata") or {}
@@ -397,16 +369,18 @@ def node_skip_reason(
     spec = node.get("spec") or {}
     if any(key in labels for key in CONTROL_PLANE_KEYS):
         return "control-plane node (node-role label)"
-    tolerated = set(tolerations)
+    tolerated = [_toleration(t, f"tolerations[{i}]") for i, t in enumerate(tolerations)]
     for taint in spec.get("taints") or []:
         key, effect = taint.get("key", ""), taint.get("effect", "")
         if effect not in ("NoSchedule", "NoExecute"):
             continue
         if key in CONTROL_PLANE_KEYS:
             return f"control-plane node (taint {key}:{effect})"
-        if key.startswith("node.kubernetes.io/") or key in tolerated or "*" in tolerated:
-            continue
         value = taint.get("value")
+        if key.startswith("node.kubernetes.io/") or any(
+                selectors.tolerates(t, selectors.Taint(key, str(value or ""), effect))
+                for t in tolerated):
+            continue
         said = f"{key}={value}" if value else key
         return f"taint {said}:{effect} not tolerated (add {shown(key)} to tolerations)"
     if spec.get("unschedulable"):
@@ -494,8 +468,8 @@ def k8s_inventory(
     pods: Iterable[Mapping[str, Any]] = (),
     *,
     zone_label: str = ZONE_LABEL,
-    node_selector: str | Mapping[str, Any] | LabelSelector | None = None,
-    tolerations: Iterable[str] = (),
+    node_selector: str | Mapping[str, Any] | selectors.LabelSelector | None = None,
+    tolerations: Iterable[str | Mapping[str, Any]] = (),
     subtract_pods: bool = True,
     gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
     memory_chunk_mib: int = DEFAULT_MEMORY_CHUNK_MIB,
@@ -627,8 +601,8 @@ def graph_from_k8s(
     pods: Iterable[Mapping[str, Any]] = (),
     *,
     zone_label: str = ZONE_LABEL,
-    node_selector: str | Mapping[str, Any] | LabelSelector | None = None,
-    tolerations: Iterable[str] = (),
+    node_selector: str | Mapping[str, Any] | selectors.LabelSelector | None = None,
+    tolerations: Iterable[str | Mapping[str, Any]] = (),
     subtract_pods: bool = True,
     gpu_resources: Mapping[str, str] = DEFAULT_GPU_RESOURCES,
     memory_chunk_mib: int = DEFAULT_MEMORY_CHUNK_MIB,

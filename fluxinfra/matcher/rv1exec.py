@@ -11,18 +11,14 @@ Fluxion's rv1exec reader builds (no sockets), with node properties from ``proper
 
 from __future__ import annotations
 
-import re
 from itertools import islice
 
+from fluxinfra import hostlist, idset
 from fluxinfra.inputs import INT64_MAX, MAX_VERTICES, parse_json, shown
-from fluxinfra.matcher.constraint import hostlist_parts, iter_hostlist
 from fluxinfra.matcher.errors import GraphError, MatcherError
 from fluxinfra.matcher.graph import ResourceGraph
 
 __all__ = ["read_rv1exec", "parse_idset", "rlite_entries"]
-
-#: one range of an idset (at most 18 digits: no graph has ids past that)
-_RANGE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")
 
 
 def parse_idset(text: str | int, where: str = "R", limit: int = MAX_VERTICES,
@@ -31,21 +27,13 @@ def parse_idset(text: str | int, where: str = "R", limit: int = MAX_VERTICES,
     naming ``where``."""
     if isinstance(text, bool) or not isinstance(text, (str, int)):
         raise error(f"{where}: an idset is a string like '0-3,7', got {shown(text)}")
-    ranges = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        m = _RANGE.fullmatch(part)
-        if m is None or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise error(f"{where}: invalid idset {shown(text)}; write ids as '0-3,7'")
-        ranges.append((int(m[1]), int(m[2] if m[2] is not None else m[1])))
-    if sum(hi - lo + 1 for lo, hi in ranges) > limit:
+    try:
+        spans = idset.merge(idset.ranges(text, strict=False))
+    except idset.IdsetError:
+        raise error(f"{where}: invalid idset {shown(text)}; write ids as '0-3,7'") from None
+    if sum(hi - lo + 1 for lo, hi in spans) > limit:
         raise error(f"{where}: idset {shown(text)} names more than {limit:,} ids")
-    out: list[int] = []
-    for lo, hi in ranges:
-        out.extend(range(lo, hi + 1))
-    return sorted(set(out))
+    return [i for lo, hi in spans for i in range(lo, hi + 1)]
 
 
 def rlite_entries(doc: dict):
@@ -79,10 +67,14 @@ def rlite_entries(doc: dict):
     if not isinstance(nodelist, list):
         raise GraphError(f"R: execution.nodelist: must be a list of hostlists, got "
                          f"{shown(nodelist)}")
-    parts = []
+    parts: list[hostlist.Part] = []
     for i, item in enumerate(nodelist):
-        parts += hostlist_parts(item, f"R: execution.nodelist[{i}]", GraphError)
-    hosts = list(islice(iter_hostlist(parts), len(order)))  # (one per rank: no more)
+        try:
+            parts += hostlist.parse(item)
+        except hostlist.HostlistError as exc:
+            raise GraphError(f"R: execution.nodelist[{i}]: Invalid hostlist {shown(item)} "
+                             f"({exc})") from None
+    hosts = list(islice(hostlist.expand(parts), len(order)))  # (one per rank: no more)
     for mine, kids in entries:
         for rank in mine:
             i = order[rank]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
+from fluxinfra.hostlist import encode as encode_hostlist
+from fluxinfra.idset import encode as idset
 from fluxinfra.matcher.errors import MatcherError
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 
 __all__ = ["write_simple", "write_pretty_simple", "write_jgf", "write_rv1", "idset", "QueryWriter",
            "WriterError", "QUERY_FORMATS", "rlite_of", "encode_hostlist",
-           "hostlist", "MATCH_FORMATS"]
+           "MATCH_FORMATS"]
 
 MATCH_FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched", "rv1_sched")
 Emitted = list[tuple[int, int, int, bool, bool]]
@@ -65,48 +67,6 @@ def write_pretty_simple(g: ResourceGraph, emitted: Emitted) -> str:
         mode = "exclusive" if excl else "shared"
         out.append(f"      {'---' * level}{g.name[v]}[{amount}:{mode}]\n")
     return "".join(out)
-
-
-def idset(ids: list[int]) -> str:
-    """Compress integers into an RFC 22 idset (``0-3,7``)."""
-    ids = sorted(set(ids))
-    parts = []
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def hostlist(names: list[str]) -> str:
-    """Compress host names into an RFC 29 hostlist (``node[0-3,7]``)."""
-    groups: dict[str, list[tuple[int, str]]] = {}
-    order: list[str] = []
-    plain = []
-    for name in names:
-        end = len(name)
-        start = end
-        while start > 0 and name[start - 1] in "0123456789":
-            start -= 1
-        if start == end or end - start > 18:  # (no number, or none a rank could be)
-            plain.append(name)
-            continue
-        prefix = name[:start]
-        if prefix not in groups:
-            groups[prefix] = []
-            order.append(prefix)
-        groups[prefix].append((int(name[start:]), name[start:]))
-    out = list(plain)
-    for prefix in order:
-        nums = groups[prefix]
-        if len(nums) == 1:
-            out.append(prefix + nums[0][1])
-        else:
-            out.append(f"{prefix}[{idset([n for n, _ in nums])}]")
-    return ",".join(out)
 
 
 def _vertex_json(g: ResourceGraph, v: int, amount: int, excl: bool, compact: bool) -> dict:
@@ -183,7 +143,8 @@ def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: in
               scheduling: bool = True) -> dict:
     """RFC 20 R version 1 with the ``scheduling`` JGF key (Fluxion's rv1 writer)."""
     rlite, nodes = _rlite(g, emitted)
-    r: dict = {"version": 1, "execution": {"R_lite": rlite, "nodelist": [hostlist(nodes)] if nodes
+    r: dict = {"version": 1, "execution": {"R_lite": rlite,
+                                            "nodelist": [encode_hostlist(nodes)] if nodes
                                             else [], "starttime": starttime,
                                             "expiration": expiration}}
     if scheduling:
@@ -381,35 +342,3 @@ class _Rlite:
         props = {k: idset(self.props[k]) for k in sorted(self.props)}
         self.groups, self.props = {}, {}
         return rlite, nodelist, props
-
-
-def encode_hostlist(names: list[str]) -> str:
-    """flux-core's ``hostlist_encode`` of hosts appended in this order: runs of one
-    prefix and digit width become ``prefix[lo-hi,...]``; order is kept, not sorted."""
-    runs: list[list] = []  # [prefix, width, [[lo, hi], ...]] or [name, None, None]
-    for name in names:
-        digits = len(name) - len(name.rstrip("0123456789"))
-        if not digits:
-            runs.append([name, None, None])
-            continue
-        prefix, num = name[:-digits], name[-digits:]
-        width = digits if num.startswith("0") and digits > 1 else 0
-        n = int(num)
-        last = runs[-1] if runs else None
-        if last is not None and last[2] is not None and last[0] == prefix and last[1] == width:
-            if last[2][-1][1] + 1 == n:
-                last[2][-1][1] = n
-            else:
-                last[2].append([n, n])
-        else:
-            runs.append([prefix, width, [[n, n]]])
-    out = []
-    for prefix, width, ranges in runs:
-        if ranges is None:
-            out.append(prefix)
-            continue
-        parts = [f"{lo:0{width}d}" if lo == hi else f"{lo:0{width}d}-{hi:0{width}d}"
-                 for lo, hi in ranges]
-        single = len(ranges) == 1 and ranges[0][0] == ranges[0][1]
-        out.append(prefix + parts[0] if single else f"{prefix}[{','.join(parts)}]")
-    return ",".join(out)

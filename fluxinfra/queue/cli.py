@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any
 
+from fluxinfra.console import format_table
 from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.queue.api import GROUP, PLURAL, STATES, VERSION
 from fluxinfra.scheduler.events import parse_time
@@ -105,9 +106,7 @@ def table(fluxjobs: list[dict[str, Any]], now: float | None = None, wide: bool =
                       _ago(row["waited"]), start, _nodes(row["nodes"], wide),
                       row["reason"] + (f": {row['message']}" if wide and row["message"]
                                        else "")])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
-                     .rstrip() for line in lines)
+    return format_table(header, lines[1:])
 
 
 def _list(args: argparse.Namespace) -> int:

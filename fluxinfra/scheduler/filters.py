@@ -30,9 +30,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fluxinfra.kube.selectors import Taint, tolerates, untolerated_taint
 from fluxinfra.scheduler.ledger import Ledger, NodeState
 from fluxinfra.scheduler.pods import AffinityTerm, PodInfo, SpreadConstraint
-from fluxinfra.scheduler.selectors import Taint, tolerates, untolerated_taint
 
 __all__ = ["Filters", "InterPod", "static_reason"]
 

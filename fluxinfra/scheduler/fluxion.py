@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.constraint import format_idset
+from fluxinfra.idset import encode as format_idset
 from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob, Unsatisfiable
 from fluxinfra.matcher.k8s import (
     TopologyLevel,

@@ -35,15 +35,15 @@ from typing import Any
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.kube import shapes
-from fluxinfra.matcher.k8s import pod_requests
-from fluxinfra.matcher.planner import HORIZON
-from fluxinfra.scheduler.events import parse_time
-from fluxinfra.scheduler.selectors import (
+from fluxinfra.kube.selectors import (
     LabelSelector,
     NodeSelector,
     SelectorError,
     Toleration,
 )
+from fluxinfra.matcher.k8s import pod_requests
+from fluxinfra.matcher.planner import HORIZON
+from fluxinfra.scheduler.events import parse_time
 
 __all__ = [
     "ANNOT_DURATION",

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxinfra.kube.selectors import LabelSelector
 from fluxinfra.scheduler.filters import Filters, static_reason
 from fluxinfra.scheduler.ledger import Ledger, NodeState
 from fluxinfra.scheduler.pods import PodInfo, Request
-from fluxinfra.scheduler.selectors import LabelSelector
 
 __all__ = ["Budget", "Plan", "Preemptor", "budgets"]
 

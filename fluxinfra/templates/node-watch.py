@@ -1,4 +1,5 @@
-"""Run this node's share of the installer's Flux instance (standard library + fluxconf.py only).
+"""Run this node's share of the installer's Flux instance (standard library + fluxconf.py only,
+which imports the shipped hostlist.py, idset.py and tomli_w.py).
 
 Every fluxinfra installer pod (a DaemonSet) runs this. It keeps Flux ranks stable across node
 joins and leaves with a **rank map**: one ConfigMap (``<installer>-ranks``) that every pod reads

@@ -32,10 +32,11 @@ import json
 import os
 import signal
 import sys
-import textwrap
 import time
 import urllib.request
 from pathlib import Path
+
+import tomli_w
 
 from .images import PAUSE_IMAGE
 from .layout import CGROUP_FS, NODE_OVERLAYS, Layout, NodeSpec, find_binary, require_binary
@@ -314,48 +315,30 @@ class Node:
         }, indent=2))
         root, state = self.dir / "containerd", self.dir / "containerd-state"
         config = self.dir / "containerd.toml"
-        config.write_text(textwrap.dedent(f"""\
-            version = 2
-            root = "{root}/root"
-            state = "{state}"
-            oom_score = 0
-            disabled_plugins = ["io.containerd.snapshotter.v1.btrfs",
-              "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs",
-              "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp",
-              "io.containerd.internal.v1.tracing"]
-            [grpc]
-              address = "{self.sock}"
-            [ttrpc]
-              address = ""
-            [debug]
-              address = ""
-              level = "info"
-            [metrics]
-              address = ""
-            [plugins."io.containerd.internal.v1.opt"]
-              path = "{root}/opt"
-            [plugins."io.containerd.grpc.v1.cri"]
-              sandbox_image = "{PAUSE_IMAGE}"
-              # No CAP_SYS_RESOURCE on these machines: keep pods' oom_score_adj >= ours (0).
-              restrict_oom_score_adj = true
-              disable_apparmor = true
-              enable_selinux = false
-              stream_server_address = "127.0.0.1"
-              stream_server_port = "0"
-              [plugins."io.containerd.grpc.v1.cri".containerd]
-                snapshotter = "overlayfs"
-                default_runtime_name = "runc"
-                [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-                  runtime_type = "io.containerd.runc.v2"
-                  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-                    BinaryName = "{require_binary('runc')}"
-                    Root = "{state}/runc"
-                    SystemdCgroup = false
-              [plugins."io.containerd.grpc.v1.cri".cni]
-                bin_dir = "{cni_bin}"
-                conf_dir = "{cni_conf}"
-                max_conf_num = 1
-            """))
+        cri = {
+            "sandbox_image": PAUSE_IMAGE,
+            # No CAP_SYS_RESOURCE on these machines: keep pods' oom_score_adj >= ours (0).
+            "restrict_oom_score_adj": True,
+            "disable_apparmor": True, "enable_selinux": False,
+            "stream_server_address": "127.0.0.1", "stream_server_port": "0",
+            "containerd": {
+                "snapshotter": "overlayfs", "default_runtime_name": "runc",
+                "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2", "options": {
+                    "BinaryName": str(require_binary("runc")), "Root": f"{state}/runc",
+                    "SystemdCgroup": False}}}},
+            "cni": {"bin_dir": str(cni_bin), "conf_dir": str(cni_conf), "max_conf_num": 1},
+        }
+        config.write_text(tomli_w.dumps({
+            "version": 2, "root": f"{root}/root", "state": str(state), "oom_score": 0,
+            "disabled_plugins": [
+                "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper",
+                "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"],
+            "grpc": {"address": str(self.sock)}, "ttrpc": {"address": ""},
+            "debug": {"address": "", "level": "info"}, "metrics": {"address": ""},
+            "plugins": {"io.containerd.internal.v1.opt": {"path": f"{root}/opt"},
+                        "io.containerd.grpc.v1.cri": cri},
+        }))
         return config
 
     def start_containerd(self) -> Proc:

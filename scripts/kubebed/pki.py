@@ -1,4 +1,5 @@
-"""The bed's certificates and kubeconfigs, made with ``cryptography`` (no openssl, no cfssl).
+"""The bed's certificates and kubeconfigs, made by fluxinfra's one CA builder
+(:mod:`fluxinfra.pki`, ``cryptography``: no openssl, no cfssl).
 
 One CA signs every serving and client certificate; a second CA signs the front-proxy client (the
 API server's request-header authentication, which the controller-manager and scheduler read).
@@ -17,15 +18,15 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fluxinfra import pki
 
 __all__ = ["CertificateAuthority", "KeyPair", "kubeconfig", "service_account_keys"]
 
@@ -40,96 +41,47 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def _key_usage(*, ca: bool) -> x509.KeyUsage:
-    """ECDSA keys only sign: leaves sign TLS handshakes, CAs also certificates and CRLs."""
-    return x509.KeyUsage(digital_signature=True, key_cert_sign=ca, crl_sign=ca,
-                         content_commitment=False, key_encipherment=False,
-                         data_encipherment=False, key_agreement=False, encipher_only=False,
-                         decipher_only=False)
-
-
 @dataclass
-class KeyPair:
-    """A certificate and its private key."""
-
-    cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
-
-    @property
-    def cert_pem(self) -> bytes:
-        return self.cert.public_bytes(serialization.Encoding.PEM)
-
-    @property
-    def key_pem(self) -> bytes:
-        return _pem_key(self.key)
+class KeyPair(pki.KeyPair):
+    """A certificate and its private key, written to files the bed's processes read."""
 
     def write(self, directory: Path, stem: str) -> Path:
         """Write ``<stem>.crt`` and ``<stem>.key`` (0600); return the certificate's path."""
         directory.mkdir(parents=True, exist_ok=True)
         crt = directory / f"{stem}.crt"
-        crt.write_bytes(self.cert_pem)
+        crt.write_text(self.cert_pem)
         key = directory / f"{stem}.key"
         key.touch(mode=0o600)
-        key.write_bytes(self.key_pem)
+        key.write_text(self.key_pem)
         return crt
 
 
 @dataclass
-class CertificateAuthority(KeyPair):
-    """A self-signed CA that issues leaf certificates."""
+class CertificateAuthority(pki.CertificateAuthority, KeyPair):
+    """fluxinfra's CA (:class:`fluxinfra.pki.CertificateAuthority`) with the bed's validity,
+    loaded back from the files it wrote, its leaves written to files."""
 
     @classmethod
-    def create(cls, common_name: str) -> CertificateAuthority:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = datetime.datetime.now(datetime.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(_key_usage(ca=True), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                           critical=False)
-            .sign(key, hashes.SHA256())
-        )
-        return cls(cert, key)
+    def create(cls, common_name: str, **kwargs) -> CertificateAuthority:  # type: ignore[override]
+        kwargs.setdefault("start", datetime.datetime.now(datetime.UTC) - BACKDATE)
+        kwargs.setdefault("validity", VALIDITY + BACKDATE)
+        return super().create(common_name, **kwargs)  # type: ignore[return-value]
 
     @classmethod
     def load(cls, cert: Path, key: Path) -> CertificateAuthority:
         """The CA a bed wrote with :meth:`KeyPair.write` (to issue a node added later)."""
+        start = datetime.datetime.now(datetime.UTC) - BACKDATE
         return cls(x509.load_pem_x509_certificate(cert.read_bytes()),
-                   serialization.load_pem_private_key(key.read_bytes(), password=None))
+                   serialization.load_pem_private_key(key.read_bytes(), password=None),
+                   pki.KeySource(), start, start + VALIDITY + BACKDATE)
 
-    def issue(self, common_name: str, *, organizations: tuple[str, ...] = (),
+    def issue(self, common_name: str, *, organizations: tuple[str, ...] = (),  # type: ignore[override]
               client: bool = False, server: bool = False, dns: tuple[str, ...] = (),
               ips: tuple[str, ...] = ()) -> KeyPair:
         """A leaf certificate for a client (``CN`` = user, ``O`` = groups) and/or a server."""
-        if not (client or server):
-            raise ValueError(f"{common_name}: a certificate is for a client, a server or both")
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-        usages = ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else []) + \
-                 ([ExtendedKeyUsageOID.SERVER_AUTH] if server else [])
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs)).issuer_name(self.cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_key_usage(ca=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                self.key.public_key()), critical=False)
-        )
-        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        return KeyPair(builder.sign(self.key, hashes.SHA256()), key)
+        pair = super().issue(common_name, organizations=organizations, client=client,
+                             server=server, names=[*dns, *ips])
+        return KeyPair(pair.cert, pair.key)
 
 
 def service_account_keys(directory: Path) -> tuple[Path, Path]:
@@ -153,10 +105,10 @@ def kubeconfig(path: Path, *, server: str, ca: KeyPair, user: str, client: KeyPa
     doc = {
         "apiVersion": "v1", "kind": "Config", "preferences": {},
         "clusters": [{"name": cluster, "cluster": {
-            "server": server, "certificate-authority-data": b64(ca.cert_pem)}}],
+            "server": server, "certificate-authority-data": b64(ca.cert_pem.encode())}}],
         "users": [{"name": user, "user": {
-            "client-certificate-data": b64(client.cert_pem),
-            "client-key-data": b64(client.key_pem)}}],
+            "client-certificate-data": b64(client.cert_pem.encode()),
+            "client-key-data": b64(client.key_pem.encode())}}],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
     }

@@ -27,9 +27,10 @@ SCRIPT_COMMANDS = {"install": "install -m", "cat": "$(cat ", "chmod": "chmod 075
 #: Commands node-watch.py runs inside the container (the install and the broker run on the host).
 NODE_WATCH_COMMANDS = {"nsenter": '["nsenter", "-t"'}
 #: Standard-library modules the in-container Python (micromamba fetch, node-watch.py and the
-#: fluxconf.py it imports) imports.
-PYTHON_MODULES = ("bz2", "contextlib", "copy", "hashlib", "io", "json", "platform", "re", "ssl",
-                  "subprocess", "tarfile", "threading", "urllib.request")
+#: fluxconf.py, hostlist.py, idset.py and tomli_w.py it imports) imports.
+PYTHON_MODULES = ("bz2", "collections.abc", "contextlib", "copy", "datetime", "decimal",
+                  "hashlib", "io", "json", "platform", "re", "ssl", "subprocess", "tarfile",
+                  "threading", "types", "typing", "urllib.request")
 
 
 def as_root(image: str, script: str) -> str:

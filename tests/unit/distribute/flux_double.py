@@ -44,8 +44,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))  # the repository: the double shares the tree code
 
+from fluxinfra import idset  # noqa: E402
 from fluxinfra.distribute.topology import Tree  # noqa: E402
-from fluxinfra.matcher.writers import idset  # noqa: E402
 
 DIR = Path(os.environ.get("FLUX_DOUBLE_DIR", "/nonexistent-flux-double"))
 STATE = DIR / "instance.json"
@@ -326,19 +326,15 @@ def _umask() -> int:
 
 # -- exec --------------------------------------------------------------------------------------
 def parse_idset(text: str) -> list[int] | None:
-    out = []
     try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
+        return idset.decode(text)
+    except idset.IdsetError:
         return None
-    return sorted(set(out))
 
 
 def encode_idset(ids: list[int]) -> str:
     """flux exec's exit summary form: ``3`` alone, ``[0-2,5]`` for more than one rank."""
-    return idset(ids) if len(ids) == 1 else f"[{idset(ids)}]"
+    return idset.encode(ids, brackets=True)
 
 
 def cmd_exec(inst: Instance, args: list[str]) -> int:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from fluxinfra.kube.selectors import LabelSelector, NodeSelector, SelectorError, Toleration
 from fluxinfra.scheduler.filters import Filters, static_reason
 from fluxinfra.scheduler.ledger import Ledger
 from fluxinfra.scheduler.pods import PodSpecError, pod_info, podgroup_spec
-from fluxinfra.scheduler.selectors import LabelSelector, NodeSelector, SelectorError, Toleration
 
 from .kube_double import make_node, make_pod, make_podgroup
 

@@ -1,8 +1,11 @@
-"""Kubernetes selectors as kube-scheduler v1.28 evaluates them (pure functions on API JSON).
+"""Kubernetes selectors as kube-scheduler v1.28 evaluates them (pure functions on API JSON), the
+one copy of these rules for the scheduler, the queue and the graph built from Node objects.
 
 - :class:`LabelSelector`: a ``metav1.LabelSelector`` (``matchLabels`` + ``matchExpressions``
   with In, NotIn, Exists, DoesNotExist). A missing selector (``None``) selects nothing, an
   empty one (``{}``) everything (``metav1.LabelSelectorAsSelector``).
+  :meth:`LabelSelector.from_text` reads the string form ``kubectl -l`` takes
+  (``labels.Parse``: ``a=b,c!=d,e,!f,g in (x,y)``).
 - :class:`NodeSelector`: ``requiredDuringSchedulingIgnoredDuringExecution`` of a node affinity:
   terms are ORed, a term's ``matchExpressions`` (In, NotIn, Exists, DoesNotExist, Gt, Lt) and
   ``matchFields`` (``metadata.name`` In/NotIn with one value) are ANDed; an empty term is
@@ -26,6 +29,7 @@ Malformed selectors raise :class:`~fluxinfra.scheduler.pods.PodSpecError` naming
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +45,10 @@ class SelectorError(FluxinfraError):
 
 
 _LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+# one requirement of the string form, at the start of what is left to read
+_SET_REQ = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*")
+_EQ_REQ = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s,]*)\s*")
+_EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*")
 _NODE_OPS = _LABEL_OPS + ("Gt", "Lt")
 
 
@@ -117,6 +125,29 @@ class LabelSelector:
         reqs = [(str(k), "In", frozenset([str(v)])) for k, v in sorted(match_labels.items())]
         for i, expr in enumerate(obj.get("matchExpressions") or []):
             reqs.append(_requirement(expr, f"{where}.matchExpressions[{i}]", _LABEL_OPS))
+        return cls(tuple(reqs))
+
+    @classmethod
+    def from_text(cls, text: str, where: str) -> LabelSelector:
+        """The string form ``kubectl -l`` takes: ``"a=b,c!=d,e,!f,g in (x,y),h notin (z)"``
+        (empty: everything)."""
+        reqs = []
+        rest = text.strip()
+        while rest:
+            if m := _SET_REQ.match(rest):
+                values = frozenset(v.strip() for v in m[3].split(",") if v.strip())
+                reqs.append((m[1], "In" if m[2] == "in" else "NotIn", values))
+            elif m := _EQ_REQ.match(rest):
+                reqs.append((m[1], "NotIn" if m[2] == "!=" else "In", frozenset([m[3]])))
+            elif m := _EXISTS_REQ.match(rest):
+                reqs.append((m[2], "DoesNotExist" if m[1] else "Exists", frozenset()))
+            else:
+                m = None
+            if m is None or (m.end() < len(rest) and rest[m.end()] != ","):
+                raise SelectorError(
+                    f"{where}: cannot parse {text!r} near {rest!r}; use comma-separated "
+                    "'key=value', 'key!=value', 'key', '!key', 'key in (a,b)', 'key notin (a,b)'")
+            rest = rest[m.end() + 1:].strip()
         return cls(tuple(reqs))
 
     @classmethod

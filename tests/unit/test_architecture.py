@@ -1,0 +1,190 @@
+"""The dependency direction of ARCHITECTURE.md, read from the source (every ``import``, also the
+ones inside functions, which are dependencies all the same):
+
+- no import circle between fluxinfra's packages, nor between two modules;
+- no import from a lower layer back up: the matcher, ``hostlist`` and ``idset`` are leaves,
+  ``kube`` sits beside the matcher, the ``k8s`` components never import the scheduler, service
+  or queue they deploy, the scheduler never imports the queue, the service never imports the
+  scheduler or the queue, and nothing imports ``cli``;
+- no private name (``_x``) imported across packages.
+
+What breaks these today is listed below, each with the reason and the way out: a new violation
+fails, and so does an entry that no longer happens (delete it when the code is fixed).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "fluxinfra"
+
+#: base modules anything may import (fluxinfra's own toolbox, no layer of their own)
+BASE = {"fluxinfra", "errors", "inputs", "hostlist", "idset", "console", "signals", "compiled"}
+#: package -> the fluxinfra packages it may import (besides itself); None: any but FORBIDDEN's
+ALLOWED: dict[str, set[str] | None] = {
+    "hostlist": set(), "idset": set(),
+    "matcher": BASE - {"console", "signals"},
+    "kube": {"fluxinfra", "errors", "inputs", "hostlist", "idset", "matcher"},
+}
+#: package -> packages it must never import
+FORBIDDEN = {
+    "k8s": {"scheduler", "service", "queue", "cli"},
+    "scheduler": {"queue", "cli"},
+    "service": {"scheduler", "queue", "cli"},
+}
+_MAKES_CLI_CALLS = {"cli", "__main__"}
+
+#: (importing module, imported module) -> why it is still so: an import up a layer, or one
+#: that closes a circle between packages
+KNOWN_EDGES = {
+    ("fluxinfra.k8s.queue", "fluxinfra.queue.api"):
+        "the FluxQueue component installs the CRDs and labels queue/api.py defines; that API "
+        "(pure data) belongs where both sides import it (kube/), not in the controller's package",
+    ("fluxinfra.queue.webhook", "fluxinfra.k8s.config"):
+        "closes the circle k8s <-> queue: the webhook checks names with k8s.config's "
+        "dns1123_label; a Kubernetes naming rule belongs in kube/",
+    ("fluxinfra.matcher.k8s", "fluxinfra.kube.selectors"):
+        "matcher/k8s.py is Kubernetes code still inside the matcher; it uses kube's selector "
+        "and toleration rules until it moves to kube/ with the matcher's split",
+    **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
+        "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
+        "the wiring belongs in cli or a main above both (the scheduler core's split)"
+       for module in ("controller", "kube", "metrics", "configured")},
+}
+#: (importing module, imported module, name) -> why
+KNOWN_PRIVATE = {
+    ("fluxinfra.queue.kube", "fluxinfra.scheduler.client", "_translate"):
+        "the queue's API client reuses the scheduler client's translation of API errors; it "
+        "becomes public in the one API client the scheduler and queue share",
+}
+#: modules importing each other -> why
+KNOWN_MODULE_CYCLES = {
+    frozenset({"fluxinfra.matcher.express", "fluxinfra.matcher.traverser"}):
+        "express binds traverser's globals at first use; the traverser's split removes it",
+}
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def _imports() -> list[tuple[str, str, str | None]]:
+    """(importing module, imported fluxinfra module, name imported from it or None)."""
+    files = [p for p in ROOT.rglob("*.py") if "_generated" not in p.parts]
+    modules = {_name(p) for p in files}
+    out = []
+    for path in files:
+        here = _name(path)
+        package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out += [(here, a.name, None) for a in node.names if a.name in modules]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1]
+                                    + ([node.module] if node.module else []))
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in modules:
+                        out.append((here, sub, None))
+                    elif base in modules:
+                        out.append((here, base, alias.name))
+    return out
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "fluxinfra"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Tarjan's strongly connected components of more than one vertex."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(frozenset(comp))
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _upward(src: str, dst: str) -> bool:
+    a, b = _package(src), _package(dst)
+    if a == b:
+        return False
+    if b == "cli" and a not in _MAKES_CLI_CALLS:
+        return True
+    allowed = ALLOWED.get(a)
+    if allowed is not None and b not in allowed:
+        return True
+    return b in FORBIDDEN.get(a, set())
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    edges = {(src, dst) for src, dst, _ in _imports()}
+    upward = {(src, dst) for src, dst in edges if _upward(src, dst)}
+    assert upward - KNOWN_EDGES.keys() == set(), "imports against ARCHITECTURE.md's direction"
+    assert KNOWN_EDGES.keys() - edges == set(), "fixed: delete these from KNOWN_EDGES"
+
+
+def test_no_import_circle_between_packages() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _ in _imports():
+        if _package(src) != _package(dst) and (src, dst) not in KNOWN_EDGES:
+            graph[_package(src)].add(_package(dst))
+    assert _cycles(graph) == []
+
+
+def test_no_import_circle_between_modules() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _ in _imports():
+        if src != dst:
+            graph[src].add(dst)
+    cycles = set(_cycles(graph))
+    assert cycles - KNOWN_MODULE_CYCLES.keys() == set()
+    assert KNOWN_MODULE_CYCLES.keys() - cycles == set(), "fixed: delete from KNOWN_MODULE_CYCLES"
+
+
+def test_no_private_name_crosses_a_package() -> None:
+    private = {(src, dst, name) for src, dst, name in _imports()
+               if name and name.startswith("_") and not name.startswith("__")
+               and _package(src) != _package(dst)}
+    assert private - KNOWN_PRIVATE.keys() == set()
+    assert KNOWN_PRIVATE.keys() - private == set(), "fixed: delete these from KNOWN_PRIVATE"
+
+
+def test_the_rules_catch_what_they_are_for() -> None:
+    """The checks themselves: a matcher importing the scheduler, anything importing cli, a
+    circle of two packages."""
+    assert _upward("fluxinfra.matcher.graph", "fluxinfra.scheduler.core")
+    assert _upward("fluxinfra.scheduler.core", "fluxinfra.cli.query")
+    assert _upward("fluxinfra.k8s.stack", "fluxinfra.service.server")
+    assert not _upward("fluxinfra.scheduler.core", "fluxinfra.matcher.graph")
+    assert not _upward("fluxinfra.cli.query", "fluxinfra.scheduler.core")
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [frozenset({"a", "b"})]
