@@ -13,129 +13,42 @@ node into one instance; then:
 
 from __future__ import annotations
 
-import json
-import shutil
+import os
+import random
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
 from fluxion_scheduler import SchedulerProcess, install, sa_kubeconfig
-from test_multinode import (
-    FLUX_PREFIX,
-    NODES,
-    Instance,
-    _start_settings,
-    installer_only,
-    render_dev_with_prefix,
-)
-
-from fluxinfra.templates.flux_ledger import (
-    JOB_LABEL,
-    counts_against_flux,
-    idset,
-    pod_demand,
-)
-
-OWN = {"app.kubernetes.io/name": "flux-installer"}
-
-
-class Books:
-    """Both sides' books, read from the real instance and the real API server."""
-
-    def __init__(self, cluster: Cluster, flux: Instance, ns: str, settings: dict) -> None:
-        self.cluster, self.flux, self.ns, self.settings = cluster, flux, ns, settings
-
-    def ranks(self) -> dict[int, str]:
-        ranks = json.loads(self.cluster.get("configmap", self.settings["rankMap"], "-n",
-                                            self.ns)["data"]["ranks.json"])
-        return {int(r): s["node"] for r, s in ranks["slots"].items()}
-
-    def find(self, criteria: str) -> dict[int, set[int]]:
-        """Rank -> cores of ``flux ion-resource find <criteria>`` (Fluxion's own view)."""
-        out = self.flux.flux("ion-resource", "find", criteria).splitlines()[-1]
-        R = json.loads(out) if out.startswith("{") else None
-        cores: dict[int, set[int]] = {}
-        for entry in ((R or {}).get("execution") or {}).get("R_lite", []):
-            for rank in idset(entry["rank"]):
-                cores.setdefault(rank, set()).update(idset(entry["children"].get("core", "")))
-        return cores
-
-    def pods(self) -> list[dict]:
-        return self.cluster.get("pods", "-A")["items"]
-
-    def placeholders(self, job: str = "") -> list[dict]:
-        selector = f"{JOB_LABEL}={job}" if job else JOB_LABEL
-        return self.cluster.get("pods", "-n", self.ns, "-l", selector)["items"]
-
-    def sample(self) -> dict[str, tuple[int, int, int]]:
-        """Node -> (Flux allocated cores, pods' requested cores, cores); asserts the sum fits."""
-        ranks = self.ranks()
-        allocated = self.find("sched-now=allocated")
-        pods = self.pods()
-        out = {}
-        for rank, node in ranks.items():
-            cores = int(self.flux.on(node, "nproc", "--all").strip())
-            requested = sum(pod_demand(p)[0] for p in pods
-                            if p["spec"].get("nodeName") == node and counts_against_flux(p, OWN))
-            flux_cores = len(allocated.get(rank, ()))
-            out[node] = (flux_cores, requested, cores)
-            assert flux_cores * 1000 + requested <= cores * 1000, \
-                f"{node} overcommitted: Flux {flux_cores} cores + pods {requested}m > {cores}"
-        return out
+from ledger_env import Books, installer_with_ledger
+from test_multinode import FLUX_PREFIX, NODES
 
 
 @pytest.fixture(scope="module")
-def books(cluster: Cluster, fluxinfra_image, tmp_path_factory) -> Books:
+def installer_image(request, cluster: Cluster) -> str:
+    """The image the installer's pods run: the project's (``make image``), or, with
+    ``FLUXINFRA_E2E_IMAGE_TAR`` naming a ``podman save`` of a fluxinfra image, that one (the
+    installer's scripts come from its ConfigMap, so any fluxinfra image runs them; this saves a
+    rebuild when iterating on a bed of one's own)."""
+    tar = os.environ.get("FLUXINFRA_E2E_IMAGE_TAR")
+    if not tar:
+        return request.getfixturevalue("fluxinfra_image")
+    cluster.bed.import_image(Path(tar), tags={"localhost/fluxinfra:0.1.0": STACK_IMAGE})
+    return STACK_IMAGE
+
+
+@pytest.fixture(scope="module")
+def books(cluster: Cluster, installer_image, tmp_path_factory) -> Iterator[Books]:
     if len(cluster.real_nodes) < NODES:
         pytest.skip(f"needs a bed of {NODES} real nodes (FLUXINFRA_E2E_NODES={NODES})")
     if not (FLUX_PREFIX / "bin" / "flux").exists():
         pytest.skip(f"no Flux build at {FLUX_PREFIX} (FLUXINFRA_FLUX_PREFIX)")
-    nodes = cluster.real_nodes[:NODES]
-    tmp = tmp_path_factory.mktemp("ledger")
-    out = render_dev_with_prefix(tmp)
-    files = installer_only(out)
-    scripts = next(yaml.safe_load(p.read_text()) for p in files
-                   if p.name.startswith("configmap-"))
-    settings = json.loads(scripts["data"]["node-watch.json"])
-    assert settings["ledger"] is True, "the dev stack runs the ledger"
-    label = next(iter(settings["nodeSelector"].items()))
-    daemonset = next(yaml.safe_load(p.read_text()) for p in files
-                     if p.name.startswith("daemonset-"))
-    ns = daemonset["metadata"]["namespace"]
-    cluster.bed.tag_image(STACK_IMAGE, "localhost/fluxinfra:0.1.0")
-    flux = Instance(cluster, nodes[0], _start_settings(out, settings))
-    try:
-        for node in nodes:
-            cluster.kubectl("label", "node", node, f"{label[0]}={label[1]}", "--overwrite")
-        first = [p for p in files if p.name.startswith(("namespace-", "priorityclass-"))]
-        cluster.kubectl("apply", *[a for p in first for a in ("-f", str(p))])
-        cluster.kubectl("apply", *[a for p in files if p not in first for a in ("-f", str(p))])
-        expect = f"{settings['hostPrefix']}[0-{NODES - 1}]"
-        wait_for(lambda: flux.up() == expect, 600, f"ranks {expect} up")
-        # the ledger is through the journal once a job passes the prolog
-        flux.flux("run", "-N1", "true", timeout=180)
-        yield Books(cluster, flux, ns, settings)
-    finally:
-        for pod in cluster.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=flux-installer"
-                               )["items"]:
-            log = cluster.kubectl("logs", "-n", ns, pod["metadata"]["name"], "-c", "ledger",
-                                  check=False).stdout
-            print(f"--- ledger log of {pod['spec'].get('nodeName')}:\n{log[-3000:]}")
-        cluster.kubectl("delete", "daemonset", "-n", ns, "--all", "--wait=true",
-                        "--timeout=180s", check=False, timeout=200)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "flux-installer-nodes",
-                        check=False)
-        cluster.kubectl("delete", "priorityclass", settings["ledgerPriorityClass"],
-                        check=False)
-        for node in cluster.real_nodes:
-            cluster.kubectl("label", "node", node, f"{label[0]}-", check=False)
-            cluster.bed.exec_on(node, ["sh", "-c", f"{settings['libDir']}/flux-start.sh stop; "
-                                       f"rm -rf {settings['libDir']} {settings['etcDir']}"],
-                                check=False, timeout=150)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with installer_with_ledger(cluster, tmp_path_factory.mktemp("ledger")) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +176,80 @@ def test_pods_filling_a_node_make_flux_run_wait(books: Books, busybox, namespace
     assert sorted(hosts) == sorted(ranks[r] for r in range(NODES)), hosts
     print(f"\nledger: -N4 waited while {cores} pods filled {node_a}; pods deleted -> job done "
           f"{ran:.1f}s")
+
+
+MIX_SECONDS = float(os.environ.get("FLUXINFRA_LEDGER_MIX_SECONDS", "120"))
+
+
+def test_a_mixed_workload_never_overcommits_a_node(books: Books, fluxion, busybox, namespace):
+    """Flux jobs of random size and length submitted beside batch pods under both schedulers
+    and a gang under ours, sampled as fast as both books can be read: on every node, what Flux
+    runs started jobs on plus what pods request fits its cores at every sample, and every job
+    and pod completes. ``FLUXINFRA_LEDGER_MIX_SECONDS`` (default 120; the issue's 600)."""
+    rng = random.Random(38)
+    jobs: list[str] = []
+    pods = 0
+    samples: list = []
+    started = time.monotonic()
+    next_submit = 0.0
+    while time.monotonic() - started < MIX_SECONDS:
+        now = time.monotonic() - started
+        if now >= next_submit:
+            size = rng.choice([["-n1"], ["-n2"], ["-N1"], ["-N2"], ["-n1", "-c2"]])
+            jobs.append(books.flux.flux("submit", *size, "sleep",
+                                        str(rng.randint(2, 8))).strip())
+            # batch Jobs: a pod the kubelet refuses (a placeholder got there first) is
+            # replaced by its Job, as any controller's would be
+            batch = [batch_job(f"p{pods + i}", namespace, busybox, rng.randint(2, 8),
+                               fluxion if i % 2 else "") for i in range(2)]
+            if len(jobs) % 4 == 0:
+                batch += gang(f"g{len(jobs)}", namespace, busybox, fluxion, 2)
+            pods += len(batch) if len(jobs) % 4 else len(batch) - 1
+            books.cluster.apply(yaml.safe_dump_all(batch))
+            next_submit = now + rng.uniform(3, 8)
+        samples.append(books.sample())
+    waiting_samples = sum(1 for s in samples if s.waiting)
+    wait_for(lambda: all(_job_state(books, j) in ("CD", "CA", "F", "TO") for j in jobs), 300,
+             "every Flux job ended")
+    states = {j: _job_state(books, j) for j in jobs}
+    assert set(states.values()) == {"CD"}, states
+
+    def pods_done() -> bool:
+        samples.append(books.sample())
+        done = [j for j in books.cluster.get("jobs", "-n", namespace)["items"]
+                if j["status"].get("succeeded")]
+        gangs = [p for p in books.cluster.get("pods", "-n", namespace, "-l",
+                                              "scheduling.x-k8s.io/pod-group")["items"]
+                 if p["status"].get("phase") == "Succeeded"]
+        return len(done) + len(gangs) == pods
+    wait_for(pods_done, 300, f"all {pods} batch Jobs and gang pods succeeded")
+    print(f"\nledger mixed workload: {MIX_SECONDS:.0f}s, {len(jobs)} Flux jobs and {pods} pods "
+          f"(batch Jobs under the default scheduler and {fluxion}, gangs of 2) all "
+          f"completed; {len(samples)} samples, "
+          f"every node within its cores at each; {waiting_samples} samples with a job waiting "
+          "in its prolog beside a pod")
+
+
+def batch_pod(name: str, ns: str, image: str, seconds: int, scheduler: str = "",
+              labels: dict | None = None) -> dict:
+    spec: dict = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
+        "name": "c", "image": image, "imagePullPolicy": "Never",
+        "command": ["sleep", str(seconds)], "resources": {"requests": {"cpu": "1"}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": spec}
+
+
+def batch_job(name: str, ns: str, image: str, seconds: int, scheduler: str = "") -> dict:
+    pod = batch_pod(name, ns, image, seconds, scheduler)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"backoffLimit": 6, "template": {"spec": pod["spec"]}}}
+
+
+def gang(name: str, ns: str, image: str, scheduler: str, size: int) -> list[dict]:
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": ns}, "spec": {"minMember": size}}
+    return [group] + [batch_pod(f"{name}-{i}", ns, image, 4, scheduler,
+                                {"scheduling.x-k8s.io/pod-group": name}) for i in range(size)]
