@@ -306,9 +306,11 @@ def withheld_ranks(pods: Iterable[dict[str, Any]], ranks: Ranks,
 def plan_down(ranks: Ranks, withheld: set[int], down: dict[int, set[int]]
               ) -> list[tuple[str, str]]:
     """``(vertex path, "down"|"up")`` commands that leave every core of a withheld rank down and
-    every other rank's cores up (only the cores whose status changes)."""
+    brings back up what the ledger itself marked down (``down``) on the others. Only ranks a
+    node holds are touched: Fluxion keeps the cores of a rank whose broker is offline (a free
+    rank, a node gone) down itself, and those must stay down."""
     out = []
-    for rank in sorted(set(ranks.cores) | set(down)):
+    for rank in sorted(set(ranks.nodes) & (set(ranks.cores) | set(down))):
         cores = set(ranks.cores.get(rank, [])) | down.get(rank, set())
         now = down.get(rank, set())
         if rank in withheld:
@@ -338,6 +340,16 @@ class Ledger:
         self.synced = False                            # the journal's history is through
         self.rejected_at: dict[str, float] = {}
         self.marked: set[int] = set()
+        #: called with the cores the ledger has marked down whenever they change (kept on the
+        #: node, so a restarted ledger tells its own marks from Fluxion's)
+        self.record: Callable[[dict[str, list[int]]], None] | None = None
+
+    def restore_down(self, in_fluxion: dict[str, list[int]],
+                     recorded: dict[str, list[int]]) -> None:
+        """After a (re)start: the ledger's own marks are those it recorded that Fluxion still
+        has down (a restarted broker has none of them any more)."""
+        self.down = {int(r): set(c) & set(recorded.get(r, [])) for r, c in in_fluxion.items()
+                     if set(c) & set(recorded.get(r, []))}
 
     def placeholders(self) -> dict[str, dict[str, Any]]:
         ns = self.settings["namespace"]
@@ -371,6 +383,8 @@ class Ledger:
             rank, core = _rank_core(path, self.ranks.host_prefix)
             (self.down.setdefault(rank, set()).add if status == "down"
              else self.down.setdefault(rank, set()).discard)(core)
+        if commands and self.record is not None:
+            self.record({str(r): sorted(c) for r, c in self.down.items() if c})
         if commands:
             log("cores " + ", ".join(f"{p.rsplit('/', 2)[1]}/{p.rsplit('/', 1)[1]} {s}"
                                      for p, s in commands))
@@ -492,6 +506,8 @@ def lead(settings: dict[str, Any], nw: Any, api: Any, store: Any, marker_dir: st
         os.unlink(os.path.join(marker_dir, name))
     feed = Feed(feed_argv(nw, settings))
     ledger = Ledger(settings, KubePods(api, settings["namespace"]), feed, marker_dir, own)
+    record_path = os.path.join(os.path.dirname(marker_dir), "down.json")
+    ledger.record = lambda down: _save(record_path, down)
     wake = threading.Event()
     lock = threading.Lock()
     stop = threading.Event()
@@ -500,7 +516,7 @@ def lead(settings: dict[str, Any], nw: Any, api: Any, store: Any, marker_dir: st
         for msg in feed.lines():
             with lock:
                 if "down" in msg:
-                    ledger.down = {int(r): set(c) for r, c in msg["down"].items()}
+                    ledger.restore_down(msg["down"], _load(record_path))
                 elif msg.get("synced"):
                     ledger.synced = True
                 elif "id" in msg:
@@ -556,6 +572,20 @@ def lead(settings: dict[str, Any], nw: Any, api: Any, store: Any, marker_dir: st
         log("the feed ended (broker restart?); rebuilding from the journal")
     finally:
         feed.close()
+
+
+def _load(path: str) -> dict[str, list[int]]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(path: str, down: dict[str, list[int]]) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(down, f)
+    os.replace(path + ".tmp", path)
 
 
 def heartbeat() -> None:

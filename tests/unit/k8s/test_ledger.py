@@ -238,6 +238,23 @@ def test_nothing_is_done_before_the_journal_history_is_through(books):
     assert not fluxion.calls and not kube.created
 
 
+def test_the_cores_fluxion_keeps_down_itself_stay_down(books, tmp_path):
+    """Fluxion has the cores of a rank whose broker is offline down (a free rank, a node
+    gone); a ledger that starts must not take them for its own and bring them up."""
+    kube, fluxion, ledger, step = books
+    recorded: list[dict] = []
+    ledger.record = recorded.append
+    ledger.restore_down({"1": [0, 1], "3": [0, 1]}, {"1": [0, 1]})
+    assert ledger.down == {1: {0, 1}}, "only its own marks, and only those still down"
+    step()
+    assert sorted(fluxion.calls) == [("/cluster0/fluxnode1/core0", "up"),
+                                     ("/cluster0/fluxnode1/core1", "up")], \
+        "rank 3 (no node holds it) is never touched"
+    assert recorded[-1] == {}
+    ledger.restore_down({"3": [0, 1]}, {"1": [0, 1]})
+    assert ledger.down == {}, "a restarted broker kept none of the ledger's marks"
+
+
 def test_plan_down_changes_only_what_differs():
     ranks = Ranks.from_map(RANK_MAP)
     assert plan_down(ranks, {1}, {1: {0}}) == [("/cluster0/fluxnode1/core1", "down")]
