@@ -129,7 +129,8 @@ def run_rounds(rounds: int) -> dict[str, list[float]]:
             out: dict[str, list[float]] = {"hold": [], "withhold": []}
             for i in range(rounds):
                 out["hold"].append(_hold_round(books, core_api))
-                rank = 1 + i % (len(ranks) - 1)
+                others = sorted(r for r in ranks if r != 0)
+                rank = others[i % len(others)]
                 out["withhold"].append(_withhold_round(books, core_api, ranks[rank], rank,
                                                        BUSYBOX_IMAGE, i))
             return out

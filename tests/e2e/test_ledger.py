@@ -161,14 +161,15 @@ def test_a_flux_job_keeps_pods_of_both_schedulers_off_its_nodes(books: Books, fl
 
 def test_pods_filling_a_node_make_flux_run_wait(books: Books, busybox, namespace):
     ranks = books.ranks()
-    node_a = ranks[1]
+    rank_a = min(r for r in ranks if r != 0)
+    node_a = ranks[rank_a]
     cores = int(books.flux.on(node_a, "nproc", "--all").strip())
     books.cluster.apply(yaml.safe_dump(deployment("fill", namespace, cores, busybox,
                                                   node=node_a)))
     wait_for(lambda: len([p for p in _pods(books, namespace)
                           if p["status"].get("phase") == "Running"]) == cores, 120,
              f"{cores} pods running on {node_a}")
-    wait_for(lambda: books.find("status=down").get(1) == set(range(cores)), 30,
+    wait_for(lambda: books.find("status=down").get(rank_a) == set(range(cores)), 30,
              f"{node_a}'s cores down in Flux")
     job = books.flux.flux("submit", "-N4", "hostname").strip()
     for _ in range(10):
@@ -181,7 +182,7 @@ def test_pods_filling_a_node_make_flux_run_wait(books: Books, busybox, namespace
     wait_for(lambda: _job_state(books, job) == "CD", 120, "the -N4 job done once pods left")
     ran = time.monotonic() - gone
     hosts = books.flux.flux("job", "attach", job).split()
-    assert sorted(hosts) == sorted(ranks[r] for r in range(NODES)), hosts
+    assert sorted(hosts) == sorted(ranks.values()), hosts
     print(f"\nledger: -N4 waited while {cores} pods filled {node_a}; pods deleted -> job done "
           f"{ran:.1f}s")
 
