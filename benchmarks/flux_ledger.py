@@ -15,6 +15,8 @@ bed's four real nodes (tests/e2e/ledger_env.py), then ``--rounds`` (default 20; 
 
 Prints p50 and p99 (the largest, below 100 rounds) of each. Needs root, the Kubernetes binaries
 ($FLUXINFRA_KUBE_BIN), podman (the project image) and a Flux build; skips (exit 0) otherwise.
+As the e2e suite: FLUXINFRA_E2E_BED=NAME uses a bed one keeps, FLUXINFRA_E2E_IMAGE_TAR=FILE a
+saved fluxinfra image instead of building one.
 """
 
 from __future__ import annotations
@@ -115,13 +117,17 @@ def run_rounds(rounds: int) -> dict[str, list[float]]:
     from e2e_cluster import STACK_IMAGE, build_project_image, open_cluster, take_down
     from kubebed import BUSYBOX_IMAGE, busybox_image
     from kubernetes import client
-    from ledger_env import installer_with_ledger
+    from ledger_env import import_saved_image, installer_with_ledger
 
     work = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
     cluster = open_cluster(work / "kubectl-cache")
     try:
-        tar = work / "fluxinfra.tar"
-        cluster.bed.import_image(tar, tags={build_project_image(tar): STACK_IMAGE})
+        saved = os.environ.get("FLUXINFRA_E2E_IMAGE_TAR")
+        if saved:
+            import_saved_image(cluster, Path(saved))
+        else:
+            tar = work / "fluxinfra.tar"
+            cluster.bed.import_image(tar, tags={build_project_image(tar): STACK_IMAGE})
         cluster.bed.import_image(busybox_image(work))
         with installer_with_ledger(cluster, work / "ledger", log=lambda msg: None) as books:
             core_api = client.CoreV1Api(cluster.client())

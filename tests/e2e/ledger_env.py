@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from fluxinfra.templates.flux_ledger import (
     pod_demand,
 )
 
-__all__ = ["Books", "installer_with_ledger"]
+__all__ = ["Books", "import_saved_image", "installer_with_ledger"]
 
 OWN = {"app.kubernetes.io/name": "flux-installer"}
 
@@ -132,6 +133,18 @@ class Books:
                 sample.waiting.append(node)
         return sample
 
+
+
+def import_saved_image(cluster: Cluster, tar: Path) -> str:
+    """A ``podman save`` of a fluxinfra image (``localhost/fluxinfra:0.1.0``) into every node
+    as the stacks name it, unless the nodes have it already (a bed one keeps between runs). The
+    installer's scripts come from its ConfigMap, so any fluxinfra image runs them."""
+    bed = cluster.bed
+    have = [subprocess.run(bed.ctr("images", "ls", "-q", node=n), capture_output=True,
+                           text=True, check=False).stdout.split() for n in bed.node_names]
+    if not all(f"docker.io/library/{STACK_IMAGE}" in names for names in have):
+        bed.import_image(tar, tags={"localhost/fluxinfra:0.1.0": STACK_IMAGE})
+    return STACK_IMAGE
 
 
 def _ranks_up(flux: Instance) -> int:
