@@ -43,8 +43,11 @@ rank, want = sys.argv[1], sys.argv[2]
 print("ready", flush=True)
 while True:
     R = h.rpc("sched-fluxion-resource.find", {"criteria": "status=down"}).get().get("R") or {}
-    down = any(rank in e["rank"].split(",") or e["rank"] == rank
-               for e in (R.get("execution") or {}).get("R_lite", []))
+    down = False
+    for e in (R.get("execution") or {}).get("R_lite", []):
+        for part in e["rank"].split(","):
+            lo, _, hi = part.partition("-")
+            down = down or int(lo) <= int(rank) <= int(hi or lo)
     if down == (want == "down"):
         print(time.time(), flush=True)
         break
@@ -105,7 +108,7 @@ def _withhold_round(books, core_api, node: str, rank: int, image: str, n: int) -
     core_api.delete_namespaced_pod(f"bench-{n}", "default", grace_period_seconds=0)
     # back up before the next round
     deadline = time.monotonic() + 60
-    while books.find("status=down") and time.monotonic() < deadline:
+    while books.find("status=down").get(rank) and time.monotonic() < deadline:
         time.sleep(0.2)
     return float(out.strip()) - created
 
