@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "distribute": ("fluxinfra.cli.distribute",
                    "fan content out to every node through the Flux broker tree"),
     "queue": ("fluxinfra.cli.queue", "the Fluxion queue (FluxJobs), or serve its webhook"),
+    "ledger": ("fluxinfra.cli.ledger",
+               "per node: what Flux jobs hold, what pods hold, what is free"),
     "compile": ("fluxinfra.cli.compile",
                 "compile the matcher's hot modules with Cython (optional), or show which are"),
 }

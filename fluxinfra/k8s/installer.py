@@ -45,8 +45,14 @@ COMPONENT = "flux-installer"
 SCRIPTS_DIR = "/opt/fluxinfra/scripts"
 KEYS_DIR = "/opt/fluxinfra/keys"
 HEARTBEAT = "/tmp/node-watch.alive"
-_HEARTBEAT_FRESH = (f"import os, sys, time; "
-                    f"sys.exit(time.time() - os.path.getmtime('{HEARTBEAT}') > 600)")
+LEDGER_HEARTBEAT = "/tmp/ledger.alive"
+
+
+def _fresh(path: str, seconds: int) -> str:
+    return f"import os, sys, time; sys.exit(time.time() - os.path.getmtime('{path}') > {seconds})"
+
+
+_HEARTBEAT_FRESH = _fresh(HEARTBEAT, 600)
 
 
 def _topology(value: str) -> str | None:
@@ -151,11 +157,19 @@ class FluxInstallerArgs:
     flux_user: str = option("flux", "system user that owns the Flux instance on each node",
                             check=dns1123_label(32))
     """Instance owner on the nodes."""
-    resources: dict = option({"requests": {"cpu": "50m", "memory": "64Mi"},
-                              "limits": {"memory": "256Mi"}}, "installer container resources "
-                             "(the install and the broker run outside them, on the node)",
+    resources: dict = option({"requests": {"memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                             "installer container resources (the install and the broker run "
+                             "outside them, on the node); no CPU request while the ledger is on",
                              check=resource_requirements)
-    """Resources of the installer container (node-watch only)."""
+    """Resources of the installer container (node-watch only). No CPU request by default: with
+    the ledger on, a job holding every core of a node has a placeholder pod requesting all of
+    them, which a CPU request of the installer's own pod would keep from fitting."""
+    ledger: bool = option(True, "one ledger for Flux jobs and pods on the nodes: running jobs "
+                          "get placeholder pods, pods' nodes are withheld from Flux")
+    """Keep Flux jobs and Kubernetes pods on the same nodes in one ledger (docs/kubernetes.md,
+    "One ledger"): a placeholder pod per (running job, node), bound to the node with the job's
+    cores and GPUs; every core of a node where other pods request CPU marked down in Fluxion;
+    a job-manager prolog that starts a job only once its placeholders are admitted."""
     lib_dir: str = field(default="/var/lib/fluxinfra")
     """Scripts and micromamba on the node."""
     etc_dir: str = field(default="/etc/fluxinfra")
@@ -186,7 +200,8 @@ def _template_context(args: FluxInstallerArgs) -> dict[str, Any]:
             "micromamba_sha256": args.micromamba_sha256, "channel": args.channel,
             "flux_user": args.flux_user, "unit": "fluxinfra-broker", "state_dir": args.state_dir,
             "run_dir": args.run_dir, "munge_dir": args.munge_dir, "bin_dir": args.bin_dir,
-            "heartbeat": HEARTBEAT, "log_file": args.log_file}
+            "heartbeat": HEARTBEAT, "log_file": args.log_file, "ledger": args.ledger,
+            "ledger_dir": f"{args.lib_dir}/ledger"}
 
 
 def _broker_digest(args: FluxInstallerArgs, start_script: str) -> str:
@@ -194,12 +209,23 @@ def _broker_digest(args: FluxInstallerArgs, start_script: str) -> str:
     each broker once its node has it; other installer changes restart none."""
     what = {"start": start_script, "source": args.source, "prefix": args.prefix,
             "core": args.flux_core_version, "sched": args.flux_sched_version,
-            "user": args.flux_user}
+            "user": args.flux_user, "ledger": args.ledger}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def rank_map_name(name: str) -> str:
     return f"{name}-ranks"
+
+
+def priority_class_name(name: str) -> str:
+    """The PriorityClass of the ledger's placeholder pods."""
+    return f"{name}-flux-jobs"
+
+
+#: Above every ordinary pod (so no scheduler preempts a placeholder for one), below the
+#: system-*-critical classes (from 2,000,000,000 on, for which the kubelet itself evicts pods
+#: to admit one: a placeholder must wait for a pod, never push it out).
+PLACEHOLDER_PRIORITY = 1_000_000_000
 
 
 def node_watch_settings(name: str, args: FluxInstallerArgs, start_script: str) -> dict[str, Any]:
@@ -214,7 +240,10 @@ def node_watch_settings(name: str, args: FluxInstallerArgs, start_script: str) -
             "installMemoryBytes": quantity_bytes(args.install_memory),
             "installTimeoutSeconds": args.install_timeout_seconds,
             "rankMap": rank_map_name(name), "daemonSet": name,
-            "brokerDigest": _broker_digest(args, start_script)}
+            "brokerDigest": _broker_digest(args, start_script),
+            "ledger": args.ledger, "ledgerDir": f"{args.lib_dir}/ledger",
+            "ledgerImage": args.image, "ledgerPriorityClass": priority_class_name(name),
+            "fluxUser": args.flux_user, "runDir": args.run_dir}
 
 
 def _package_text(package: str, name: str) -> str:
@@ -227,6 +256,11 @@ def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[st
     imports), and node-watch's settings."""
     ctx = _template_context(args)
     start = m.render_template("flux-start.sh.j2", **ctx)
+    ledger = {
+        "flux_ledger.py": _package_text("fluxinfra.templates", "flux_ledger.py"),
+        "ledger-feed.py": _package_text("fluxinfra.templates", "ledger-feed.py"),
+        "ledger-prolog.sh": m.render_template("ledger-prolog.sh.j2", **ctx),
+    } if args.ledger else {}
     return {
         "entrypoint.sh": m.render_template("installer-entrypoint.sh.j2", **ctx),
         "flux-install.sh": m.render_template("flux-install.sh.j2", **ctx),
@@ -242,6 +276,7 @@ def installer_scripts(args: FluxInstallerArgs, name: str = COMPONENT) -> dict[st
         "tomli_w.py": _package_text("tomli_w", "_writer.py"),
         "node-watch.json": json.dumps(node_watch_settings(name, args, start), indent=2,
                                       sort_keys=True) + "\n",
+        **ledger,
     }
 
 
@@ -252,12 +287,17 @@ def installer_keys_secret(name: str, args: FluxInstallerArgs, curve_cert: str,
                     m.labels(COMPONENT, name))
 
 
-def installer_rules(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def installer_rules(name: str, ledger: bool = False
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(cluster rules, rules in the installer's namespace). Nodes are read cluster-wide; the
     rank map is read and replaced (compare-and-swap on resourceVersion) by name, created once
     (RBAC cannot restrict create by name: the object does not exist when it is authorized);
-    the preStop hook reads this DaemonSet to tell an uninstall from a rolling update."""
+    the preStop hook reads this DaemonSet to tell an uninstall from a rolling update. With the
+    ledger, pods are listed and watched cluster-wide (what they request on each node) and its
+    placeholder pods created and deleted in the installer's namespace only."""
     cluster = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    if ledger:
+        cluster.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]})
     local = [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
          "resourceNames": [rank_map_name(name)]},
@@ -265,6 +305,8 @@ def installer_rules(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
         {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
          "resourceNames": [name]},
     ]
+    if ledger:
+        local.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]})
     return cluster, local
 
 
@@ -281,7 +323,7 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
     if keys_fingerprint:
         annotations["fluxinfra.io/curve-public-key"] = keys_fingerprint
     ns = args.namespace
-    cluster_rules, local_rules = installer_rules(name)
+    cluster_rules, local_rules = installer_rules(name, args.ledger)
     watch = [f"{SCRIPTS_DIR}/node-watch.py", f"{SCRIPTS_DIR}/node-watch.json"]
     container = {
         "name": "installer",
@@ -316,12 +358,15 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
                                                        watch[1]]}}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    containers = [container]
+    if args.ledger:
+        containers.append(_ledger_container(args))
     pod_spec = {
         "serviceAccountName": name,
         "hostPID": True,
         "priorityClassName": "system-node-critical",
         "terminationGracePeriodSeconds": 100,  # the broker unit's own stop timeout is 90 s
-        "containers": [container],
+        "containers": containers,
         "volumes": [
             {"name": "scripts", "configMap": {"name": f"{name}-scripts", "defaultMode": 0o555}},
             {"name": "keys", "secret": {"secretName": f"{name}-keys", "defaultMode": 0o400}},
@@ -343,8 +388,10 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
                          "spec": pod_spec},
         },
     }
+    ledger_docs = [_priority_class(name, lbls)] if args.ledger else []
     return [
         m.namespace(ns, "privileged", lbls),
+        *ledger_docs,
         m.service_account(name, ns, lbls),
         m.cluster_role(f"{name}-nodes", cluster_rules, lbls),
         m.cluster_role_binding(f"{name}-nodes", name, ns, lbls),
@@ -354,6 +401,36 @@ def installer_manifests(name: str, args: FluxInstallerArgs,
          "metadata": m.metadata(f"{name}-scripts", ns, lbls), "data": scripts},
         daemonset,
     ]
+
+
+def _ledger_container(args: FluxInstallerArgs) -> dict[str, Any]:
+    """The ledger beside node-watch (fluxinfra/templates/flux_ledger.py): it acts on the lead's
+    node only. Privileged for the same reason: it runs ledger-feed.py on the node (nsenter)."""
+    return {
+        "name": "ledger",
+        "image": args.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", f"{SCRIPTS_DIR}/flux_ledger.py", f"{SCRIPTS_DIR}/node-watch.json"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "securityContext": {"privileged": True, "runAsUser": 0},
+        "resources": {"requests": {"memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        # Touched on every pass, idle or leading (a pass is at most a few seconds).
+        "livenessProbe": {"exec": {"command": ["python3", "-c", _fresh(LEDGER_HEARTBEAT, 120)]},
+                          "periodSeconds": 30, "timeoutSeconds": 10},
+        "volumeMounts": [
+            {"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True},
+            {"name": "host-lib", "mountPath": f"/host{args.lib_dir}"},
+        ],
+    }
+
+
+def _priority_class(name: str, lbls: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": priority_class_name(name), "labels": dict(lbls)},
+            "value": PLACEHOLDER_PRIORITY, "globalDefault": False,
+            "preemptionPolicy": "Never",
+            "description": "fluxinfra ledger: what a running Flux job holds on a node"}
 
 
 class FluxInstaller(pulumi.ComponentResource):

@@ -14,7 +14,9 @@ _ARG_NAMES = {"metadata": "metadata", "spec": "spec", "data": "data", "binaryDat
               "stringData": "string_data", "type": "type", "immutable": "immutable",
               "rules": "rules", "roleRef": "role_ref", "subjects": "subjects",
               "automountServiceAccountToken": "automount_service_account_token",
-              "aggregationRule": "aggregation_rule", "webhooks": "webhooks"}
+              "aggregationRule": "aggregation_rule", "webhooks": "webhooks",
+              "value": "value", "globalDefault": "global_default",
+              "preemptionPolicy": "preemption_policy", "description": "description"}
 
 
 def _resource_class(api_version: str, kind: str) -> type:

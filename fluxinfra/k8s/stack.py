@@ -272,14 +272,23 @@ def load_stack_settings(stack: str, config: dict[str, Any]) -> StackSettings:
         raise ConfigError(f"{at('queue')}.enabled: true is not accepted while "
                           "fluxinfra:scheduler.enabled is false (the queue runs inside the "
                           "scheduler); accepted: false, or enable the scheduler")
+    installer = _component(FluxInstallerArgs, raw.get("installer"), at("installer"),
+                           image=image.ref)
+    if installer is not None and installer.ledger and \
+            (installer.resources.get("requests") or {}).get("cpu") not in (None, 0, "0"):
+        cpu = installer.resources["requests"]["cpu"]
+        raise ConfigError(f"{at('installer')}.resources.requests.cpu: {cpu!r} is not accepted "
+                          "while installer.ledger is true; accepted: no CPU request (a job "
+                          "holding every core of a node gets a placeholder pod requesting all "
+                          "of them, which the installer pod's own request would keep out), or "
+                          "set installer.ledger: false")
     return StackSettings(
         stack=stack,
         cluster=load_args(ClusterArgs, _parse(raw.get("cluster")), where=at("cluster")),
         namespace=namespace,
         image=image,
         kubernetes_versions=versions,
-        installer=_component(FluxInstallerArgs, raw.get("installer"), at("installer"),
-                             image=image.ref),
+        installer=installer,
         fluxion_service=service,
         scheduler=scheduler,
         queue=queue,

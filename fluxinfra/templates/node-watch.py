@@ -344,14 +344,21 @@ def bootstrap_toml(ranks: dict[str, Any], rank: int, settings: dict[str, Any],
     # Brokers go by <prefix><rank>, not the node's own hostname: hostnames are not verified;
     # cores (and, as Flux does by default, not GPUs) are.
     resource["verify"] = {"default": "allow-extra", "gpu": "ignore", "hostname": "ignore"}
-    header = (f"Written by fluxinfra node-watch: rank {rank} of {ranks['size']}, epoch "
-              f"{ranks['epoch']}.\nidentity: {json.dumps(identity, sort_keys=True)}")
-    return fluxconf.dump_toml({
+    doc: dict[str, Any] = {
         "bootstrap": bootstrap,
         "tbon": {"topo": ranks["topology"]},
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": resource,
-    }, header=header)
+    }
+    if settings.get("ledger"):
+        # The lead's job-manager starts a job only once the ledger has its placeholder pods
+        # admitted (flux_ledger.py); no timeout: the job waits as long as a pod holds its cores.
+        doc["job-manager"] = {"plugins": [{"load": "perilog.so"}],
+                              "prolog": {"command": [f"{settings['libDir']}/ledger-prolog.sh"],
+                                         "timeout": "0"}}
+    header = (f"Written by fluxinfra node-watch: rank {rank} of {ranks['size']}, epoch "
+              f"{ranks['epoch']}.\nidentity: {json.dumps(identity, sort_keys=True)}")
+    return fluxconf.dump_toml(doc, header=header)
 
 
 # -- the Kubernetes API ----------------------------------------------------------------------------

@@ -111,11 +111,15 @@ def installer_rbac(cluster: Cluster):
 
 CAN = [("get", "nodes", ""), ("list", "nodes", ""), ("watch", "nodes", ""),
        ("get", "configmaps/{name}-ranks", "ns"), ("update", "configmaps/{name}-ranks", "ns"),
-       ("create", "configmaps", "ns"), ("get", "daemonsets.apps/{name}", "ns")]
+       ("create", "configmaps", "ns"), ("get", "daemonsets.apps/{name}", "ns"),
+       # the ledger (on by default): pods on every node, its placeholder pods in its namespace
+       ("list", "pods", ""), ("watch", "pods", ""), ("create", "pods", "ns"),
+       ("delete", "pods", "ns")]
 CANNOT = [("patch", "nodes", ""), ("delete", "nodes", ""), ("update", "nodes", ""),
           ("get", "configmaps/other", "ns"), ("update", "configmaps/other", "ns"),
           ("delete", "configmaps/{name}-ranks", "ns"), ("list", "configmaps", "ns"),
-          ("get", "secrets", "ns"), ("list", "pods", ""), ("create", "pods", "ns"),
+          ("get", "secrets", "ns"), ("get", "pods", "ns"), ("patch", "pods", "ns"),
+          ("create", "pods", "default"), ("delete", "pods", "default"),
           ("get", "daemonsets.apps/other", "ns"), ("update", "daemonsets.apps/{name}", "ns"),
           ("get", "configmaps/{name}-ranks", "default")]
 

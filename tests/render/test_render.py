@@ -249,7 +249,7 @@ def test_cli_writes_tree_and_files(tmp_path):
 
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-                  "MutatingWebhookConfiguration"}
+                  "MutatingWebhookConfiguration", "PriorityClass"}
 
 
 @pytest.mark.parametrize("stack", STACKS)

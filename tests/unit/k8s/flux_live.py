@@ -152,8 +152,10 @@ class LiveNodes:
     def args(self, name: str) -> FluxInstallerArgs:
         d = self.root / name
         prefix = str(Path(flux_binary()).parent.parent)
+        # No Kubernetes here, so no ledger (its prolog would hold every job for placeholder
+        # pods no one makes); tests/e2e/test_ledger.py runs it.
         base = FluxInstallerArgs(source="prefix", prefix=prefix, flux_core_version="0.88.0",
-                                 flux_user="root", max_nodes=8, fanout=2)
+                                 flux_user="root", max_nodes=8, fanout=2, ledger=False)
         return replace(base, lib_dir=str(d / "lib"), etc_dir=str(d / "etc"),
                        state_dir=str(d / "state"), run_dir=str(d / "run"),
                        log_file=str(d / "broker.log"), **self.overrides)

@@ -77,7 +77,9 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
     def check(urns):
         role = manifest(recorded, "fi-clusterrole")
         assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
-                                  "verbs": ["get", "list", "watch"]}], urns["fi-clusterrole"]
+                                  "verbs": ["get", "list", "watch"]},
+                                 {"apiGroups": [""], "resources": ["pods"],
+                                  "verbs": ["list", "watch"]}], urns["fi-clusterrole"]
         ns = manifest(recorded, "fi-namespace")["metadata"]["labels"]
         assert ns["pod-security.kubernetes.io/enforce"] == "privileged", urns["fi-namespace"]
         spec = pod_spec(manifest(recorded, "fi-daemonset"))
@@ -99,7 +101,16 @@ def test_installer_rbac_privileges_and_secret_handling(recorded):
         assert granted == {("", "configmaps", "get", ("fi-ranks",)),
                            ("", "configmaps", "update", ("fi-ranks",)),
                            ("", "configmaps", "create", ()),
-                           ("apps", "daemonsets", "get", ("fi",))}, urns["fi-role"]
+                           ("apps", "daemonsets", "get", ("fi",)),
+                           ("", "pods", "create", ()), ("", "pods", "delete", ())}, \
+            urns["fi-role"]
+        hold = manifest(recorded, "fi-priorityclass")
+        assert hold["value"] == 1_000_000_000 and hold["preemptionPolicy"] == "Never", \
+            f"{urns['fi-priorityclass']}: placeholders are never preempted and never evict"
+        ledger = spec["containers"][1]
+        assert ledger["name"] == "ledger" and "cpu" not in ledger["resources"]["requests"], urn
+        assert "cpu" not in spec["containers"][0]["resources"]["requests"], \
+            f"{urn}: a CPU request would keep a whole-node placeholder out"
         binding = manifest(recorded, "fi-rolebinding")
         assert binding["subjects"][0]["name"] == "fi", urns["fi-rolebinding"]
         secret = manifest(recorded, "fi-secret")
