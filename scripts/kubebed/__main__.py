@@ -1,5 +1,5 @@
-"""``scripts/kube up|down|status|add-node|remove-node|deps``: the command line of the Kubernetes
-test bed."""
+"""``scripts/kube up|down|status|add-node|remove-node|restart|deps``: the command line of the
+Kubernetes test bed."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _remove_node(args: argparse.Namespace) -> int:
     bed.remove_node(args.node, drain=not args.no_drain,
                     log=lambda m: print(f"kube: {m}", file=sys.stderr))
     print(f"node {args.node} left bed {args.name}")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    took = Bed.load(args.name).restart(args.process)
+    print(f"{args.process} of bed {args.name} killed and answering again after {took:.1f}s")
     return 0
 
 
@@ -107,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     rm.add_argument("--name", default="default")
     rm.add_argument("--no-drain", action="store_true", help="stop it without draining")
     rm.set_defaults(func=_remove_node)
+    restart = sub.add_parser("restart", help="kill a control-plane process and start it "
+                             "again (same flags and data)")
+    restart.add_argument("process", choices=("etcd", "kube-apiserver", "kube-controller-manager",
+                                             "kube-scheduler"))
+    restart.add_argument("--name", default="default")
+    restart.set_defaults(func=_restart)
     deps = sub.add_parser("deps", help="install the Debian packages a bed needs (root)")
     deps.set_defaults(func=_deps)
     args = parser.parse_args(argv)
