@@ -82,7 +82,7 @@ def _deps(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/kube", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = sub.add_parser("up", help="start a bed and print its kubeconfig")
     up.add_argument("--name", default="default", help="bed name (default: default)")
     up.add_argument("--nodes", type=int, default=1, metavar="N",
