@@ -57,6 +57,7 @@ from typing import Any
 
 from fluxinfra.matcher.k8s import pod_requests
 from fluxinfra.queue import api as q
+from fluxinfra.queue import objects
 from fluxinfra.queue.kube import QueueApi
 from fluxinfra.queue.metrics import QueueMetrics
 from fluxinfra.queue.placement import jobspec_text
@@ -333,6 +334,7 @@ class QueueCore:
                                                   name="queue-events", daemon=True)
             self._event_sender.start()
         self._startup_pods: dict[str, dict[str, Any]] = {}
+        self._unreadable: dict[tuple[str, str], str] = {}  # (kind, object) -> why skipped
         self._last_queued = 0.0
         # API writes in flight: results come back on ``_done`` and are applied by the loop
         self._done: queue.SimpleQueue[tuple[Callable[[Any], None], Any]] = queue.SimpleQueue()
@@ -508,6 +510,8 @@ class QueueCore:
         self.core.on_podgroup(etype, obj)
 
     def on_object(self, kind: str, etype: str, obj: dict[str, Any], now: int = 0) -> None:
+        if kind in objects.KINDS and not self._readable(kind, etype, obj):
+            return
         if kind == "jobs":
             self._on_job(etype, obj, now)
         elif kind == "fluxjobs":
@@ -780,8 +784,40 @@ class QueueCore:
                              "annotations": dict(tmeta.get("annotations") or {})},
                 "spec": dict(template.get("spec") or {}), "status": {"phase": "Pending"}}
 
+    def _readable(self, kind: str, etype: str, obj: Any) -> bool:
+        """Whether the controller can read ``obj``; if not, it is reported once per object and
+        message (a log line, and a Warning Event on a namespaced object with a uid) and the
+        update is skipped: what was read of the object before stays."""
+        why = objects.problem(kind, etype, obj)
+        try:
+            namespace, name, uid = objects.identity(kind, obj)
+            what = f"{objects.KINDS[kind]} {namespace + '/' if namespace else ''}{name}"
+        except PodSpecError:
+            namespace = name = uid = ""
+            what = f"{objects.KINDS[kind]} without a readable name"
+        if not why:
+            self._unreadable.pop((kind, what), None)
+            return True
+        if self._unreadable.get((kind, what)) == why:
+            return False
+        self._unreadable[(kind, what)] = why
+        log.warning("cannot read %s, skipped: %s", what, why.removeprefix(f"{what}: "))
+        self.metrics.errors.inc(source="invalid_object")
+        if namespace and uid:
+            regarding = {"apiVersion": objects.API_VERSIONS[kind],
+                         "kind": objects.KINDS[kind], "namespace": namespace, "name": name,
+                         "uid": uid}
+            self._pending_events.append(self._event_body(
+                regarding, "Reading", f"Invalid{objects.KINDS[kind]}", "Warning",
+                f"skipped by the queue: {why}"))
+        return False
+
     # ==== pods ====================================================================================
     def on_pod(self, etype: str, obj: dict[str, Any], now: int = 0) -> None:
+        if objects.pod_problem(obj):
+            # the core reports it (log line; an InvalidPod Event on a pod of ours)
+            self.core.on_pod(etype, obj, now)
+            return
         meta = _meta(obj)
         uid = str(meta.get("uid") or _key(obj))
         if etype == "DELETED":
@@ -1369,20 +1405,24 @@ class QueueCore:
             # Fluxion): one Event says it; what it waits for next gets its own
             return
         self._evented[unit.key] = state
-        event = {
+        self._pending_events.append(self._event_body(
+            {"apiVersion": q.API_VERSION, "kind": q.KIND, "namespace": unit.namespace,
+             "name": unit.name, "uid": unit.uid},
+            state, reason, "Warning" if warning else "Normal", f"{state}: {message}"))
+
+    def _event_body(self, regarding: dict[str, str], action: str, reason: str, kind: str,
+                    note: str) -> dict[str, Any]:
+        """An ``events.k8s.io/v1`` Event by the queue about ``regarding``."""
+        return {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": f"{unit.name}.{int(self.wall() * 1e9):x}"[:253],
-                         "namespace": unit.namespace},
+            "metadata": {"name": f"{regarding['name']}.{int(self.wall() * 1e9):x}"[:253],
+                         "namespace": regarding["namespace"]},
             "eventTime": micro_time(self.wall()),
             "reportingController": f"fluxinfra.io/{self.config.scheduler_name}-queue",
             "reportingInstance": self.config.instance,
-            "action": state, "reason": reason,
-            "type": "Warning" if warning else "Normal",
-            "regarding": {"apiVersion": q.API_VERSION, "kind": q.KIND,
-                          "namespace": unit.namespace, "name": unit.name, "uid": unit.uid},
-            "note": f"{state}: {message}"[:1024],
+            "action": action, "reason": reason, "type": kind,
+            "regarding": regarding, "note": note[:1024],
         }
-        self._pending_events.append(event)
 
     def _write_status(self) -> None:
         """Every changed FluxJob status (one write per FluxJob in flight; a change made

@@ -219,7 +219,11 @@ class Informer:
                     self.on_error(self.kind, exc)
                 if exc.expired:
                     continue
-                delay = self.backoff.next() if exc.transient else max(
+                # Refused after this informer listed with the same credentials: most likely
+                # an API server that is starting (it answers 403 until its RBAC cache is
+                # loaded), not a permission taken away; retried as a transient failure.
+                refused_again = exc.status in (401, 403) and self.synced.is_set()
+                delay = self.backoff.next() if exc.transient or refused_again else max(
                     self.backoff.next(), min(self.resync_seconds, 30.0))
                 log.warning("%s informer: %s; retrying in %.1fs", self.kind, exc, delay)
                 self._sleep(delay)

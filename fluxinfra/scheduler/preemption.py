@@ -160,7 +160,10 @@ class Preemptor:
             if max(g.priority for g in gang) < pod.priority:
                 potential.append(other)
         if not potential:
-            return None
+            # Nothing (more) to evict here; a gang's later member may still fit in the room
+            # its earlier members' victims made on this node.
+            return _Choice(node.name, [], 0) if self._fits(pod, node, set(removed), added) \
+                else None
         gone = set(removed) | {p.uid for p in potential}
         if not self._fits(pod, node, gone, added):
             return None

@@ -45,15 +45,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fluxinfra.errors import FluxinfraError, did_you_mean
+from fluxinfra.inputs import parse_yaml, read_text, shown, type_name
+from fluxinfra.kube.shapes import ShapeError, quantity
 from fluxinfra.scheduler.allocator import Allocator, SpreadAllocator
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
 from fluxinfra.scheduler.metrics import Metrics
@@ -113,15 +114,39 @@ def _node(name: str, cpu: str, memory: str, gpus: int) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def _int(raw: dict[str, Any], key: str, default: int | None, where: str, minimum: int = 0) -> int:
+#: bounds of a workload: times in seconds (about 31 years of simulated time), nodes, and the
+#: jobs and pods after ``repeat``
+MAX_SECONDS = 10**9
+MAX_NODES = 100_000
+MAX_JOBS = 100_000
+MAX_PODS = 1_000_000
+
+
+def _int(raw: dict[str, Any], key: str, default: int | None, where: str, minimum: int = 0,
+         maximum: int = MAX_SECONDS) -> int:
     value = raw.get(key, default)
     if value is None:
         raise WorkloadError(f"{where}.{key}: missing; give an integer >= {minimum}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkloadError(f"{where}.{key}: {value!r}; give an integer >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise WorkloadError(f"{where}.{key}: {shown(value)}; give an integer from {minimum} "
+                            f"to {maximum}")
     return value
 
 
+def _quantity(raw: dict[str, Any], key: str, default: str, where: str) -> str:
+    """A Kubernetes quantity (a string, or a number written without quotes) as a string."""
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise WorkloadError(f"{where}.{key}: {shown(value)} is {type_name(value)}; give a "
+                            "Kubernetes quantity such as '4' or 8Gi")
+    try:
+        quantity(str(value), f"{where}.{key}", "cpu" if key == "cpu" else "")
+    except ShapeError as exc:
+        raise WorkloadError(str(exc)) from None
+    return str(value)
+
+
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,48}[A-Za-z0-9])?")
 _WORKLOAD_KEYS = ("cluster", "default_duration", "jobs")
 _GROUP_KEYS = ("nodes", "cpu", "memory", "gpus")
 _JOB_KEYS = ("name", "arrival", "pods", "cpu", "memory", "gpus", "duration", "runtime",
@@ -157,34 +182,50 @@ def parse_workload(data: Any) -> Workload:
             raise WorkloadError(f"{where}: {group!r} is not a mapping; give {{nodes: N, cpu: "
                                 "'32', memory: 128Gi}")
         _known_keys(group, _GROUP_KEYS, where)
-        count = _int(group, "nodes", None, where, 1)
+        count = _int(group, "nodes", None, where, 1, MAX_NODES - len(nodes))
+        cpu, memory = _quantity(group, "cpu", "32", where), _quantity(group, "memory",
+                                                                      "128Gi", where)
+        gpus = _int(group, "gpus", 0, where, 0, 2**31 - 1)
         for _ in range(count):
-            nodes.append(_node(f"node{len(nodes):05d}", group.get("cpu", "32"),
-                               group.get("memory", "128Gi"),
-                               _int(group, "gpus", 0, where)))
+            nodes.append(_node(f"node{len(nodes):05d}", cpu, memory, gpus))
     default = _int(data, "default_duration", 3600, "workload", 1)
     raw_jobs = data.get("jobs")
     if not isinstance(raw_jobs, list) or not raw_jobs:
         raise WorkloadError("jobs: missing or empty; give a list of jobs")
     jobs: list[SimJob] = []
+    total_pods = 0
     for j, raw in enumerate(raw_jobs):
         if not isinstance(raw, dict):
             raise WorkloadError(f"jobs[{j}]: {raw!r} is not a mapping; give {{name: a, cpu: "
                                 "'4', duration: 600}")
-        where = f"jobs[{j}] ({raw.get('name', '?')})"
+        name = raw.get("name")
+        if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
+            raise WorkloadError(f"jobs[{j}].name: {shown(name)}; give a name of letters, "
+                                "digits and '-' (at most 50 characters)")
+        where = f"jobs[{j}] ({name or '?'})"
         _known_keys(raw, _JOB_KEYS, where)
         duration = _int(raw, "duration", default, where, 1)
         runtime = _int(raw, "runtime", duration, where, 1)
-        repeat = _int(raw, "repeat", 1, where, 1)
+        repeat = _int(raw, "repeat", 1, where, 1, MAX_JOBS - len(jobs))
         every = _int(raw, "every", 0, where)
-        base = str(raw.get("name") or f"job{j}")
+        arrival = _int(raw, "arrival", 0, where)
+        if arrival + (repeat - 1) * every > MAX_SECONDS:
+            raise WorkloadError(f"{where}: the last of {repeat} copies {every} s apart arrives "
+                                f"after {MAX_SECONDS} s; give fewer copies or a shorter 'every'")
+        pods = _int(raw, "pods", 1, where, 1, MAX_PODS)
+        if pods * repeat + total_pods > MAX_PODS:
+            raise WorkloadError(f"{where}: {pods * repeat} pods bring the workload past "
+                                f"{MAX_PODS:,} pods; give fewer")
+        total_pods += pods * repeat
+        base = name or f"job{j}"
         for r in range(repeat):
             job = SimJob(name=base if repeat == 1 else f"{base}-{r}",
-                         arrival=_int(raw, "arrival", 0, where) + r * every,
-                         pods=_int(raw, "pods", 1, where, 1), cpu=str(raw.get("cpu", "1")),
-                         memory=str(raw.get("memory", "0")), gpus=_int(raw, "gpus", 0, where),
+                         arrival=arrival + r * every, pods=pods,
+                         cpu=_quantity(raw, "cpu", "1", where),
+                         memory=_quantity(raw, "memory", "0", where),
+                         gpus=_int(raw, "gpus", 0, where, 0, 2**31 - 1),
                          duration=duration, runtime=runtime,
-                         priority=_int(raw, "priority", 0, where, -(2**31)))
+                         priority=_int(raw, "priority", 0, where, -(2**31), 2**31 - 1))
             try:
                 pod_request(_pod(job, 0, 0))
             except FluxinfraError as exc:
@@ -198,19 +239,11 @@ def parse_workload(data: Any) -> Workload:
 
 
 def load_workload(path: str | Path) -> Workload:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise WorkloadError(f"workload {str(path)!r}: {exc.strerror}; check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise WorkloadError(f"workload {str(path)!r}: not valid YAML/JSON{where}: "
-                            f"{problem}") from None
-    return parse_workload(data)
+    """The workload file ``path`` (YAML or JSON, read within :mod:`fluxinfra.inputs`' bounds),
+    validated; raises :class:`WorkloadError`."""
+    what = f"workload {str(path)!r}"
+    text = read_text(path, what, WorkloadError)
+    return parse_workload(parse_yaml(text, what, WorkloadError, fix="check its indentation"))
 
 
 def _timestamp(seconds: float) -> str:

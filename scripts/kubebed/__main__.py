@@ -1,5 +1,5 @@
-"""``scripts/kube up|down|status|add-node|remove-node|load-image|flux-image|deps``: the
-command line of the Kubernetes test bed."""
+"""``scripts/kube up|down|status|add-node|remove-node|restart|load-image|flux-image|deps``:
+the command line of the Kubernetes test bed."""
 
 from __future__ import annotations
 
@@ -75,6 +75,12 @@ def _flux_image(args: argparse.Namespace) -> int:
     return 0
 
 
+def _restart(args: argparse.Namespace) -> int:
+    took = Bed.load(args.name).restart(args.process)
+    print(f"{args.process} of bed {args.name} killed and answering again after {took:.1f}s")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else all_beds()
     report = [Bed.load(n).status() for n in names]
@@ -144,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="another name for it on the nodes, e.g. the image a stack names")
     fimg.add_argument("--name", default="default")
     fimg.set_defaults(func=_flux_image)
+    restart = sub.add_parser("restart", help="kill a control-plane process and start it "
+                             "again (same flags and data)")
+    restart.add_argument("process", choices=("etcd", "kube-apiserver", "kube-controller-manager",
+                                             "kube-scheduler"))
+    restart.add_argument("--name", default="default")
+    restart.set_defaults(func=_restart)
     deps = sub.add_parser("deps", help="install the Debian packages a bed needs (root)")
     deps.set_defaults(func=_deps)
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -238,6 +239,27 @@ class Bed:
                            "make a new node")
         node.started = self._proc
         node.start_kubelet()
+
+    # -- control-plane faults ----------------------------------------------------------------
+    def restart(self, name: str, *, sig: int = signal.SIGKILL) -> float:
+        """Stop control-plane process ``name`` (etcd, kube-apiserver, kube-controller-manager,
+        kube-scheduler) with ``sig`` (default SIGKILL: a crash, nothing flushed) and start it
+        again with the same flags, certificates and data; returns the seconds from the signal
+        until it answers again (etcd ``/health``, the API server ``/readyz``)."""
+        starters = {"etcd": "start_etcd", "kube-apiserver": "start_apiserver",
+                    "kube-controller-manager": "start_controller_manager",
+                    "kube-scheduler": "start_scheduler"}
+        proc = self.procs().get(name)
+        if name not in starters or proc is None:
+            raise BedError(f"bed {self.layout.name}: no control-plane process {name!r}; it "
+                           f"runs {', '.join(n for n in starters if n in self.procs())}")
+        began = time.monotonic()
+        proc.signal(sig)
+        if not wait_until(lambda: not proc.alive(), 15):
+            proc.stop(timeout=5)
+        cp = ControlPlane(self.layout, self.pki, node_monitor_grace=self.record["grace"])
+        self._proc(getattr(cp, starters[name])())
+        return time.monotonic() - began
 
     def add_hollow_nodes(self, nodes: list[dict[str, Any]]) -> list[str]:
         """Create hollow nodes (from :func:`kubebed.hollow.node_object`) the keeper keeps

@@ -13,9 +13,11 @@ The node-lifecycle controller marks a node ``Ready=Unknown`` and taints it
 ``--node-monitor-grace-period`` (40 s by default), then evicts its pods. The bed keeps
 hollow nodes alive the way a kubelet does: the **keeper** (``python -m kubebed.hollow STATE``, one
 process per bed) renews each hollow node's Lease in ``kube-node-lease`` every ``interval``
-seconds, so the controller stays enabled and treats hollow and real nodes alike. A test that
-wants a node to die stops renewing it (:func:`remove` with ``delete=False``) or patches its
-status, and watches the real controller react.
+seconds, so the controller stays enabled and treats hollow and real nodes alike; and, as a
+kubelet's status update does, it reports a node of its own Ready again when the controller
+marked it Unknown (a Lease that could not be renewed while the API server was away). A test
+that wants a node to die stops renewing it (:func:`remove` with ``delete=False``) or patches
+its status, and watches the real controller react.
 
 For many hundreds of nodes (benchmarks), start the bed with a longer
 ``node_monitor_grace`` and the keeper renews less often (a quarter of the grace period).
@@ -41,8 +43,9 @@ from typing import Any
 
 from .rest import ApiStatus, Rest
 
-__all__ = ["HOLLOW_LABEL", "RUN_SECONDS", "HollowKubelet", "add", "keeper_main", "lease_object",
-           "node_object", "remove", "running_status", "succeeded_status"]
+__all__ = ["HOLLOW_LABEL", "RUN_SECONDS", "HollowKubelet", "add", "healthy_conditions",
+           "keeper_main", "lease_object", "node_object", "remove", "revive", "running_status",
+           "succeeded_status"]
 
 #: Every hollow node carries this label (value ``hollow``; the real node's is ``real``).
 HOLLOW_LABEL = "fluxinfra.io/bed-node"
@@ -69,11 +72,6 @@ def node_object(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: str 
     (``{"key", "value", "effect"}``)."""
     capacity = {"cpu": cpu, "memory": memory, "pods": pods,
                 "ephemeral-storage": ephemeral_storage, **(extended or {})}
-    now = _now()
-
-    def cond(kind: str, status: str, reason: str) -> dict[str, str]:
-        return {"type": kind, "status": status, "reason": reason, "message": "hollow node",
-                "lastHeartbeatTime": now, "lastTransitionTime": now}
     spec: dict[str, Any] = {}
     if taints:
         spec["taints"] = taints
@@ -87,10 +85,7 @@ def node_object(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: str 
         "spec": spec,
         "status": {
             "capacity": capacity, "allocatable": dict(capacity),
-            "conditions": [cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                           cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                           cond("PIDPressure", "False", "KubeletHasSufficientPID"),
-                           cond("Ready", "True", "KubeletReady")],
+            "conditions": healthy_conditions(),
             "addresses": [{"type": "Hostname", "address": name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
             "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
@@ -100,6 +95,35 @@ def node_object(name: str, *, cpu: str = "32", memory: str = "128Gi", pods: str 
                          "architecture": "amd64"},
         },
     }
+
+
+def healthy_conditions() -> list[dict[str, str]]:
+    """The conditions a healthy kubelet reports for its node, as of now."""
+    now = _now()
+    return [{"type": kind, "status": status, "reason": reason, "message": "hollow node",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}
+            for kind, status, reason in (("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                                         ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                                         ("PIDPressure", "False", "KubeletHasSufficientPID"),
+                                         ("Ready", "True", "KubeletReady"))]
+
+
+def revive(rest: Rest, names: set[str]) -> list[str]:
+    """Report healthy again, as a kubelet's next status update does, each node of ``names``
+    whose ``Ready`` is not True: the node-lifecycle controller sets it Unknown (and taints the
+    node unreachable) when the Lease was not renewed in time, e.g. while the API server was
+    away, and only the kubelet's own status turns it back. Returns the nodes revived."""
+    listed = rest.get(f"/api/v1/nodes?labelSelector={HOLLOW_LABEL}%3Dhollow")
+    revived = []
+    for node in listed.get("items", []):
+        name = node["metadata"]["name"]
+        ready = next((c for c in node.get("status", {}).get("conditions") or []
+                      if c.get("type") == "Ready"), {})
+        if name in names and ready.get("status") != "True":
+            rest.patch(f"/api/v1/nodes/{name}/status",
+                       {"status": {"conditions": healthy_conditions()}}, "strategic-merge")
+            revived.append(name)
+    return revived
 
 
 def lease_object(node: dict[str, Any], duration: int) -> dict[str, Any]:
@@ -343,6 +367,12 @@ def keeper_main(argv: list[str]) -> int:
             except (ApiStatus, OSError) as err:
                 rest.close()
                 print(f"keeper: renewing {name}: {err}", file=sys.stderr, flush=True)
+        try:
+            for name in revive(rest, set(roster["nodes"])):
+                print(f"keeper: {name} reported Ready again", file=sys.stderr, flush=True)
+        except (ApiStatus, OSError) as err:
+            rest.close()
+            print(f"keeper: node status: {err}", file=sys.stderr, flush=True)
         took = time.monotonic() - started
         wake.wait(max(0.0, roster["interval"] - took))
         wake.clear()

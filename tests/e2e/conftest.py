@@ -90,6 +90,17 @@ def namespace(cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture
+def processes() -> Iterator[list]:
+    """``scheduler_run.Process``-es a test starts: stopped after it, their logs' tails printed
+    (pytest shows them when the test fails)."""
+    started: list = []
+    yield started
+    for proc in started:
+        code = proc.stop()
+        print(f"--- {proc.log.name} (exit {code}) ---\n{proc.tail(60)}")
+
+
+@pytest.fixture
 def hollow_nodes(cluster: Cluster) -> Iterator[Callable[..., list[str]]]:
     """``hollow_nodes(n, **shape)`` makes n hollow nodes (``kubebed.node_object`` keywords:
     cpu, memory, labels, taints, ...); they are deleted after the test."""

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from fluxinfra.k8s.queue import FluxQueueArgs, webhook_configuration
 from fluxinfra.pki import make_service_tls
 from fluxinfra.queue.api import fluxjob_crd, fluxjobqueue_crd
 
-__all__ = ["SCHEDULER", "Queue", "reached", "running_queue"]
+__all__ = ["SCHEDULER", "Queue", "job_yaml", "reached", "running_queue"]
 
 SCHEDULER = "fluxion-queue-e2e"
 
@@ -65,6 +64,9 @@ class Queue:
         self.scheduler: subprocess.Popen | None = None
         self.restarts = 0
         self.webhook_port = 0
+        self.webhook: subprocess.Popen | None = None
+        self.webhook_starts = 0
+        self.admitter = ""
 
     def start_scheduler(self) -> None:
         port = _free_port()
@@ -83,6 +85,29 @@ class Queue:
             except OSError:
                 return False
         wait_for(healthy, 90, "the scheduler's /healthz")
+
+    def start_webhook(self) -> None:
+        """The webhook on its port (again, after :meth:`stop_webhook`: a replica back)."""
+        self.webhook = _start(["queue", "webhook", "--tls-dir", str(self.work / "tls"),
+                               "--host", "127.0.0.1", "--port", str(self.webhook_port),
+                               "--scheduler-name", SCHEDULER, "--admitter", self.admitter],
+                              self.work / f"webhook-{self.webhook_starts}.log", self.env)
+        self.webhook_starts += 1
+
+        def listening() -> bool:
+            assert self.webhook is not None and self.webhook.poll() is None, self.log()
+            try:
+                self.webhook_metrics()
+                return True
+            except OSError:
+                return False
+        wait_for(listening, 60, "the webhook to listen")
+
+    def stop_webhook(self, sig: int = signal.SIGTERM) -> None:
+        if self.webhook is not None:
+            if sig != signal.SIGTERM and self.webhook.poll() is None:
+                self.webhook.send_signal(sig)
+            _stop(self.webhook)
 
     def stop_scheduler(self) -> None:
         if self.scheduler is not None:
@@ -142,6 +167,31 @@ class Queue:
                                  f"{RUN_SECONDS}=0", "--overwrite")
 
 
+def job_yaml(name: str, namespace: str, pods: int, cpu: str = "40", duration: str = "600s",
+             extra_annotations: str = "") -> str:
+    """A plain Job, as a user writes it: not suspended, no scheduler named. Its pods run on
+    hollow nodes until they are ended (``Queue.end_pods``) or for the seconds of a
+    ``fluxinfra.io/hollow-run-seconds`` annotation in ``extra_annotations``."""
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  parallelism: {pods}
+  completions: {pods}
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations: {{fluxinfra.io/duration: "{duration}"{extra_annotations}}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}
+"""
+
+
 #: after which states a FluxJob has been in ``state`` (its own timestamp says so)
 _PAST = {"Admitted": ("admittedAt", ("Admitted", "Running", "Finished")),
          "Running": ("startedAt", ("Running", "Finished"))}
@@ -174,17 +224,14 @@ def running_queue(cluster: Cluster, work: Path, *, timeout_seconds: int = 5,
     # and the API server does not call it for the admitter's own)
     admitter = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)[
         "status"]["userInfo"]["username"]
-    webhook = _start(["queue", "webhook", "--tls-dir", str(work / "tls"), "--host",
-                      "127.0.0.1", "--port", str(port), "--scheduler-name", SCHEDULER,
-                      "--admitter", admitter], work / "webhook.log", q.env)
+    q.admitter = admitter
+    q.start_webhook()
     config = webhook_configuration(f"fluxinfra-e2e-{os.getpid()}",
                                    FluxQueueArgs(timeout_seconds=timeout_seconds), None,
                                    user=admitter)
     for hook in config["webhooks"]:
         hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}/mutate",
                                 "caBundle": base64.b64encode(tls.ca_cert.encode()).decode()}
-    time.sleep(1.0)
-    assert webhook.poll() is None, q.log()
     cluster.apply(json.dumps(config))
     q.start_scheduler()
     try:
@@ -193,7 +240,7 @@ def running_queue(cluster: Cluster, work: Path, *, timeout_seconds: int = 5,
         cluster.kubectl("delete", "mutatingwebhookconfiguration",
                         config["metadata"]["name"], check=False)
         q.stop_scheduler()
-        _stop(webhook)
+        q.stop_webhook()
         cluster.kubectl("delete", "crd", "fluxjobs.queue.fluxinfra.io",
                         "fluxjobqueues.queue.fluxinfra.io", "--wait=false", check=False)
 

@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 from e2e_cluster import Cluster, wait_for
-from queue_env import SCHEDULER, Queue, running_queue
+from queue_env import SCHEDULER, Queue, job_yaml, running_queue
 
 
 @pytest.fixture(scope="module")
@@ -30,31 +30,6 @@ def queue(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory):
 def queued_namespace(cluster: Cluster, namespace: str) -> str:
     cluster.kubectl("label", "namespace", namespace, "fluxinfra.io/queue=enabled")
     return namespace
-
-
-def job_yaml(name: str, namespace: str, pods: int, cpu: str = "40", duration: str = "600s",
-             extra_annotations: str = "") -> str:
-    """A plain Job, as a user writes it: not suspended, no scheduler named. Its pods run on
-    hollow nodes until they are ended (``Queue.end_pods``) or for the seconds of a
-    ``fluxinfra.io/hollow-run-seconds`` annotation in ``extra_annotations``."""
-    return f"""
-apiVersion: batch/v1
-kind: Job
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  parallelism: {pods}
-  completions: {pods}
-  backoffLimit: 0
-  template:
-    metadata:
-      annotations: {{fluxinfra.io/duration: "{duration}"{extra_annotations}}}
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: busybox
-        resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}
-"""
 
 
 def test_a_job_is_suspended_admitted_whole_and_bound_to_the_nodes_fluxion_chose(

@@ -11,6 +11,9 @@ process, the real ``kubernetes`` client, the ServiceAccount and RBAC the compone
   mutual TLS: the scheduler notices the new epoch, replays its allocations, and places nothing
   twice.
 
+After a fault the invariants of ``fault_checks`` hold (``test_faults.py`` has the other
+faults).
+
 Pods for the scheduler under test ask for ``nvidia.com/gpu``, which only the test's hollow nodes
 offer, so capacity is exactly known whatever else runs in the cluster.
 """
@@ -31,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 from e2e_cluster import Cluster, wait_for
+from fault_checks import hold
 from scheduler_run import (
     Process,
     Scheduler,
@@ -47,17 +51,6 @@ from scheduler_run import (
 from fluxinfra.pki import make_service_tls
 from fluxinfra.scheduler.client import ClientKubeApi
 from fluxinfra.signals import signal_disposition
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    """Processes a test starts: stopped after it, their logs' tails printed (pytest shows
-    them when the test fails)."""
-    started: list[Process] = []
-    yield started
-    for proc in started:
-        code = proc.stop()
-        print(f"--- {proc.log.name} (exit {code}) ---\n{proc.tail(60)}")
 
 
 def unique(prefix: str) -> str:
@@ -110,6 +103,7 @@ def test_a_killed_leader_is_replaced_and_nothing_is_bound_twice(
     assert sum(1 for node in bound.values() if node) == 8, bound
     used = gpus_in_use(cluster, nodes)
     assert all(n <= 4 for n in used.values()) and sum(used.values()) == 8, used
+    hold(cluster, namespace, nodes)  # and no pod bound twice, by the audit log
     events = scheduled_events(cluster, namespace)
     per_pod: dict[str, list[str]] = {}
     for event in events:
@@ -296,6 +290,7 @@ def test_a_restarted_fluxion_service_is_refilled_and_nothing_is_placed_twice(
     assert sum(1 for node in bound.values() if node) == 4, bound
     used = gpus_in_use(cluster, nodes)
     assert used == dict.fromkeys(nodes, 2), used
+    hold(cluster, namespace, nodes)
     assert scheduler.metric("fluxinfra_scheduler_matcher_replays_total") == 1
     log = scheduler.log.read_text()
     assert "restarted (epoch" in log and "replayed" in log, scheduler.tail()

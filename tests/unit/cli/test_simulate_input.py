@@ -43,4 +43,4 @@ def test_bad_workload_is_one_line_naming_the_field(tmp_path, capsys, doc, needle
 def test_yaml_error_is_one_line_with_its_place(tmp_path, capsys):
     rc, err = run(tmp_path, "cluster:\n  nodes: 2\n jobs: [\n", capsys)
     assert rc == 2 and err.count("\n") == 1, err
-    assert "not valid YAML/JSON at line 3, column 2:" in err
+    assert "malformed YAML at line 3:" in err

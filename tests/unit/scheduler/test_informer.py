@@ -123,6 +123,32 @@ def test_permanent_error_is_reported_and_retried_slowly(api: KubeApiDouble) -> N
     assert sleeps == [20]
 
 
+def test_a_refusal_after_a_sync_is_retried_as_an_api_server_starting_up(
+        api: KubeApiDouble) -> None:
+    """A restarted API server answers 403 until its RBAC cache is loaded: an informer that
+    listed with these credentials before retries at the normal backoff, not the slow one."""
+    sleeps: list[float] = []
+    errors: list[int] = []
+    inf = Informer(api, "pods", Recorder(), backoff=Backoff(initial=1, jitter=0),
+                   resync_seconds=20, on_error=lambda kind, exc: errors.append(exc.status))
+    inf._sleep = sleeps.append
+    inf.relist()
+    api.fail_next("list_pods", 403, times=2)
+    watches = iter([ApiError(410, "Gone", "too old")])
+
+    def watch(kind, rv, timeout):
+        failure = next(watches, None)
+        if failure is not None:
+            raise failure
+        inf.stop()
+        return iter(())
+
+    api.watch_objects = watch  # type: ignore[method-assign]
+    inf.run()
+    assert errors == [410, 403, 403]
+    assert sleeps == [1, 2], "retried as a transient failure"
+
+
 def test_periodic_resync_relists(api: KubeApiDouble) -> None:
     now = [0.0]
     inf = Informer(api, "pods", Recorder(), clock=lambda: now[0], resync_seconds=60)

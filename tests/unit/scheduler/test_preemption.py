@@ -151,6 +151,34 @@ def test_a_gang_preempts_for_every_member_or_for_none(cluster) -> None:
     assert preempted(h) == ["low0", "low1"]
 
 
+def test_a_gang_preemptor_s_later_members_use_the_room_its_first_victims_made(
+        cluster) -> None:
+    """Found on the bed: a gang of 4 one-GPU pods never preempted two running 4-pod gangs
+    that filled two 4-GPU nodes. Its first member's victims (a whole gang) freed a node, but
+    for the second member that node had no victims left to offer, so it was not a candidate,
+    and the plan failed at the third member."""
+    h = cluster(make_node("n0", cpu="16", gpu=4), make_node("n1", cpu="16", gpu=4))
+    for gang in ("a", "b"):
+        for i in range(4):
+            h.api.create("pods", make_pod(f"low-{gang}-{i}", cpu="100m", gpu=1, priority=1,
+                                          labels={LABEL_GROUP: f"low-{gang}",
+                                                  LABEL_GROUP_SIZE: "4"}))
+    h.step()
+    h.api.kubelet_sync()
+    h.step()
+    for i in range(4):
+        h.api.create("pods", make_pod(f"high-{i}", cpu="100m", gpu=1, priority=1000,
+                                      labels={LABEL_GROUP: "high", LABEL_GROUP_SIZE: "4"}))
+    h.step()
+    victims = preempted(h)
+    assert len(victims) == 4 and len({v.rsplit("-", 1)[0] for v in victims}) == 1, \
+        f"one whole gang evicted, not {victims}"
+    h.api.kubelet_sync()
+    h.step()
+    assert all(h.node_of(f"high-{i}") for i in range(4)), "the whole gang bound"
+    check_invariants(h)
+
+
 def test_lower_priority_pods_keep_off_a_nominated_node(cluster) -> None:
     h = cluster(make_node("n0", cpu="2"))
     running(h, "victim", "n0", "2")

@@ -33,11 +33,43 @@ SMALL = {"cluster": {"nodes": 1, "cpu": "4", "memory": "8Gi"}, "jobs": [
     ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "pods": 0}]}, "jobs[0] (a).pods"),
     ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "cpu": "lots"}]}, "'lots'"),
     ({"cluster": {"nodes": 1}, "jobs": [{"name": "a"}, {"name": "a"}]}, "'a' is used twice"),
+    # an arrival past what a timestamp holds was an OverflowError traceback
+    ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "arrival": 10**22}]},
+     "jobs[0] (a).arrival: 10000000000000000000000; give an integer from 0 to 1000000000"),
+    ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "repeat": 3, "every": 10**9}]},
+     "jobs[0] (a): the last of 3 copies 1000000000 s apart arrives after 1000000000 s"),
+    ({"cluster": {"nodes": 10**12}, "jobs": [{"name": "a"}]},
+     "cluster.nodes: 1000000000000; give an integer from 1 to 100000"),
+    ({"cluster": {"nodes": 1}, "jobs": [{"name": "a", "pods": 10**6, "repeat": 2}]},
+     "jobs[0] (a): 2000000 pods bring the workload past 1,000,000 pods"),
+    ({"cluster": {"nodes": 1, "cpu": "lots"}, "jobs": [{"name": "a"}]}, "cluster.cpu: 'lots'"),
+    ({"cluster": {"nodes": 1, "memory": [8]}, "jobs": [{"name": "a"}]},
+     "cluster.memory: [8] is a list; give a Kubernetes quantity"),
+    ({"cluster": {"nodes": 1}, "jobs": [{"name": ["a"]}]}, "jobs[0].name: ['a']; give a name"),
 ])
 def test_bad_workloads_name_the_field(data: dict, needle: str) -> None:
     with pytest.raises(WorkloadError, match=None) as info:
         parse_workload(data)
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(("data", "needle"), [
+    (b"cluster: {nodes: 1}\xff\n", "not UTF-8 text (byte 0xff at offset 19)"),
+    (b"a: [" * 200, "nested more than 100 levels deep"),
+    (b"cluster: &a {nodes: 1, x: *a}\n", "a YAML alias refers to itself"),
+    (b"cluster: {nodes: 1}\njobs: [{name: a, arrival: 2026-01-01}]\n", "is a YAML date"),
+])
+def test_bad_workload_files_get_one_line(tmp_path: Path, data: bytes, needle: str) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_bytes(data)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(path)
+    assert needle in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_device_is_refused_not_read_forever() -> None:
+    with pytest.raises(WorkloadError, match="is a device, not a file"):
+        load_workload("/dev/zero")
 
 
 def test_fluxion_reservation_protects_the_head_job() -> None:
