@@ -15,6 +15,9 @@ Accounting (the cluster is the source of truth):
   pods we did not place in this run (another scheduler's, or ours from before a restart) are
   *resident*: each node's residents are registered as one allocation of their exact summed
   requests (again at the next cycle when they change);
+- per-node infrastructure (DaemonSet pods, static pods' mirrors) is *node overhead*
+  (:mod:`~fluxinfra.scheduler.overhead`): taken out of what the node offers in the graph,
+  never an allocation, so node-exclusive policies still see such a node as idle;
 - a pod that finishes or is deleted releases exactly its own share; nodes joining, changing and
   leaving update the ledger, the static candidate sets and the graph, node by node;
 - jobs whose pods outlive their declared duration are extended.
@@ -55,6 +58,7 @@ from fluxinfra.scheduler.filters import Filters
 from fluxinfra.scheduler.kube import ApiError
 from fluxinfra.scheduler.ledger import Ledger
 from fluxinfra.scheduler.metrics import Metrics
+from fluxinfra.scheduler.overhead import NodeOverhead
 from fluxinfra.scheduler.placement import Outcome, Placer, parts
 from fluxinfra.scheduler.pods import (
     PodGroupSpec,
@@ -232,6 +236,9 @@ class SchedulerCore:
         self.resident_of: dict[str, str] = {}   #: uid -> node of a resident pod
         self.resident_job: dict[str, int] = {}
         self._dirty: set[str] = set()
+        #: per-node infrastructure, taken out of what each node offers in the graph
+        self.overhead = NodeOverhead()
+        self._offer_dirty: set[str] = set()  #: nodes whose overhead changed since the graph saw
         self.binding: dict[str, _Binding] = {}
         #: binds running (async binding): (pod, node, future, start)
         self.inflight: list[tuple[PodInfo, str, Any, float]] = []
@@ -279,7 +286,6 @@ class SchedulerCore:
             name = self._readable_node(node, "ADDED")
             if name is not None:
                 usable[name] = node
-        self.allocator.set_nodes(list(usable.values()))
         for name, node in usable.items():
             self.nodes[name] = node
             self.ledger.upsert_node(node)
@@ -287,6 +293,9 @@ class SchedulerCore:
             self.on_podgroup("ADDED", pg)
         for pod in pods:
             self.on_pod("ADDED", pod, now)
+        # the graph is built once, after the pods: each node offers what its overhead leaves
+        self.allocator.set_nodes([self.overhead.offered(n) for n in usable.values()])
+        self._offer_dirty.clear()
         self._register_residents(now)
         self.ready = True
 
@@ -335,11 +344,12 @@ class SchedulerCore:
         if old is not None and node_signature(old) == node_signature(node):
             self.nodes[name] = node
             return  # a heartbeat: nothing the graph, the filters or the queue cares about
-        try:
-            self.allocator.upsert_node(node)  # first: it keeps the old node if it fails
+        try:  # first: it keeps the old node if it fails
+            self.allocator.upsert_node(self.overhead.offered(node))
         except MatcherError as exc:
             self._skip("nodes", name, f"the graph refused it: {exc}", node=node)
             return
+        self._offer_dirty.discard(name)
         self.nodes[name] = node
         self.ledger.upsert_node(node)
         self.filters.node_changed(name)
@@ -434,6 +444,8 @@ class SchedulerCore:
                 share = None
             if share is not None:
                 self.ledger.add(info, info.node_name)  # the same pod, maybe new labels
+            elif info.node_overhead:
+                self._add_overhead(info)
             elif self.resident_of.get(uid) == info.node_name and previous is not None and \
                     previous.request == info.request:
                 self.resident[info.node_name][uid] = info  # unchanged amounts: no re-register
@@ -452,8 +464,26 @@ class SchedulerCore:
             self._enqueue(info, previous)
 
     # ==== accounting ==============================================================================
+    def _add_overhead(self, info: PodInfo) -> None:
+        """A running pod of the node's infrastructure: out of the node's offer (next cycle)."""
+        self._drop_resident(info.uid)
+        self.ledger.add(info, info.node_name)
+        previous = self.overhead.node_of.get(info.uid)
+        if self.overhead.add(info.uid, info.node_name, info.request):
+            self._offer_dirty.add(info.node_name)
+            if previous is not None:
+                self._offer_dirty.add(previous)
+
+    def _drop_overhead(self, uid: str) -> bool:
+        node = self.overhead.remove(uid)
+        if node is None:
+            return False
+        self._offer_dirty.add(node)
+        return True
+
     def _add_resident(self, info: PodInfo) -> None:
         """A running pod we did not place: count it on its node (registered next cycle)."""
+        self._drop_overhead(info.uid)
         self._drop_resident(info.uid)
         self.resident.setdefault(info.node_name, {})[info.uid] = info
         self.resident_of[info.uid] = info.node_name
@@ -471,8 +501,28 @@ class SchedulerCore:
         self._dirty.add(node)
         return True
 
+    def _apply_offers(self) -> None:
+        """Give the graph the new offer of each node whose overhead changed (the node is
+        resized in place: its pieces are registered again on the new pools)."""
+        for name in sorted(self._offer_dirty):
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            try:
+                self.allocator.upsert_node(self.overhead.offered(node))
+            except MatcherError as exc:
+                log.warning("cannot take the overhead of node %s out of its offer: %s", name,
+                            exc)
+                self.metrics.errors.inc(source="adopt")
+                continue
+            self.generation += 1
+        self._offer_dirty.clear()
+
     def _register_residents(self, now: int) -> None:
-        """Re-register each changed node's resident pods as one allocation of their sum."""
+        """Apply changed node offers, then re-register each changed node's resident pods as
+        one allocation of their sum."""
+        if self._offer_dirty:
+            self._apply_offers()
         if not self._dirty:
             return
         for node in sorted(self._dirty):
@@ -530,7 +580,7 @@ class SchedulerCore:
                 del self.groups[group.key]
         held = self.ledger.remove(uid) is not None
         self.binding.pop(uid, None)
-        if not self._drop_resident(uid):
+        if not self._drop_resident(uid) and not self._drop_overhead(uid):
             self._release_share(uid)
         if held:
             self.generation += 1
