@@ -60,6 +60,7 @@ from fluxinfra.scheduler.ledger import Ledger
 from fluxinfra.scheduler.metrics import Metrics
 from fluxinfra.scheduler.overhead import NodeOverhead
 from fluxinfra.scheduler.placement import Outcome, Placer, parts
+from fluxinfra.scheduler.podgroup_status import podgroup_status, status_differs
 from fluxinfra.scheduler.pods import (
     PodGroupSpec,
     PodInfo,
@@ -239,6 +240,11 @@ class SchedulerCore:
         #: per-node infrastructure, taken out of what each node offers in the graph
         self.overhead = NodeOverhead()
         self._offer_dirty: set[str] = set()  #: nodes whose overhead changed since the graph saw
+        #: PodGroup key -> its member pods (any phase), whose phases make the PodGroup's status
+        self.pg_members: dict[str, dict[str, PodInfo]] = {}
+        #: PodGroup key -> (PodGroup uid, the status last written), so nothing is sent twice
+        self.pg_status: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._pg_dirty: set[str] = set()
         self.binding: dict[str, _Binding] = {}
         #: binds running (async binding): (pod, node, future, start)
         self.inflight: list[tuple[PodInfo, str, Any, float]] = []
@@ -400,8 +406,14 @@ class SchedulerCore:
         self._readable("podgroups", f"PodGroup {key}")
         if etype == "DELETED":
             self.podgroups.pop(key, None)
+            self.pg_status.pop(key, None)
         else:
+            old = self.podgroups.get(key)
             self.podgroups[key] = obj  # its spec is read (and reported) with its group
+            if key in self.pg_members:
+                self._pg_dirty.add(key)
+            if old is not None and _podgroup_signature(old) == _podgroup_signature(obj):
+                return  # its status changed (our own writes, mostly): nothing to schedule
         group = self.groups.get(key)
         if group is not None and group.kind == "podgroup":
             self._refresh_podgroup(group)
@@ -433,6 +445,7 @@ class SchedulerCore:
         self._readable("pods", f"pod {namespace}/{name}")
         previous = self.pods.get(uid)
         self.pods[uid] = info
+        self._track_member(uid, info, previous)
         if info.holds_resources:
             self._dequeue(uid, previous or info)
             self.binding.pop(uid, None)
@@ -591,6 +604,7 @@ class SchedulerCore:
 
     def _forget_pod(self, uid: str) -> None:
         info = self.pods.pop(uid, None)
+        self._track_member(uid, None, info)
         self._release(uid, info.group_key if info else "")
         self.invalid_pods.pop(uid, None)
         self.noted.pop(uid, None)
@@ -739,6 +753,7 @@ class SchedulerCore:
             if outcome == "reserved":
                 reserve_left -= 1
         report.reservations = dict(self.reserved_groups)
+        self._write_podgroup_status()
         return report
 
     def _try(self, group: Group, queue: list[Group], i: int, now: int, wall: float,
@@ -1033,6 +1048,7 @@ class SchedulerCore:
         if futures:
             concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         self._collect_binds()
+        self._write_podgroup_status()
         return len(self.inflight)
 
     def _collect_binds(self) -> int:
@@ -1102,16 +1118,64 @@ class SchedulerCore:
         if group.kind == "podgroup" and group.bound and not any(
                 uid in self.binding for uid in group.bound):
             scheduled = len(group.bound)
+            self._pg_dirty.add(group.key)
             if group.last_state != f"scheduled:{scheduled}":
                 group.last_state = f"scheduled:{scheduled}"
                 self.metrics.groups_scheduled.inc()
-                self.binder.podgroup_status(group.namespace, group.name,
-                                            {"phase": "Scheduled", "scheduled": scheduled})
         elif group.kind == "label" and group.bound and not group.pending:
             self.metrics.groups_scheduled.inc()
         if group.kind == "single" and not group.pending and not any(
                 uid in self.binding for uid in group.bound):
             self.groups.pop(group.key, None)  # a lone pod needs no group once bound
+
+    # ==== PodGroup status ========================================================================
+    def _track_member(self, uid: str, info: PodInfo | None, previous: PodInfo | None) -> None:
+        """Keep :attr:`pg_members` (PodGroup key -> members) as pod ``uid`` changes from
+        ``previous`` to ``info`` (None: gone)."""
+        if previous is not None and previous.group_kind == "podgroup" and (
+                info is None or info.group_key != previous.group_key):
+            members = self.pg_members.get(previous.group_key, {})
+            if members.pop(uid, None) is not None:
+                self._pg_dirty.add(previous.group_key)
+                if not members:
+                    self.pg_members.pop(previous.group_key, None)
+        if info is not None and info.group_kind == "podgroup":
+            self.pg_members.setdefault(info.group_key, {})[uid] = info
+            if previous is None or (previous.phase, previous.node_name) != \
+                    (info.phase, info.node_name):
+                self._pg_dirty.add(info.group_key)
+
+    def _write_podgroup_status(self) -> None:
+        """Write the status of each PodGroup whose members changed, from their phases
+        (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
+        what the PodGroup has."""
+        if not self._pg_dirty:
+            return
+        binding = set(self.binding)
+        binding.update(pod.uid for pod, _, _, _ in self.inflight)
+        for key in sorted(self._pg_dirty):
+            obj = self.podgroups.get(key)
+            group = self.groups.get(key)
+            if obj is None or (group is not None and group.invalid):
+                continue
+            try:
+                min_member = podgroup_spec(obj).min_member
+            except PodSpecError:
+                continue  # reported with its group
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            sent = self.pg_status.get(key)
+            current = sent[1] if sent is not None and sent[0] == uid else \
+                (obj.get("status") if isinstance(obj.get("status"), dict) else {})
+            members = self.pg_members.get(key, {}).values()
+            status = podgroup_status(
+                min_member, [(p.phase, bool(p.node_name) and p.uid not in binding)
+                             for p in members], str(current.get("phase") or ""))
+            if status is None or not status_differs(status, current):
+                continue
+            self.pg_status[key] = (uid, status)
+            namespace, _, name = key.partition("/")
+            self.binder.podgroup_status(namespace, name, status)
+        self._pg_dirty.clear()
 
     def _retry_binds(self, wall: float) -> None:
         """Bind again, to the same node, the pods whose bind failed; give up at the deadline."""
@@ -1307,6 +1371,13 @@ def _unreadable_object(kind: str, obj: Any, etype: str) -> str:
     except (PodSpecError, shapes.ShapeError) as exc:
         return str(exc)
     return ""
+
+
+def _podgroup_signature(obj: dict[str, Any]) -> tuple[Any, ...]:
+    """What the scheduler reads of a PodGroup to place its pods (everything but its status)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return (repr(obj.get("spec")), repr(meta.get("labels")), repr(meta.get("annotations")),
+            meta.get("uid"))
 
 
 def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:
