@@ -516,20 +516,25 @@ class SchedulerCore:
 
     def _apply_offers(self) -> None:
         """Give the graph the new offer of each node whose overhead changed (the node is
-        resized in place: its pieces are registered again on the new pools)."""
-        for name in sorted(self._offer_dirty):
-            node = self.nodes.get(name)
-            if node is None:
-                continue
+        attached again with its new pools, its pieces registered again; many at once: one
+        rebuild). When the graph refuses them together, node by node, skipping the refused."""
+        names = [n for n in sorted(self._offer_dirty) if n in self.nodes]
+        self._offer_dirty.clear()
+        if not names:
+            return
+        self.generation += 1
+        try:
+            self.allocator.upsert_nodes([self.overhead.offered(self.nodes[n]) for n in names])
+            return
+        except MatcherError:
+            pass
+        for name in names:
             try:
-                self.allocator.upsert_node(self.overhead.offered(node))
+                self.allocator.upsert_node(self.overhead.offered(self.nodes[name]))
             except MatcherError as exc:
                 log.warning("cannot take the overhead of node %s out of its offer: %s", name,
                             exc)
                 self.metrics.errors.inc(source="adopt")
-                continue
-            self.generation += 1
-        self._offer_dirty.clear()
 
     def _register_residents(self, now: int) -> None:
         """Apply changed node offers, then re-register each changed node's resident pods as

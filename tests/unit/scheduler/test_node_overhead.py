@@ -284,3 +284,30 @@ def test_a_restart_rebuilds_the_same_books(policy: str) -> None:
     after = books(again.core)
     assert after == before
     check_invariants(again)
+
+
+def test_a_daemonset_rolled_out_over_many_nodes_rebuilds_the_graph_once(
+        allocator: Callable[[str], FluxionAllocator]) -> None:
+    """A new DaemonSet puts a pod on every node in one go: past ``REBUILD_AFTER`` nodes the
+    new offers are applied by one rebuild, not one re-attachment (a re-index) per node."""
+    api = KubeApiDouble()
+    nodes = FluxionAllocator.REBUILD_AFTER + 4
+    for i in range(nodes):
+        api.create("nodes", make_node(f"n{i}", cpu="4", memory="16Gi"))
+    exclusive_gang(api, "mc", 2, cpu="1")
+    h = Harness(api, allocator("lonodex")).start()
+    h.step()
+    assert all(placed(h, "mc", 2))
+    alloc = h.core.allocator
+    assert isinstance(alloc, FluxionAllocator)
+    rebuilds = alloc.rebuilds
+    for i in range(nodes):
+        api.create("pods", daemonset_pod(f"logs-{i}", f"n{i}", cpu="100m", daemonset="logs"))
+    h.step()
+    assert alloc.rebuilds == rebuilds + 1
+    assert all(offer(h.core, f"n{i}")["cpu"] == 3900 for i in range(nodes))
+    check_invariants(h)
+    exclusive_gang(api, "mc2", nodes - 2)
+    h.step()
+    assert all(placed(h, "mc2", nodes - 2)), "every other node is idle for exclusive use"
+    check_invariants(h)
