@@ -118,7 +118,10 @@ class Express:
             return ("A", r, r.count_min, {}, {}, {}, {})
         if (r.type == "slot" and r.count_min == 1 and r.with_
                 and all(c.type != "node" for c in _types_below(r))):
-            return ("B", r, 1, {}, {}, {}, {}, _leaf_members(r, t.policy), {})
+            # shape C takes a whole vertex per member: with exact pools a member of count 1
+            # is one unit of a pool, not the pool
+            leaves = None if t.exact_pools else _leaf_members(r, t.policy)
+            return ("B", r, 1, {}, {}, {}, {}, leaves, {})
         return None
 
     def _passes(self, plan: tuple, u: int, resources: list[Resource]) -> bool:

@@ -68,6 +68,10 @@ class Allocator(Protocol):
         """A node joined or changed (capacity, topology labels)."""
         ...
 
+    def upsert_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Several nodes changed at once (as :meth:`upsert_node` each, maybe cheaper)."""
+        ...
+
     def remove_node(self, name: str) -> None:
         """A node left; shares held there are forgotten."""
         ...
@@ -181,6 +185,10 @@ class SpreadAllocator:
             self.order.append(name)
         self.nodes[name] = cap
         self.objects[name] = node
+
+    def upsert_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        for node in nodes:
+            self.upsert_node(node)
 
     def remove_node(self, name: str) -> None:
         if self.nodes.pop(name, None) is not None:

@@ -15,6 +15,9 @@ Accounting (the cluster is the source of truth):
   pods we did not place in this run (another scheduler's, or ours from before a restart) are
   *resident*: each node's residents are registered as one allocation of their exact summed
   requests (again at the next cycle when they change);
+- per-node infrastructure (DaemonSet pods, static pods' mirrors) is *node overhead*
+  (:mod:`~fluxinfra.scheduler.overhead`): taken out of what the node offers in the graph,
+  never an allocation, so node-exclusive policies still see such a node as idle;
 - a pod that finishes or is deleted releases exactly its own share; nodes joining, changing and
   leaving update the ledger, the static candidate sets and the graph, node by node;
 - jobs whose pods outlive their declared duration are extended.
@@ -55,7 +58,9 @@ from fluxinfra.scheduler.filters import Filters
 from fluxinfra.scheduler.kube import ApiError
 from fluxinfra.scheduler.ledger import Ledger
 from fluxinfra.scheduler.metrics import Metrics
+from fluxinfra.scheduler.overhead import NodeOverhead
 from fluxinfra.scheduler.placement import Outcome, Placer, parts
+from fluxinfra.scheduler.podgroup_status import podgroup_status, status_differs
 from fluxinfra.scheduler.pods import (
     PodGroupSpec,
     PodInfo,
@@ -232,6 +237,14 @@ class SchedulerCore:
         self.resident_of: dict[str, str] = {}   #: uid -> node of a resident pod
         self.resident_job: dict[str, int] = {}
         self._dirty: set[str] = set()
+        #: per-node infrastructure, taken out of what each node offers in the graph
+        self.overhead = NodeOverhead()
+        self._offer_dirty: set[str] = set()  #: nodes whose overhead changed since the graph saw
+        #: PodGroup key -> its member pods (any phase), whose phases make the PodGroup's status
+        self.pg_members: dict[str, dict[str, PodInfo]] = {}
+        #: PodGroup key -> (PodGroup uid, the status last written), so nothing is sent twice
+        self.pg_status: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._pg_dirty: set[str] = set()
         self.binding: dict[str, _Binding] = {}
         #: binds running (async binding): (pod, node, future, start)
         self.inflight: list[tuple[PodInfo, str, Any, float]] = []
@@ -279,7 +292,6 @@ class SchedulerCore:
             name = self._readable_node(node, "ADDED")
             if name is not None:
                 usable[name] = node
-        self.allocator.set_nodes(list(usable.values()))
         for name, node in usable.items():
             self.nodes[name] = node
             self.ledger.upsert_node(node)
@@ -287,6 +299,9 @@ class SchedulerCore:
             self.on_podgroup("ADDED", pg)
         for pod in pods:
             self.on_pod("ADDED", pod, now)
+        # the graph is built once, after the pods: each node offers what its overhead leaves
+        self.allocator.set_nodes([self.overhead.offered(n) for n in usable.values()])
+        self._offer_dirty.clear()
         self._register_residents(now)
         self.ready = True
 
@@ -335,11 +350,12 @@ class SchedulerCore:
         if old is not None and node_signature(old) == node_signature(node):
             self.nodes[name] = node
             return  # a heartbeat: nothing the graph, the filters or the queue cares about
-        try:
-            self.allocator.upsert_node(node)  # first: it keeps the old node if it fails
+        try:  # first: it keeps the old node if it fails
+            self.allocator.upsert_node(self.overhead.offered(node))
         except MatcherError as exc:
             self._skip("nodes", name, f"the graph refused it: {exc}", node=node)
             return
+        self._offer_dirty.discard(name)
         self.nodes[name] = node
         self.ledger.upsert_node(node)
         self.filters.node_changed(name)
@@ -390,8 +406,14 @@ class SchedulerCore:
         self._readable("podgroups", f"PodGroup {key}")
         if etype == "DELETED":
             self.podgroups.pop(key, None)
+            self.pg_status.pop(key, None)
         else:
+            old = self.podgroups.get(key)
             self.podgroups[key] = obj  # its spec is read (and reported) with its group
+            if key in self.pg_members:
+                self._pg_dirty.add(key)
+            if old is not None and _podgroup_signature(old) == _podgroup_signature(obj):
+                return  # its status changed (our own writes, mostly): nothing to schedule
         group = self.groups.get(key)
         if group is not None and group.kind == "podgroup":
             self._refresh_podgroup(group)
@@ -423,6 +445,7 @@ class SchedulerCore:
         self._readable("pods", f"pod {namespace}/{name}")
         previous = self.pods.get(uid)
         self.pods[uid] = info
+        self._track_member(uid, info, previous)
         if info.holds_resources:
             self._dequeue(uid, previous or info)
             self.binding.pop(uid, None)
@@ -434,6 +457,8 @@ class SchedulerCore:
                 share = None
             if share is not None:
                 self.ledger.add(info, info.node_name)  # the same pod, maybe new labels
+            elif info.node_overhead:
+                self._add_overhead(info)
             elif self.resident_of.get(uid) == info.node_name and previous is not None and \
                     previous.request == info.request:
                 self.resident[info.node_name][uid] = info  # unchanged amounts: no re-register
@@ -452,8 +477,26 @@ class SchedulerCore:
             self._enqueue(info, previous)
 
     # ==== accounting ==============================================================================
+    def _add_overhead(self, info: PodInfo) -> None:
+        """A running pod of the node's infrastructure: out of the node's offer (next cycle)."""
+        self._drop_resident(info.uid)
+        self.ledger.add(info, info.node_name)
+        previous = self.overhead.node_of.get(info.uid)
+        if self.overhead.add(info.uid, info.node_name, info.request):
+            self._offer_dirty.add(info.node_name)
+            if previous is not None:
+                self._offer_dirty.add(previous)
+
+    def _drop_overhead(self, uid: str) -> bool:
+        node = self.overhead.remove(uid)
+        if node is None:
+            return False
+        self._offer_dirty.add(node)
+        return True
+
     def _add_resident(self, info: PodInfo) -> None:
         """A running pod we did not place: count it on its node (registered next cycle)."""
+        self._drop_overhead(info.uid)
         self._drop_resident(info.uid)
         self.resident.setdefault(info.node_name, {})[info.uid] = info
         self.resident_of[info.uid] = info.node_name
@@ -471,8 +514,33 @@ class SchedulerCore:
         self._dirty.add(node)
         return True
 
+    def _apply_offers(self) -> None:
+        """Give the graph the new offer of each node whose overhead changed (the node is
+        attached again with its new pools, its pieces registered again; many at once: one
+        rebuild). When the graph refuses them together, node by node, skipping the refused."""
+        names = [n for n in sorted(self._offer_dirty) if n in self.nodes]
+        self._offer_dirty.clear()
+        if not names:
+            return
+        self.generation += 1
+        try:
+            self.allocator.upsert_nodes([self.overhead.offered(self.nodes[n]) for n in names])
+            return
+        except MatcherError:
+            pass
+        for name in names:
+            try:
+                self.allocator.upsert_node(self.overhead.offered(self.nodes[name]))
+            except MatcherError as exc:
+                log.warning("cannot take the overhead of node %s out of its offer: %s", name,
+                            exc)
+                self.metrics.errors.inc(source="adopt")
+
     def _register_residents(self, now: int) -> None:
-        """Re-register each changed node's resident pods as one allocation of their sum."""
+        """Apply changed node offers, then re-register each changed node's resident pods as
+        one allocation of their sum."""
+        if self._offer_dirty:
+            self._apply_offers()
         if not self._dirty:
             return
         for node in sorted(self._dirty):
@@ -530,7 +598,7 @@ class SchedulerCore:
                 del self.groups[group.key]
         held = self.ledger.remove(uid) is not None
         self.binding.pop(uid, None)
-        if not self._drop_resident(uid):
+        if not self._drop_resident(uid) and not self._drop_overhead(uid):
             self._release_share(uid)
         if held:
             self.generation += 1
@@ -541,6 +609,7 @@ class SchedulerCore:
 
     def _forget_pod(self, uid: str) -> None:
         info = self.pods.pop(uid, None)
+        self._track_member(uid, None, info)
         self._release(uid, info.group_key if info else "")
         self.invalid_pods.pop(uid, None)
         self.noted.pop(uid, None)
@@ -689,6 +758,7 @@ class SchedulerCore:
             if outcome == "reserved":
                 reserve_left -= 1
         report.reservations = dict(self.reserved_groups)
+        self._write_podgroup_status()
         return report
 
     def _try(self, group: Group, queue: list[Group], i: int, now: int, wall: float,
@@ -983,6 +1053,7 @@ class SchedulerCore:
         if futures:
             concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         self._collect_binds()
+        self._write_podgroup_status()
         return len(self.inflight)
 
     def _collect_binds(self) -> int:
@@ -1052,16 +1123,64 @@ class SchedulerCore:
         if group.kind == "podgroup" and group.bound and not any(
                 uid in self.binding for uid in group.bound):
             scheduled = len(group.bound)
+            self._pg_dirty.add(group.key)
             if group.last_state != f"scheduled:{scheduled}":
                 group.last_state = f"scheduled:{scheduled}"
                 self.metrics.groups_scheduled.inc()
-                self.binder.podgroup_status(group.namespace, group.name,
-                                            {"phase": "Scheduled", "scheduled": scheduled})
         elif group.kind == "label" and group.bound and not group.pending:
             self.metrics.groups_scheduled.inc()
         if group.kind == "single" and not group.pending and not any(
                 uid in self.binding for uid in group.bound):
             self.groups.pop(group.key, None)  # a lone pod needs no group once bound
+
+    # ==== PodGroup status ========================================================================
+    def _track_member(self, uid: str, info: PodInfo | None, previous: PodInfo | None) -> None:
+        """Keep :attr:`pg_members` (PodGroup key -> members) as pod ``uid`` changes from
+        ``previous`` to ``info`` (None: gone)."""
+        if previous is not None and previous.group_kind == "podgroup" and (
+                info is None or info.group_key != previous.group_key):
+            members = self.pg_members.get(previous.group_key, {})
+            if members.pop(uid, None) is not None:
+                self._pg_dirty.add(previous.group_key)
+                if not members:
+                    self.pg_members.pop(previous.group_key, None)
+        if info is not None and info.group_kind == "podgroup":
+            self.pg_members.setdefault(info.group_key, {})[uid] = info
+            if previous is None or (previous.phase, previous.node_name) != \
+                    (info.phase, info.node_name):
+                self._pg_dirty.add(info.group_key)
+
+    def _write_podgroup_status(self) -> None:
+        """Write the status of each PodGroup whose members changed, from their phases
+        (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
+        what the PodGroup has."""
+        if not self._pg_dirty:
+            return
+        binding = set(self.binding)
+        binding.update(pod.uid for pod, _, _, _ in self.inflight)
+        for key in sorted(self._pg_dirty):
+            obj = self.podgroups.get(key)
+            group = self.groups.get(key)
+            if obj is None or (group is not None and group.invalid):
+                continue
+            try:
+                min_member = podgroup_spec(obj).min_member
+            except PodSpecError:
+                continue  # reported with its group
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            sent = self.pg_status.get(key)
+            current = sent[1] if sent is not None and sent[0] == uid else \
+                (obj.get("status") if isinstance(obj.get("status"), dict) else {})
+            members = self.pg_members.get(key, {}).values()
+            status = podgroup_status(
+                min_member, [(p.phase, bool(p.node_name) and p.uid not in binding)
+                             for p in members], str(current.get("phase") or ""))
+            if status is None or not status_differs(status, current):
+                continue
+            self.pg_status[key] = (uid, status)
+            namespace, _, name = key.partition("/")
+            self.binder.podgroup_status(namespace, name, status)
+        self._pg_dirty.clear()
 
     def _retry_binds(self, wall: float) -> None:
         """Bind again, to the same node, the pods whose bind failed; give up at the deadline."""
@@ -1257,6 +1376,13 @@ def _unreadable_object(kind: str, obj: Any, etype: str) -> str:
     except (PodSpecError, shapes.ShapeError) as exc:
         return str(exc)
     return ""
+
+
+def _podgroup_signature(obj: dict[str, Any]) -> tuple[Any, ...]:
+    """What the scheduler reads of a PodGroup to place its pods (everything but its status)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return (repr(obj.get("spec")), repr(meta.get("labels")), repr(meta.get("annotations")),
+            meta.get("uid"))
 
 
 def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:

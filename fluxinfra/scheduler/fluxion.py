@@ -359,6 +359,11 @@ class Piece:
 class FluxionAllocator:
     """:class:`~fluxinfra.scheduler.allocator.Allocator` over Fluxion's matcher."""
 
+    #: more nodes than this changing their pools at once are applied by one rebuild: each
+    #: re-attached node re-indexes the whole graph, and at 1,000 nodes one rebuild costs what
+    #: about seven re-attachments do
+    REBUILD_AFTER = 8
+
     def __init__(self, policy: str = "first", backend: MatcherBackend | None = None,
                  levels: tuple[TopologyLevel, ...] | str | None = None) -> None:
         self.name = f"fluxion:{policy}"
@@ -422,6 +427,31 @@ class FluxionAllocator:
                 self.shapes[name] = self._shape(before)
             self._rebuild()
             raise
+
+    def upsert_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Several nodes changed at once: as :meth:`upsert_node` each, except that when more
+        than :attr:`REBUILD_AFTER` known nodes change their pools or topology, those are
+        applied by one rebuild (their pieces registered again). When the graph refuses them,
+        they are put back as they were and the error raised."""
+        resized = [n for n in nodes if n["metadata"]["name"] in self.shapes
+                   and self._shape(n) != self.shapes[n["metadata"]["name"]]]
+        if len(resized) <= self.REBUILD_AFTER:
+            for node in nodes:
+                self.upsert_node(node)
+            return
+        before = {n["metadata"]["name"]: self.nodes[n["metadata"]["name"]] for n in resized}
+        for node in resized:
+            self.nodes[node["metadata"]["name"]] = node
+        try:
+            self._rebuild()
+        except MatcherError:
+            self.nodes.update(before)
+            self._rebuild()
+            raise
+        self.resized += len(resized)
+        for node in nodes:
+            if node["metadata"]["name"] not in before:
+                self.upsert_node(node)
 
     def _upsert(self, name: str, node: dict[str, Any]) -> None:
         self.nodes[name] = node

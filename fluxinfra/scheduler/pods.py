@@ -47,7 +47,9 @@ from fluxinfra.scheduler.events import parse_time
 
 __all__ = [
     "ANNOT_DURATION",
+    "ANNOT_MIRROR",
     "check_pod",
+    "is_node_overhead",
     "object_identity",
     "object_key",
     "ANNOT_TOPOLOGY_PREFERRED",
@@ -75,6 +77,8 @@ ANNOT_TOPOLOGY_REQUIRED = "fluxinfra.io/topology-required"
 ANNOT_TOPOLOGY_PREFERRED = "fluxinfra.io/topology-preferred"
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+#: the annotation the kubelet puts on the mirror pod of a static pod
+ANNOT_MIRROR = "kubernetes.io/config.mirror"
 
 
 class PodSpecError(FluxinfraError):
@@ -227,6 +231,8 @@ class PodInfo:
     condition: tuple[str, str, str] = ("", "", "")  #: PodScheduled (status, reason, message)
     disruption_target: bool = False  #: DisruptionTarget=True (being preempted or evicted)
     topology: tuple[str, str] = ("", "")  #: ("required"|"preferred", level) of a label group
+    #: per-node infrastructure (a DaemonSet's pod, a static pod's mirror): node overhead
+    node_overhead: bool = False
 
     @property
     def key(self) -> str:
@@ -267,6 +273,27 @@ class PodInfo:
         """Its placement depends on other pods' placement (and theirs on its): host ports,
         required pod (anti-)affinity or hard topology spread."""
         return bool(self.affinity or self.anti_affinity or self.spread or self.host_ports)
+
+
+def is_node_overhead(meta: Mapping[str, Any]) -> bool:
+    """Whether a pod with this ``metadata`` is per-node infrastructure: its controller is a
+    DaemonSet, or it is the mirror of a static pod (the kubelet's annotation, or owned by its
+    Node). Such pods are node overhead to the scheduler, never a node's workload.
+
+    >>> is_node_overhead({"ownerReferences": [{"kind": "DaemonSet", "name": "kube-proxy",
+    ...                                         "controller": True}]})
+    True
+    >>> is_node_overhead({"ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f",
+    ...                                         "controller": True}]})
+    False
+    """
+    if ANNOT_MIRROR in (meta.get("annotations") or {}):
+        return True
+    for owner in meta.get("ownerReferences") or []:
+        kind = owner.get("kind")
+        if kind == "Node" or (kind == "DaemonSet" and owner.get("controller")):
+            return True
+    return False
 
 
 def pod_request(pod: Mapping[str, Any]) -> Request:
@@ -423,6 +450,7 @@ def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
                    str(scheduled.get("message", ""))),
         disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
                               for c in status.get("conditions") or []),
+        node_overhead=is_node_overhead(meta),
     )
     if labels.get(LABEL_PODGROUP):
         info.group_name, info.group_kind = labels[LABEL_PODGROUP], "podgroup"

@@ -399,6 +399,65 @@ def test_minicluster_brokers_one_per_node(probe: Probe) -> None:
     assert sorted(got.values()) == sorted(nodes), got
 
 
+def test_an_exclusive_gang_beside_daemonset_pods(probe: Probe, fluxion: Fluxion,
+                                                tmp_path: Any) -> None:
+    """Every node of a real cluster runs DaemonSet pods. A scheduler under a node-exclusive
+    policy (``lonodex``) counts them as node overhead: a gang of 2 (one pod per node) takes two
+    of three nodes that run only a real DaemonSet's pods, and keeps off the node where a
+    Deployment's pod runs. Its PodGroup's status follows the pods to ``Finished``."""
+    from kubernetes import client
+
+    nodes = [probe.node(f"x{i}", cpu="4") for i in range(3)]
+    apps = client.AppsV1Api(fluxion.core.api_client)
+    template = {"metadata": {"labels": {"app": f"agent-{probe.id}"}}, "spec": {
+        "nodeSelector": {PIN: probe.id}, "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "agent", "image": "e2e.invalid/agent:1",
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]}}
+    apps.create_namespaced_daemon_set(probe.ns, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": template["metadata"]["labels"]},
+                 "template": template}})
+
+    def agents() -> list[str] | None:
+        pods = fluxion.core.list_namespaced_pod(
+            probe.ns, label_selector=f"app=agent-{probe.id}").items
+        placed = sorted(p.spec.node_name for p in pods if p.spec.node_name)
+        return placed if placed == sorted(nodes) else None
+    wait_for(agents, 120, "the DaemonSet's pod on each node (placed by kube-scheduler)")
+    web = template | {"metadata": {"labels": {"app": f"web-{probe.id}"}}, "spec": {
+        **template["spec"], "nodeSelector": {"kubernetes.io/hostname": nodes[1]}}}
+    apps.create_namespaced_deployment(probe.ns, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": web["metadata"]["labels"]},
+                 "template": web}})
+    wait_for(lambda: [p for p in fluxion.core.list_namespaced_pod(
+        probe.ns, label_selector=f"app=web-{probe.id}").items if p.spec.node_name], 120,
+        "the Deployment's pod bound")
+    exclusive = SchedulerProcess(fluxion.proc.kubeconfig, f"{fluxion.name}-x",
+                                 tmp_path / "lonodex.log", "--policy", "lonodex",
+                                 "--topology", "").start()
+    try:
+        probe.podgroup("mc", 2)
+        anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {f"{GROUP}/pod-group": "mc"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+        names = probe.gang("mc", 2, cpu="100m", scheduler=f"{fluxion.name}-x", affinity=anti,
+                           annotations={"fluxinfra.io/hollow-run-seconds": "3"})
+        got = probe.bound(names)
+        assert sorted(got.values()) == [nodes[0], nodes[2]], got
+
+        def status() -> dict[str, Any]:
+            return fluxion.custom.get_namespaced_custom_object(
+                GROUP, "v1alpha1", probe.ns, "podgroups", "mc").get("status") or {}
+        wait_for(lambda: status().get("phase") == "Finished", 120, "PodGroup mc Finished")
+        assert (status()["scheduled"], status()["succeeded"], status()["failed"]) == (2, 2, 0)
+        metrics = exclusive.metrics()
+        assert metrics.get("fluxinfra_scheduler_overcommitted") == 0, metrics
+    finally:
+        if exclusive.stop() != 0:
+            print(exclusive.log_tail())
+
+
 def test_preemption_evicts_with_disruption_target_and_nominates(probe: Probe) -> None:
     node = probe.node("n", cpu="2")
     probe.fx.cluster.apply(f"""

@@ -423,8 +423,10 @@ metadata:
   name: {name}
   namespace: {namespace}
   labels: {labels}
+  annotations: {annotations}
 spec:
   schedulerName: {scheduler}
+  nodeSelector: {selector}
   terminationGracePeriodSeconds: 0
   containers:
   - name: main
@@ -468,12 +470,15 @@ kind: PodGroup
 metadata: {{name: gang, namespace: {namespace}}}
 spec: {{minMember: 2}}
 """)
-        pods = [("fits", "{}", "1"), ("never", "{}", "1000"),
-                ("gang-0", "{scheduling.x-k8s.io/pod-group: gang}", "1"),
-                ("gang-1", "{scheduling.x-k8s.io/pod-group: gang}", "1")]
+        # the gang runs on hollow nodes, whose keeper ends its pods (Succeeded) after 2 s
+        gang = ("{scheduling.x-k8s.io/pod-group: gang}",
+                "{fluxinfra.io/hollow-run-seconds: '2'}", "{fluxinfra.io/bed-node: hollow}")
+        pods = [("fits", ("{}", "{}", "{}"), "1"), ("never", ("{}", "{}", "{}"), "1000"),
+                ("gang-0", gang, "1"), ("gang-1", gang, "1")]
         cluster.apply("---".join(SCHEDULED_POD.format(
-            name=pod, namespace=namespace, labels=labels, scheduler=name, image=PAUSE_IMAGE,
-            cpu=cpu) for pod, labels, cpu in pods))
+            name=pod, namespace=namespace, labels=labels, annotations=annotations,
+            selector=selector, scheduler=name, image=PAUSE_IMAGE, cpu=cpu)
+            for pod, (labels, annotations, selector), cpu in pods))
 
         def node_of(pod: str) -> str:
             return cluster.get("pod", pod, "-n", namespace)["spec"].get("nodeName", "")
@@ -485,8 +490,12 @@ spec: {{minMember: 2}}
             conds = cluster.get("pod", "never", "-n", namespace)["status"].get("conditions", [])
             return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conds)
         wait_for(never_marked, 120, "pod never to be marked unschedulable")
+        # the scheduler keeps the PodGroup's lifecycle from its pods' phases
         wait_for(lambda: cluster.get("podgroup", "gang", "-n", namespace).get(
-            "status", {}).get("phase") == "Scheduled", 120, "PodGroup gang to be Scheduled")
+            "status", {}).get("phase") == "Finished", 120, "PodGroup gang to be Finished")
+        status = cluster.get("podgroup", "gang", "-n", namespace)["status"]
+        assert (status["scheduled"], status["succeeded"], status.get("running", 0),
+                status.get("failed", 0)) == (2, 2, 0, 0), status
         if stack.of_kind("MutatingWebhookConfiguration"):
             run_queued_job(cluster, namespace, name, PAUSE_IMAGE)
         workdir = tmp_path_factory.mktemp("node-watch")

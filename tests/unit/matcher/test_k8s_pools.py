@@ -72,6 +72,17 @@ def test_half_cores_are_shared_exactly() -> None:
         place(m, 1, cpu=1)
 
 
+@pytest.mark.parametrize("policy", ["first", "high", "lonode"])
+@pytest.mark.parametrize("amounts", [{}, {"cpu": 1}])
+def test_a_pod_of_ones_takes_one_unit_of_each_pool(policy: str, amounts: dict) -> None:
+    """A BestEffort pod asks for one of the node's pods and nothing else (and a 1m pod for one
+    millicore too): every count is 1, which must be one unit of each pool, never the pool."""
+    m = matcher([node("w", pods="3")], policy=policy)
+    assert [len(place(m, 1, **amounts).slots) for _ in range(3)] == [1, 1, 1]
+    with pytest.raises(Busy):
+        place(m, 1, **amounts)
+
+
 def test_ephemeral_storage_pods_count_and_vendors_are_honoured() -> None:
     m = matcher([node("disk", storage="50Gi", pods="3")])
     place(m, 1, storage=40 * 2**30)

@@ -66,7 +66,8 @@ def check_invariants(h: Harness) -> None:
     2. the core's ledger holds exactly the running pods, each on its node (plus the pods whose
        bind is being retried to their reserved node), with sums that add up, and the
        ``overcommitted`` metric is 0;
-    3. the allocator's books hold, per node, exactly what the ledger holds;
+    3. the allocator's books hold, per node, exactly what the ledger holds but the node's
+       overhead (DaemonSet and mirror pods), and its nodes offer what that overhead leaves;
     4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say.
     """
     assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
@@ -108,9 +109,21 @@ def check_invariants(h: Harness) -> None:
 
 
 def check_allocator_books(core: SchedulerCore) -> None:
-    """The Fluxion allocator's books hold, per node, what the core's ledger holds, and (in
-    process) the graph's pools what the books say."""
+    """The Fluxion allocator's books hold, per node, what the core's ledger holds but the
+    node's overhead pods, and (in process) the graph's pools what the books say; each node in
+    the allocator is offered its allocatable amounts less its overhead pods' requests."""
     alloc = core.allocator
+    for name, node in core.nodes.items():
+        want_offer = dict(node_allocatable(node))
+        for uid, request in core.overhead.pods.get(name, {}).items():
+            assert core.ledger.where.get(uid) == name, f"overhead pod {uid} not in the ledger"
+            for r, n in request.slot().items():
+                want_offer[r] = max(0, want_offer.get(r, 0) - n)
+        objects = alloc.nodes if isinstance(alloc, FluxionAllocator) else \
+            getattr(alloc, "objects", {})
+        if name in objects:
+            assert node_allocatable(objects[name]) == want_offer, \
+                f"{name} offers {node_allocatable(objects[name])}, want {want_offer}"
     if not isinstance(alloc, FluxionAllocator):
         return
     live = set(core.reservations)
@@ -138,9 +151,12 @@ def check_allocator_books(core: SchedulerCore) -> None:
     for state in core.ledger.nodes.values():
         if state.name not in alloc.nodes:
             continue
-        want = {k: v for k, v in state.requested.items() if v}
-        if state.pods:
-            want["pods"] = len(state.pods)
+        want = dict(state.requested)
+        want["pods"] = len(state.pods)
+        for request in core.overhead.pods.get(state.name, {}).values():
+            for r, n in request.slot().items():
+                want[r] = want.get(r, 0) - n
+        want = {k: v for k, v in want.items() if v}
         got = {k: v for k, v in books.get(state.name, {}).items() if v}
         assert got == want, f"books of {state.name}: {got}, ledger {want}"
     backend = alloc.backend
@@ -149,6 +165,18 @@ def check_allocator_books(core: SchedulerCore) -> None:
     m = backend.matcher
     g, trav = m.graph, m.trav
     now = alloc.now
+    if "node" in m.policy.exclusive_types:
+        # a node-exclusive policy holds a node whole (its pools untouched) for every job on
+        # it; the part of a group's reservation that could start now holds its node too
+        starting = {node for jobid in live for piece in alloc.jobs.get(jobid, [])
+                    if not piece.reserved for node, _ in piece.shares}
+        for v in range(len(g)):
+            if g.removed[v] or g.type[v] != "node" or g.name[v] in alloc.unsynced:
+                continue
+            held = trav.avail(v, now, 1) == 0
+            assert held == (bool(graph.get(g.name[v])) or g.name[v] in starting), \
+                f"graph {g.name[v]}: held {held}, books say {graph.get(g.name[v], {})}"
+        return
     for v in range(len(g)):
         if g.removed[v] or g.type[v] in ("cluster", "node") or g.parent["containment"][v] == -1:
             continue
