@@ -64,8 +64,9 @@ def problem(kind: str, etype: str, obj: Any) -> str:
 
 
 def pod_problem(pod: Any) -> str:
-    """What the queue cannot read of the fields it routes a pod by (uid, owners, labels,
-    scheduling gates, phase), or ``""``; the core checks the rest (:func:`check_pod`)."""
+    """What the queue cannot read of a pod, or ``""``: the fields it routes a pod by (uid,
+    owners, labels, scheduling gates, phase), and what :func:`check_pod` reads (its requests,
+    which a gated pod's FluxJob is made from before the core sees the pod)."""
     try:
         namespace, name, _ = object_identity(pod, "pod")
         at = f"pod {namespace}/{name}"
@@ -79,6 +80,7 @@ def pod_problem(pod: Any) -> str:
         shapes.mappings(spec.get("schedulingGates"), f"{at}: spec.schedulingGates")
         shapes.string(shapes.mapping(pod.get("status"), f"{at}: status").get("phase"),
                       f"{at}: status.phase")
+        check_pod(pod)
     except (PodSpecError, shapes.ShapeError) as exc:
         return str(exc)
     return ""

@@ -145,6 +145,8 @@ def watch_events(draw) -> tuple[str, str, Any]:
 @example([("fluxjobqueues", "ADDED", {**QUEUE, "spec": {"maxRunning": "four"}})])
 @example([("priorityclasses", "ADDED", {**PRIORITY, "value": "1000"})])
 @example([("pods", "ADDED", {**GATED, "spec": {**GATED["spec"], "schedulingGates": [GATE]}})])
+@example([("pods", "ADDED", {**GATED, "spec": {**GATED["spec"], "containers": [
+    {"name": "c", "image": "busybox", "resources": True}]}})])
 def test_queue_watch_events(events: list[tuple[str, str, Any]]) -> None:
     queue, api, runner = fresh()
     queue.load(copy.deepcopy(NODES), [], [], now=0)

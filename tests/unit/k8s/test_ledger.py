@@ -264,6 +264,7 @@ def test_plan_down_changes_only_what_differs():
 
 def test_the_lead_runs_the_ledger_prolog_only_with_the_ledger_on():
     import importlib.util
+    import tomllib
 
     path = Path(__file__).parents[3] / "fluxinfra" / "templates" / "node-watch.py"
     spec = importlib.util.spec_from_file_location("node_watch_ledger", path)
@@ -272,9 +273,9 @@ def test_the_lead_runs_the_ledger_prolog_only_with_the_ledger_on():
     ranks = {"size": 2, "hostPrefix": "fluxnode", "brokerPort": 8050, "topology": "kary:0",
              "epoch": 1, "slots": {"0": {"node": "n0", "address": "10.0.0.1"}}}
     base = {"etcDir": "/etc/fluxinfra", "libDir": "/var/lib/fluxinfra"}
-    on = nw.bootstrap_toml(ranks, 0, {**base, "ledger": True}, {})
-    assert '[job-manager.prolog]\ncommand = ["/var/lib/fluxinfra/ledger-prolog.sh"]' in on
-    assert 'plugins = [{ load = "perilog.so" }]' in on and 'timeout = "0"' in on
+    on = tomllib.loads(nw.bootstrap_toml(ranks, 0, {**base, "ledger": True}, {}))
+    assert on["job-manager"] == {"plugins": [{"load": "perilog.so"}], "prolog": {
+        "command": ["/var/lib/fluxinfra/ledger-prolog.sh"], "timeout": "0"}}
     assert "job-manager" not in nw.bootstrap_toml(ranks, 0, {**base, "ledger": False}, {})
 
 
