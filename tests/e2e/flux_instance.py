@@ -64,6 +64,10 @@ class Instance:
                        timeout=timeout)
 
     def up(self) -> str:
+        """The ranks up, or "" while the lead has no instance yet (no run directory)."""
+        if self.cluster.bed.exec_on(self.lead, ["test", "-d", self.settings["runDir"]],
+                                    check=False).returncode != 0:
+            return ""
         return self.flux("resource", "list", "-s", "up", "-no", "{nodelist}",
                          check=False).strip()
 

@@ -15,13 +15,8 @@ from pathlib import Path
 
 import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
-from test_multinode import (
-    NODES,
-    Instance,
-    _start_settings,
-    installer_only,
-    render_dev_with_prefix,
-)
+from flux_instance import Instance, render_dev_with_prefix, start_settings
+from test_multinode import NODES, installer_only
 
 from fluxinfra.k8s.fluxconf import hostlist_decode
 from fluxinfra.templates.flux_ledger import (
@@ -173,7 +168,7 @@ def installer_with_ledger(cluster: Cluster, tmp: Path, log=print) -> Iterator[Bo
                      if p.name.startswith("daemonset-"))
     ns = daemonset["metadata"]["namespace"]
     cluster.bed.tag_image(STACK_IMAGE, "localhost/fluxinfra:0.1.0")
-    flux = Instance(cluster, nodes[0], _start_settings(out, settings))
+    flux = Instance(cluster, nodes[0], start_settings(out, settings))
     try:
         for node in nodes:
             cluster.kubectl("label", "node", node, f"{label[0]}={label[1]}", "--overwrite")
