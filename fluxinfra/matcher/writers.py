@@ -135,8 +135,17 @@ def _rlite(g: ResourceGraph, emitted: Emitted) -> tuple[list[dict], list[str]]:
             groups[-1][0].append(rank)
         else:
             groups.append(([rank], children))
-    rlite = [{"rank": idset(ranks), "children": children} for ranks, children in groups]
+    rlite = [{"rank": _ranks(ranks), "children": children} for ranks, children in groups]
     return rlite, [hosts[r] for r in sorted(hosts)]
+
+
+def _ranks(ranks: list[int]) -> str:
+    """The ranks of an R_lite entry; a node added without a rank (-1) is written as ``-1``, as
+    this writer always has (an idset holds none: resource-query's own writer refuses it, which
+    :class:`QueryWriter` mirrors)."""
+    if ranks and ranks[0] < 0:
+        return ",".join(str(r) for r in ranks)
+    return idset(ranks)
 
 
 def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: int,
