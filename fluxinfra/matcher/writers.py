@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from fluxinfra.hostlist import HostlistError
 from fluxinfra.hostlist import encode as encode_hostlist
 from fluxinfra.idset import encode as idset
 from fluxinfra.matcher.errors import MatcherError
@@ -139,6 +140,16 @@ def _rlite(g: ResourceGraph, emitted: Emitted) -> tuple[list[dict], list[str]]:
     return rlite, [hosts[r] for r in sorted(hosts)]
 
 
+def _nodelist(names: list[str]) -> str:
+    """``names`` as one RFC 29 hostlist; names no hostlist can hold (an empty one, one with a
+    comma or bracket, as a graph's readers may give) are joined by commas, as this writer
+    always has."""
+    try:
+        return encode_hostlist(names)
+    except HostlistError:
+        return ",".join(names)
+
+
 def _ranks(ranks: list[int]) -> str:
     """The ranks of an R_lite entry; a node added without a rank (-1) is written as ``-1``, as
     this writer always has (an idset holds none: resource-query's own writer refuses it, which
@@ -153,7 +164,7 @@ def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: in
     """RFC 20 R version 1 with the ``scheduling`` JGF key (Fluxion's rv1 writer)."""
     rlite, nodes = _rlite(g, emitted)
     r: dict = {"version": 1, "execution": {"R_lite": rlite,
-                                            "nodelist": [encode_hostlist(nodes)] if nodes
+                                            "nodelist": [_nodelist(nodes)] if nodes
                                             else [], "starttime": starttime,
                                             "expiration": expiration}}
     if scheduling:
@@ -347,7 +358,7 @@ class _Rlite:
                           "children": json.loads(children)})
             hosts.extend(members)
         hosts.sort(key=lambda m: m[0])
-        nodelist = [encode_hostlist([h for _, h in hosts])] if hosts else []
+        nodelist = [_nodelist([h for _, h in hosts])] if hosts else []
         props = {k: idset(self.props[k]) for k in sorted(self.props)}
         self.groups, self.props = {}, {}
         return rlite, nodelist, props
