@@ -89,3 +89,13 @@ def start_settings(out: Path, settings: dict) -> dict:
     run_dir = next(line.split("=", 1)[1].split("/broker-supervisor.pid")[0]
                    for line in start.splitlines() if line.startswith("pidfile="))
     return {**settings, "runDir": run_dir}
+
+
+def clear_installer_nodes(cluster: Cluster, label: str, settings: dict) -> None:
+    """After an installer test: every real node loses ``label`` (the installer's nodeSelector
+    key), its broker is stopped and the installer's files on it are removed."""
+    for node in cluster.real_nodes:
+        cluster.kubectl("label", "node", node, f"{label}-", check=False)
+        cluster.bed.exec_on(node, ["sh", "-c", f"{settings['libDir']}/flux-start.sh stop; "
+                                   f"rm -rf {settings['libDir']} {settings['etcDir']}"],
+                            check=False, timeout=150)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
-from flux_instance import Instance, render_dev_with_prefix, start_settings
+from flux_instance import Instance, clear_installer_nodes, render_dev_with_prefix, start_settings
 from test_multinode import NODES, installer_only
 
 from fluxinfra.k8s.fluxconf import hostlist_decode
@@ -192,9 +192,5 @@ def installer_with_ledger(cluster: Cluster, tmp: Path, log=print) -> Iterator[Bo
                         check=False)
         cluster.kubectl("delete", "priorityclass", settings["ledgerPriorityClass"],
                         check=False)
-        for node in cluster.real_nodes:
-            cluster.kubectl("label", "node", node, f"{label[0]}-", check=False)
-            cluster.bed.exec_on(node, ["sh", "-c", f"{settings['libDir']}/flux-start.sh stop; "
-                                       f"rm -rf {settings['libDir']} {settings['etcDir']}"],
-                                check=False, timeout=150)
+        clear_installer_nodes(cluster, label[0], settings)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,7 +23,13 @@ from typing import Any
 import pytest
 import yaml
 from e2e_cluster import REPO, Cluster, wait_for
-from flux_instance import FLUX_PREFIX, Instance, render_dev_with_prefix, start_settings
+from flux_instance import (
+    FLUX_PREFIX,
+    Instance,
+    clear_installer_nodes,
+    render_dev_with_prefix,
+    start_settings,
+)
 
 from fluxinfra.k8s.minicluster import (
     MiniClusterArgs,
@@ -122,11 +128,7 @@ def dev(cluster: Cluster, fluxinfra_image: str, tmp_path_factory) -> Deployed:
     namespaces = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
     cluster.kubectl("wait", "--for=delete", "--timeout=180s",
                     *[f"namespace/{n}" for n in namespaces], check=False, timeout=200)
-    for node in cluster.real_nodes:
-        cluster.kubectl("label", "node", node, f"{label[0]}-", check=False)
-        cluster.bed.exec_on(node, ["sh", "-c", f"{settings['libDir']}/flux-start.sh stop; "
-                                   f"rm -rf {settings['libDir']} {settings['etcDir']}"],
-                            check=False, timeout=150)
+    clear_installer_nodes(cluster, label[0], settings)
 
 
 def test_the_whole_dev_stack_runs_across_the_nodes(cluster: Cluster, dev: Deployed):

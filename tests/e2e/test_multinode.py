@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
-from flux_instance import Instance, expand, render_dev_with_prefix, start_settings
+from flux_instance import (
+    Instance,
+    clear_installer_nodes,
+    expand,
+    render_dev_with_prefix,
+    start_settings,
+)
 
 FLUX_PREFIX = Path(os.environ.get("FLUXINFRA_FLUX_PREFIX", "/opt/flux"))
 NODES = 4
@@ -208,11 +214,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         cluster.kubectl("delete", "clusterrole,clusterrolebinding", "flux-installer-nodes",
                         check=False)
-        for node in cluster.real_nodes:
-            cluster.kubectl("label", "node", node, f"{label[0]}-", check=False)
-            cluster.bed.exec_on(node, ["sh", "-c", f"{settings['libDir']}/flux-start.sh stop; "
-                                       f"rm -rf {settings['libDir']} {settings['etcDir']}"],
-                                check=False, timeout=150)
+        clear_installer_nodes(cluster, label[0], settings)
         for node in joined:
             if node in cluster.real_nodes:
                 cluster.bed.remove_node(node, drain=False)
