@@ -131,12 +131,12 @@ def _rlite(g: ResourceGraph, emitted: Emitted) -> tuple[list[dict], list[str]]:
     # group ranks with identical children
     groups: list[tuple[list[int], dict[str, str]]] = []
     for rank in sorted(by_rank):
-        children = {t: idset(ids) for t, ids in sorted(by_rank[rank].items())}
+        children = {t: _ids(ids) for t, ids in sorted(by_rank[rank].items())}
         if groups and groups[-1][1] == children:
             groups[-1][0].append(rank)
         else:
             groups.append(([rank], children))
-    rlite = [{"rank": _ranks(ranks), "children": children} for ranks, children in groups]
+    rlite = [{"rank": _ids(ranks), "children": children} for ranks, children in groups]
     return rlite, [hosts[r] for r in sorted(hosts)]
 
 
@@ -150,13 +150,17 @@ def _nodelist(names: list[str]) -> str:
         return ",".join(names)
 
 
-def _ranks(ranks: list[int]) -> str:
-    """The ranks of an R_lite entry; a node added without a rank (-1) is written as ``-1``, as
-    this writer always has (an idset holds none: resource-query's own writer refuses it, which
+def _ids(ids: list[int]) -> str:
+    """The ids of an R_lite entry (its ranks, or a child type's ids); a graph may hold a node
+    added without a rank or a vertex without an id (-1), and this writer has always written
+    them as ``-1`` (an idset holds none: resource-query's own writer refuses them, which
     :class:`QueryWriter` mirrors)."""
-    if ranks and ranks[0] < 0:
-        return ",".join(str(r) for r in ranks)
-    return idset(ranks)
+    ordered = sorted(set(ids))
+    if not ordered or ordered[0] >= 0:
+        return idset(ordered)
+    negative = [i for i in ordered if i < 0]
+    rest = idset([i for i in ordered if i >= 0])
+    return ",".join([str(i) for i in negative] + ([rest] if rest else []))
 
 
 def write_rv1(g: ResourceGraph, emitted: Emitted, starttime: int, expiration: int,
@@ -330,6 +334,7 @@ class _Rlite:
         self.pending: dict[str, list[int]] = {t: [] for t in _RLITE_LEAVES}
         self.groups: dict[str, list[tuple[int, str]]] = {}
         self.props: dict[str, list[int]] = {}
+        self.negative = False  # a core or GPU without an id (-1) was fed
 
     def feed(self, g: ResourceGraph, emitted: Emitted) -> None:
         pending, groups, props = self.pending, self.groups, self.props
@@ -338,7 +343,9 @@ class _Rlite:
             if t in pending:
                 pending[t].append(g.id[v])
             elif t in _RLITE_HOSTS and any(pending.values()):
-                children = _dumps({k: idset(ids) for k, ids in pending.items() if ids})
+                if any(i < 0 for ids in pending.values() for i in ids):
+                    self.negative = True
+                children = _dumps({k: _ids(ids) for k, ids in pending.items() if ids})
                 for ids in pending.values():
                     ids.clear()
                 groups.setdefault(children, []).append((g.rank[v], g.name[v]))
@@ -347,8 +354,9 @@ class _Rlite:
                                      []).append(g.rank[v])
 
     def emit(self, g: ResourceGraph) -> tuple[list[dict], list[str], dict]:
-        if any(r < 0 for members in self.groups.values() for r, _ in members):
-            # an idset holds no negative rank: resource-query's writer fails (and keeps all)
+        if self.negative or any(r < 0 for members in self.groups.values() for r, _ in members):
+            # an idset holds no negative id or rank: resource-query's writer fails (and keeps
+            # all)
             raise WriterError("EINVAL", "Invalid argument")
         rlite = []
         hosts: list[tuple[int, str]] = []

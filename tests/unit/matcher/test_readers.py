@@ -139,3 +139,31 @@ def test_the_collector_is_paused_while_a_graph_loads_and_restored_after(monkeypa
         assert not gc.isenabled()  # the caller's choice stands
     finally:
         (gc.enable if was else gc.disable)()
+
+
+#: a GRUG whose edge has id_scope -1: the child vertex (``cluster``) is made without an id (-1)
+NO_ID = """<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+<key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
+<key id="type" for="node" attr.name="type" attr.type="string"/>
+<key id="basename" for="node" attr.name="basename" attr.type="string"/>
+<key id="id_scope" for="edge" attr.name="id_scope" attr.type="string"/>
+<graph id="g" edgedefault="directed">
+<node id="k0"><data key="type">node</data><data key="basename">node</data>
+<data key="root">1</data></node>
+<node id="k1"><data key="type">cluster</data><data key="basename">cluster</data></node>
+<edge id="e0" source="k0" target="k1"><data key="id_scope">-1</data></edge>
+</graph>
+</graphml>
+"""
+
+
+def test_a_vertex_without_an_id_is_written_in_r_lite_as_minus_one():
+    """R's writer keeps a leaf without an id (and a node without a rank) as ``-1``, as it always
+    has, rather than failing the match: an RFC 22 idset holds no negative id."""
+    from fluxinfra.matcher import Matcher
+    g = load_graph(NO_ID, "grug")
+    assert g.id[g.children["containment"][g.roots["containment"]][0]] == -1
+    r = Matcher(g).find("status=up")
+    assert r["execution"]["R_lite"] == [{"rank": "0", "children": {"cluster": "-1"}}]
+    assert r["execution"]["nodelist"] == ["node0"]
