@@ -263,14 +263,18 @@ class PlaceholderPlan:
     create: list[dict[str, Any]]
     delete: list[str]
     admitted: set[int]
+    #: job -> why it still waits in its prolog, for its memo (jobs not admitted)
+    waiting: dict[int, str] = field(default_factory=dict)
 
 
 def plan_placeholders(holds: Holds, ranks: Ranks, existing: dict[str, dict[str, Any]],
-                      settings: dict[str, Any], may_retry: Callable[[str], bool] = lambda n: True
-                      ) -> PlaceholderPlan:
-    """What to create and delete so there is one admitted placeholder per (job, held node), and
-    which jobs are fully admitted. ``existing`` are the placeholders by name; a rejected one is
-    deleted (and created again once ``may_retry(name)``); a rank no node holds needs none."""
+                      settings: dict[str, Any], may_retry: Callable[[str], bool] = lambda n: True,
+                      refused: dict[str, str] | None = None) -> PlaceholderPlan:
+    """What to create and delete so there is one admitted placeholder per (job, held node),
+    which jobs are fully admitted, and why each other one waits. ``existing`` are the
+    placeholders by name; a rejected one is deleted (and created again once
+    ``may_retry(name)``); ``refused``: placeholder -> the kubelet's reason, for those rejected
+    earlier and not admitted since; a rank no node holds needs none."""
     want: dict[str, dict[str, Any]] = {}
     jobs_of: dict[int, list[str]] = {}
     for job, held in holds.jobs.items():
@@ -288,7 +292,28 @@ def plan_placeholders(holds: Holds, ranks: Ranks, existing: dict[str, dict[str, 
               if name not in existing and may_retry(name)]
     admitted = {job for job, names in jobs_of.items()
                 if all(n in existing and admission(existing[n]) for n in names)}
-    return PlaceholderPlan(create, delete, admitted)
+    waiting = {job: _why_waiting(names, want, existing, refused or {})
+               for job, names in jobs_of.items() if job not in admitted}
+    return PlaceholderPlan(create, delete, admitted, waiting)
+
+
+def _why_waiting(names: list[str], want: dict[str, dict[str, Any]],
+                 existing: dict[str, dict[str, Any]], refused: dict[str, str]) -> str:
+    """One line on what a job's prolog waits for: a refusal by a kubelet first (a pod holds
+    the cores), then a placeholder not yet admitted, then one not yet created."""
+    pending = [n for n in names if not (n in existing and admission(existing[n]))]
+    for name in pending:
+        pod = existing.get(name)
+        reason = (pod.get("status") or {}).get("reason") if pod is not None and \
+            admission(pod) is False else refused.get(name)
+        if reason:
+            return (f"waiting for Kubernetes: node {want[name]['spec']['nodeName']} refused "
+                    f"placeholder pod {name} ({reason}): pods hold the cores; retrying")
+    name = pending[0]
+    node = want[name]["spec"]["nodeName"]
+    if name in existing:
+        return f"waiting for node {node}'s kubelet to admit placeholder pod {name}"
+    return f"waiting for placeholder pod {name} to be created on node {node}"
 
 
 def withheld_ranks(pods: Iterable[dict[str, Any]], ranks: Ranks,
@@ -327,12 +352,17 @@ class Ledger:
     and the rank map; :meth:`reconcile` brings Kubernetes and Flux in line with them.
 
     ``api`` has ``create_pod(body)``, ``delete_pod(name)``; ``flux`` has ``set_status(path,
-    status)``; ``marker_dir`` is where admitted jobs are written for the prolog."""
+    status)``; ``marker_dir`` is where admitted jobs are written for the prolog, ``waiting_dir``
+    where it finds why a job still waits (one line per job, its memo)."""
 
     def __init__(self, settings: dict[str, Any], api: Any, flux: Any, marker_dir: str,
-                 own_labels: dict[str, str], clock: Callable[[], float] = time.monotonic) -> None:
+                 own_labels: dict[str, str], clock: Callable[[], float] = time.monotonic,
+                 waiting_dir: str | None = None) -> None:
         self.settings, self.api, self.flux = settings, api, flux
         self.marker_dir, self.own_labels, self.clock = marker_dir, own_labels, clock
+        self.waiting_dir = waiting_dir or os.path.join(os.path.dirname(marker_dir), "waiting")
+        self.refused: dict[str, str] = {}              # placeholder -> the kubelet's reason
+        self.reasons: dict[int, str] = {}              # job -> the reason written for it
         self.holds = Holds()
         self.pods: dict[str, dict[str, Any]] = {}     # namespace/name -> pod
         self.down: dict[int, set[int]] = {}
@@ -365,17 +395,19 @@ class Ledger:
             return
         existing = self.placeholders()
         plan = plan_placeholders(self.holds, self.ranks, existing, self.settings,
-                                 self._may_retry)
+                                 self._may_retry, self.refused)
         for name in plan.delete:
             if admission(existing[name]) is False:
                 self.rejected_at[name] = self.clock()
-                log(f"{name} rejected by its node's kubelet "
-                    f"({existing[name].get('status', {}).get('reason', '?')}); the job waits")
+                reason = (existing[name].get("status") or {}).get("reason") or "rejected"
+                self.refused[name] = reason
+                log(f"{name} rejected by its node's kubelet ({reason}); the job waits")
             self.api.delete_pod(name)
             self.pods.pop(f"{self.settings['namespace']}/{name}", None)
         for pod in plan.create:
             self.api.create_pod(pod)
         self._write_markers(plan.admitted)
+        self._write_reasons(plan.waiting)
         commands = plan_down(self.ranks, withheld_ranks(self.pods.values(), self.ranks,
                                                         self.own_labels), self.down)
         for path, status in commands:
@@ -398,6 +430,26 @@ class Ledger:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.marker_dir, str(job)))
         self.marked = (self.marked | admitted) & set(self.holds.jobs)
+
+    def _write_reasons(self, waiting: dict[int, str]) -> None:
+        """``<waiting_dir>/<job>``: why each job not yet admitted waits (the prolog shows it as
+        the job's memo); removed once it is admitted or gone."""
+        os.makedirs(self.waiting_dir, mode=0o755, exist_ok=True)
+        for job, reason in waiting.items():
+            if self.reasons.get(job) != reason:
+                path = os.path.join(self.waiting_dir, str(job))
+                with open(path + ".tmp", "w") as fh:
+                    fh.write(reason + "\n")
+                os.replace(path + ".tmp", path)  # the prolog never reads half a line
+                self.reasons[job] = reason
+        for job in set(self.reasons) - set(waiting):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.waiting_dir, str(job)))
+            del self.reasons[job]
+        live = {placeholder_name(j, r) for j, held in self.holds.jobs.items() for r in held}
+        for name in [n for n in self.refused if n not in live or
+                     admission(self.pods.get(f"{self.settings['namespace']}/{n}", {}))]:
+            del self.refused[name]
 
 
 def _rank_core(path: str, prefix: str) -> tuple[int, int]:
@@ -502,8 +554,11 @@ def lead(settings: dict[str, Any], nw: Any, api: Any, store: Any, marker_dir: st
          own: dict[str, str], me: str) -> None:  # pragma: no cover - the e2e tests run it
     """Keep the books while this node leads; return when it no longer does."""
     log(f"{me} leads: keeping Flux jobs and pods in one ledger")
-    for name in os.listdir(marker_dir):
-        os.unlink(os.path.join(marker_dir, name))
+    waiting_dir = os.path.join(os.path.dirname(marker_dir), "waiting")
+    for where in (marker_dir, waiting_dir):
+        os.makedirs(where, mode=0o755, exist_ok=True)
+        for name in os.listdir(where):
+            os.unlink(os.path.join(where, name))
     feed = Feed(feed_argv(nw, settings))
     ledger = Ledger(settings, KubePods(api, settings["namespace"]), feed, marker_dir, own)
     record_path = os.path.join(os.path.dirname(marker_dir), "down.json")

@@ -104,7 +104,8 @@ class FluxionDouble:
 def books(tmp_path: Path):
     kube = KubeDouble({"n0": 2000, "n1": 2000, "n2": 2000})
     fluxion = FluxionDouble()
-    ledger = Ledger(SETTINGS, kube, fluxion, str(tmp_path), OWN, clock=lambda: 0.0)
+    ledger = Ledger(SETTINGS, kube, fluxion, str(tmp_path), OWN, clock=lambda: 0.0,
+                    waiting_dir=str(tmp_path / "waiting"))
     ledger.ranks = Ranks.from_map(RANK_MAP)
     ledger.synced = True
 
@@ -198,14 +199,20 @@ def test_a_pod_first_on_the_cores_makes_the_job_wait_never_run_beside_it(books, 
     ledger.reconcile()
     assert "flux-job-9-1" in kube.created and kube.pods["flux-installer/flux-job-9-1"][
         "status"]["reason"] == "OutOfcpu"
+    why = tmp_path / "waiting" / "9"
+    assert why.read_text() == "waiting for placeholder pod flux-job-9-1 to be created on node n1\n"
     step()
     assert not (tmp_path / "9").exists(), "the job waits in its prolog"
     assert "flux-job-9-1" in kube.deleted, "the rejected placeholder is taken away"
     assert {"/cluster0/fluxnode1/core0", "/cluster0/fluxnode1/core1"} <= fluxion.down
+    assert why.read_text() == ("waiting for Kubernetes: node n1 refused placeholder pod "
+                               "flux-job-9-1 (OutOfcpu): pods hold the cores; retrying\n"), \
+        "the prolog shows the job why it waits (its memo), also while it is made again"
     kube.remove("default", "first")
     ledger.clock = lambda: 5.0
     step()
     assert (tmp_path / "9").exists(), "the pod left: the placeholder fits, the job starts"
+    assert not why.exists() and not ledger.refused, "admitted: no reason left"
     assert not fluxion.down
 
 
@@ -217,7 +224,8 @@ def test_a_restarted_ledger_rebuilds_from_the_journal_and_the_cluster(books, tmp
         ledger.holds.apply(line)
     step()
     created, calls = list(kube.created), list(fluxion.calls)
-    again = Ledger(SETTINGS, kube, fluxion, str(tmp_path), OWN, clock=lambda: 0.0)
+    again = Ledger(SETTINGS, kube, fluxion, str(tmp_path), OWN, clock=lambda: 0.0,
+                   waiting_dir=str(tmp_path / "waiting"))
     again.ranks = Ranks.from_map(RANK_MAP)
     again.down = {2: {0, 1}}                          # what ledger-feed.py reads first
     for line in history:
