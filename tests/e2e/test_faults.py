@@ -1,8 +1,9 @@
 """Faults on the real bed: the control plane restarted mid-burst, the scheduler killed mid-gang
-and mid-preemption, a scheduler stopped right after a burst, the queue's webhook down while Jobs
-arrive. The real ``fluxinfra scheduler`` runs as a process under the RBAC the stack renders
-(``scheduler_run``); its pods ask for ``nvidia.com/gpu``, which only the test's hollow nodes
-offer, so capacity is exactly known whatever else the cluster runs.
+and mid-preemption, a scheduler stopped right after a burst, a node deleted under running gangs,
+the queue's webhook down while Jobs arrive. The real ``fluxinfra scheduler`` runs as a process
+under the RBAC the stack renders (``scheduler_run``); its pods ask for ``nvidia.com/gpu``,
+which only the test's hollow nodes offer, so capacity is exactly known whatever else the
+cluster runs.
 
 After each fault the invariants of ``fault_checks`` hold (no pod bound twice, no gang half
 bound, no node above allocatable, no queued Job lost or admitted twice) and the cluster is back
@@ -268,6 +269,80 @@ def test_sigterm_right_after_a_burst_writes_every_event_and_status_it_owes(
     assert len({e['regarding']['uid'] for e in events}) == total == len(events)
     assert written == groups, statuses
     hold(cluster, namespace, nodes)
+
+
+def gang_job(name: str, namespace: str, scheduler: str, size: int) -> dict[str, Any]:
+    """A Job whose ``size`` pods (one GPU each, running until deleted) are one gang: its
+    controller replaces a member that is lost."""
+    pod = pod_manifest("member", namespace, scheduler, gpus=1)
+    pod["metadata"] = {"labels": {LABEL_GROUP: name, LABEL_GROUP_SIZE: str(size),
+                                  "e2e": "robust"}}
+    pod["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parallelism": size, "completions": size, "backoffLimit": 100,
+                     "template": {"metadata": pod["metadata"], "spec": pod["spec"]}}}
+
+
+def test_a_node_removed_under_running_gangs_loses_only_its_pods(
+        cluster: Cluster, namespace: str, hollow_nodes, tmp_path: Path,
+        processes: list[Process]) -> None:
+    """Four hollow nodes of 4 GPUs; three Jobs, each one gang of 4 one-GPU pods, run on 12 of
+    the 16 GPUs. The node holding most of them is deleted (its kubelet gone for good): the pods
+    there are garbage-collected, their Jobs make replacements, and the scheduler binds them
+    into the 4 GPUs left free on the other nodes, never onto the deleted node: every gang whole
+    again on 12 GPUs. A fourth gang arriving then waits; when the node joins again, the fourth
+    gang is bound there."""
+    shape = {"cpu": "16", "memory": "64Gi", "extended": {"nvidia.com/gpu": "4"}}
+    nodes = hollow_nodes(4, **shape)
+    name = unique("gone")
+    start_scheduler(cluster, namespace, tmp_path, processes, name)
+    cluster.apply(yaml.safe_dump_all([gang_job(f"j{i}", namespace, name, 4) for i in range(3)]))
+    steady(lambda: len(live_bound(cluster, namespace)) == 12, RECOVERY, "three gangs bound")
+    hold(cluster, namespace, nodes)
+    per_node: dict[str, list[str]] = {n: [] for n in nodes}
+    for pod, node in live_bound(cluster, namespace).items():
+        per_node[node].append(pod)
+    gone = max(nodes, key=lambda n: len(per_node[n]))
+    lost = set(per_node[gone])
+    assert lost, "no pod on any node"
+    cluster.bed.remove_hollow_nodes([gone])
+    removed = time.monotonic()
+
+    def pods_now() -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in cluster.get("pods", "-n", namespace)["items"]}
+    collected = steady(lambda: not lost & set(pods_now()), RECOVERY,
+                       "the deleted node's pods garbage-collected")
+    replaced = steady(lambda: len([p for p in pods_now().values()
+                                   if not p["metadata"].get("deletionTimestamp")]) == 12,
+                      RECOVERY, "the Jobs' replacements created")
+
+    def refilled() -> bool:
+        bound = live_bound(cluster, namespace)
+        return len(bound) == 12 and not lost & set(bound) and gone not in bound.values()
+    bound_again = steady(refilled, RECOVERY, "every gang whole again without the node")
+    recovered = time.monotonic() - removed
+    cluster.apply(yaml.safe_dump(gang_job("late", namespace, name, 4)))
+    time.sleep(5)  # give a mistaken bind (onto the deleted node, or of the late gang) time
+    bound = live_bound(cluster, namespace)
+    assert gone not in bound.values(), f"bound to the deleted node {gone}: {bound}"
+    assert not any(p.startswith("late-") for p in bound), "the late gang did not wait"
+    survivors = [n for n in nodes if n != gone]
+    hold(cluster, namespace, survivors)
+    cluster.add_hollow_nodes([gone], **shape)
+
+    def late_bound() -> dict[str, str]:
+        return {p: n for p, n in live_bound(cluster, namespace).items()
+                if p.startswith("late-")}
+    back = steady(lambda: len(late_bound()) == 4, RECOVERY, "the late gang bound")
+    assert set(late_bound().values()) == {gone}, late_bound()
+    time.sleep(3)
+    assert len(live_bound(cluster, namespace)) == 16
+    hold(cluster, namespace, nodes)
+    print(f"{gone} deleted with {len(lost)} of our pods on it: every gang whole again on the "
+          f"other nodes {recovered:.1f}s later (the pods garbage-collected {collected:.1f}s, "
+          f"their Jobs' replacements {replaced:.1f}s, all bound {bound_again:.1f}s after "
+          f"that); the late gang bound on it {back:.1f}s after it joined again")
 
 
 def test_the_webhook_down_while_jobs_arrive_loses_no_job_and_runs_none_unqueued(
