@@ -18,6 +18,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
-__all__ = ["SchedulerProcess", "install", "sa_kubeconfig"]
+__all__ = ["Running", "SchedulerProcess", "install", "running_scheduler", "sa_kubeconfig"]
 
 
 def install(cluster: Any, name: str, namespace: str, scheduler_name: str) -> None:
@@ -53,6 +57,39 @@ def sa_kubeconfig(cluster: Any, name: str, namespace: str, path: Path) -> Path:
     path.write_text(yaml.safe_dump(doc))
     path.chmod(0o600)
     return path
+
+
+@dataclass
+class Running:
+    """A scheduler :func:`running_scheduler` started: its ``schedulerName`` (pods ask for it),
+    ServiceAccount, namespace and process."""
+
+    name: str
+    sa: str
+    namespace: str
+    proc: SchedulerProcess
+
+
+@contextmanager
+def running_scheduler(cluster: Any, tmp: Path, *args: str) -> Iterator[Running]:
+    """The project's scheduler beside the cluster's own, as a ServiceAccount of its own in a
+    namespace of its own (``fluxion-<tag>``), started with ``args``; everything it made is
+    removed afterwards."""
+    tag = uuid.uuid4().hex[:6]
+    namespace, sa, name = f"fluxion-{tag}", f"fluxion-e2e-{tag}", f"fluxion-{tag}"
+    cluster.kubectl("create", "namespace", namespace)
+    proc = None
+    try:
+        install(cluster, sa, namespace, name)
+        kubeconfig = sa_kubeconfig(cluster, sa, namespace, tmp / "sa.kubeconfig")
+        proc = SchedulerProcess(kubeconfig, name, tmp / "scheduler.log", *args).start()
+        yield Running(name, sa, namespace, proc)
+    finally:
+        if proc is not None:
+            proc.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        for kind in ("clusterrole", "clusterrolebinding"):
+            cluster.kubectl("delete", kind, sa, check=False)
 
 
 def _free_port() -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from e2e_cluster import Cluster, wait_for
-from fluxion_scheduler import SchedulerProcess, install, sa_kubeconfig
+from fluxion_scheduler import SchedulerProcess, running_scheduler
 
 from fluxinfra.matcher.k8s import node_allocatable
 from fluxinfra.scheduler.pods import pod_info
@@ -49,19 +49,9 @@ class Fluxion:
 @pytest.fixture(scope="module")
 def fluxion(cluster: Cluster, api_client: Any,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fluxion]:
-    tag = uuid.uuid4().hex[:6]
-    namespace, sa, name = f"fluxion-{tag}", f"fluxion-e2e-{tag}", f"fluxion-{tag}"
-    cluster.kubectl("create", "namespace", namespace)
-    install(cluster, sa, namespace, name)
-    tmp = tmp_path_factory.mktemp("fluxion")
-    kubeconfig = sa_kubeconfig(cluster, sa, namespace, tmp / "sa.kubeconfig")
-    proc = SchedulerProcess(kubeconfig, name, tmp / "scheduler.log",
-                            "--topology", f"zone={ZONE},rack={RACK}").start()
-    yield Fluxion(cluster, api_client, proc, name, sa, namespace)
-    proc.stop()
-    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    for kind in ("clusterrole", "clusterrolebinding"):
-        cluster.kubectl("delete", kind, sa, check=False)
+    with running_scheduler(cluster, tmp_path_factory.mktemp("fluxion"), "--topology",
+                           f"zone={ZONE},rack={RACK}") as run:
+        yield Fluxion(cluster, api_client, run.proc, run.name, run.sa, run.namespace)
 
 
 class Probe:
