@@ -110,5 +110,10 @@ def _chain(scales: list[str]) -> str:
                    "</edge>" for i in range(4))
          + f'<edge id="e4" source="k2" target="k5">{_data("multi_scale", "1")}'
          f'{_data("id_scope", "1")}</edge>' + TAIL)
+# a node whose child has no id (id_scope -1): R's writer keeps it as -1, as it always has
+@example(HEAD + f'<node id="k0">{_data("type", "node")}{_data("basename", "node")}'
+         f'{_data("root", "1")}</node><node id="k1">{_data("type", "cluster")}'
+         f'{_data("basename", "cluster")}</node><edge id="e0" source="k0" target="k1">'
+         f'{_data("id_scope", "-1")}</edge>' + TAIL)
 def test_grug_recipes(text):
     clean(_load, text)
