@@ -231,8 +231,8 @@ def run_node_change(nodes: int, pods: int, samples: int = 20) -> dict[str, Any]:
 
 
 def run_grpc(samples: int = 200) -> dict[str, Any]:
+    from fluxinfra.kube.graph import graph_from_k8s
     from fluxinfra.matcher import Matcher
-    from fluxinfra.matcher.k8s import graph_from_k8s
     from fluxinfra.service.client import FluxionClient
     from fluxinfra.service.jobspecs import slots_jobspec
     from fluxinfra.service.server import serve

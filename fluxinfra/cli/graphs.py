@@ -40,7 +40,7 @@ def guess_format(path: str) -> str:
 def graph_from_node_list(doc: Any, source: str = "node list"):
     """The graph of ``kubectl get nodes[,pods] -o json`` output (a ``List``/``NodeList``, or a
     plain list of Node objects); pods listed with the nodes hold what they request."""
-    from fluxinfra.matcher.k8s import graph_from_k8s
+    from fluxinfra.kube.graph import graph_from_k8s
 
     items = doc.get("items") if isinstance(doc, dict) else doc
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):

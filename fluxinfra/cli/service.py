@@ -74,7 +74,7 @@ def build_graph(args: argparse.Namespace):
 
         return graph_from_recipe(load_recipe(args.recipe))
     if args.from_cluster or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        from fluxinfra.matcher.k8s import graph_from_k8s
+        from fluxinfra.kube.graph import graph_from_k8s
         from fluxinfra.scheduler.client import connect
 
         api = connect(args.kubeconfig)

@@ -89,7 +89,7 @@ def _queue_list(value: list) -> str | None:
                 return accepted
         for key in ("maxCores", "maxMemory"):
             if key in item:
-                from fluxinfra.matcher.quantity import QuantityError, parse_quantity
+                from fluxinfra.kube.quantity import QuantityError, parse_quantity
 
                 try:
                     if parse_quantity(str(item[key])) < 0:

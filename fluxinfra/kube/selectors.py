@@ -14,8 +14,8 @@ one copy of these rules for the scheduler, the queue and the graph built from No
 - :func:`tolerates`: one toleration against one taint (``v1.Toleration.ToleratesTaint``): an
   empty effect matches every effect, an empty key with ``Exists`` every key.
 
-Malformed selectors raise :class:`~fluxinfra.scheduler.pods.PodSpecError` naming the field
-(the API server validates pods, so this only meets hand-made objects).
+Malformed selectors raise :class:`SelectorError` naming the field (the API server validates
+pods, so this only meets hand-made objects).
 
 >>> sel = LabelSelector.parse({"matchExpressions": [{"key": "app", "operator": "In",
 ...                                                  "values": ["web"]}]}, "selector")
@@ -151,6 +151,25 @@ class LabelSelector:
         return cls(tuple(reqs))
 
     @classmethod
+    def from_any(cls, selector: Any, where: str = "node_selector") -> LabelSelector:
+        """A selector in any form a caller of the graph builders writes: ``None`` (selects
+        everything, as an absent option does), the string ``kubectl -l`` takes, a ``{key:
+        value}`` mapping, a ``metav1.LabelSelector`` mapping or a parsed selector."""
+        if selector is None:
+            return cls()
+        if isinstance(selector, LabelSelector):
+            return selector
+        if isinstance(selector, str):
+            return cls.from_text(selector, where)
+        if not isinstance(selector, Mapping):
+            raise SelectorError(
+                f"{where}: {selector!r} is not a label selector; use 'key=value,...' or "
+                "{'key': 'value'} or {'matchLabels': ..., 'matchExpressions': [...]}")
+        if "matchLabels" not in selector and "matchExpressions" not in selector:
+            return cls.from_labels({str(k): str(v) for k, v in selector.items()})
+        return cls.parse(selector, where)
+
+    @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> LabelSelector:
         """``labels.SelectorFromSet``: every key equal to its value (empty: everything)."""
         return cls(tuple((k, "In", frozenset([v])) for k, v in sorted(labels.items())))
@@ -249,6 +268,18 @@ class Toleration:
             raise SelectorError(f"{where}: an empty key needs operator Exists (tolerates every "
                                 "taint)")
         return cls(key, op, str(obj.get("value") or ""), str(obj.get("effect") or ""))
+
+
+    @classmethod
+    def from_entry(cls, entry: Any, where: str) -> Toleration:
+        """A toleration as a caller of the graph builders writes one: a ``v1.Toleration``
+        mapping, a taint key alone (``Exists``: that key whatever its value and effect), or
+        ``"*"`` (every taint)."""
+        if isinstance(entry, Toleration):
+            return entry
+        if isinstance(entry, str):
+            return cls("" if entry == "*" else entry, "Exists")
+        return cls.parse(entry, where)
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

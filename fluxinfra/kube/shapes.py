@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.quantity import parse_quantity
+from fluxinfra.kube.quantity import parse_quantity
 
 __all__ = ["INT64_MAX", "ShapeError", "boolean", "check_node", "integer", "mapping", "mappings",
            "node_label", "quantity", "quantity_map", "string", "string_list", "string_map"]

@@ -3,7 +3,7 @@
 Plain data in and out; time is integer seconds. Everything a caller needs is importable here::
 
     from fluxinfra.matcher import (ResourceGraph, Matcher, Jobspec, MatchResult,
-        load_graph, graph_from_recipe, graph_from_k8s,
+        load_graph, graph_from_recipe,
         MatcherError, GraphError, JobspecError, Busy, Unsatisfiable, UnknownJob)
 
 Graphs
@@ -12,8 +12,9 @@ Graphs
     subsystem="containment")``, ``finalize()`` (one root per subsystem, no dangling edges, unique
     ids; a vertex may have two parents, e.g. nodes shared by two ``container`` vertices in a
     second subsystem). ``load_graph(path_or_text, fmt="jgf"|"grug"|"rv1exec"|"hwloc")`` reads
-    Fluxion's formats with Fluxion's defaults; ``graph_from_recipe`` / ``graph_from_k8s`` build
-    regular clusters and Kubernetes node lists (``recipe.py``, ``k8s.py``).
+    Fluxion's formats with Fluxion's defaults; ``graph_from_recipe`` builds regular clusters
+    (``recipe.py``). Graphs of Kubernetes Node lists are built outside the matcher, by
+    :mod:`fluxinfra.kube.graph` and :mod:`fluxinfra.kube.pools`: the matcher knows no Kubernetes.
 
 Matching
     ``m = Matcher(graph, policy="first", *, subsystem="containment", prune_filters=None,
@@ -132,7 +133,7 @@ from fluxinfra.matcher.jobspec import Jobspec
 from fluxinfra.matcher.matcher import Matcher, MatchResult
 
 __all__ = ["ResourceGraph", "Matcher", "Jobspec", "MatchResult", "load_graph", "read_jgf",
-           "graph_from_recipe", "graph_from_k8s",
+           "graph_from_recipe",
            "MatcherError", "GraphError", "JobspecError", "Busy", "Unsatisfiable", "UnknownJob"]
 
 
@@ -149,9 +150,3 @@ def graph_from_recipe(recipe, **kwargs) -> ResourceGraph:
 
     return _build(recipe, **kwargs)
 
-
-def graph_from_k8s(nodes, pods=(), **kwargs) -> ResourceGraph:
-    """A graph from Kubernetes Node (and bound Pod) objects (see :mod:`fluxinfra.matcher.k8s`)."""
-    from fluxinfra.matcher.k8s import graph_from_k8s as _build
-
-    return _build(nodes, pods, **kwargs)

@@ -55,7 +55,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluxinfra.matcher.k8s import pod_requests
+from fluxinfra.kube.resources import pod_requests
 from fluxinfra.queue import api as q
 from fluxinfra.queue import objects
 from fluxinfra.queue.kube import QueueApi
@@ -1470,7 +1470,7 @@ def _guarded(call: Callable[[], Any]) -> Any:
 
 
 def _amounts(requests: dict[str, Any]) -> dict[str, int]:
-    from fluxinfra.matcher.k8s import pod_requests as amounts_of
+    from fluxinfra.kube.resources import pod_requests as amounts_of
 
     pod = {"spec": {"containers": [{"name": "x", "resources": {"requests": requests}}]}}
     try:

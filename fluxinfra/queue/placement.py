@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from fluxinfra.matcher.k8s import pool_jobspec
+from fluxinfra.kube.pools import pool_jobspec
 from fluxinfra.scheduler.pods import Request, pod_request
 
 __all__ = ["jobspec", "jobspec_text"]

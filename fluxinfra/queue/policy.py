@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES
-from fluxinfra.matcher.quantity import QuantityError, cpu_millicores, memory_bytes
+from fluxinfra.kube.graph import DEFAULT_GPU_RESOURCES
+from fluxinfra.kube.quantity import QuantityError, cpu_millicores, memory_bytes
 
 __all__ = ["Limits", "Usage", "demand", "limits_of", "order_key", "over"]
 

@@ -31,8 +31,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fluxinfra.kube.pools import TopologyLevel, node_domains
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.matcher.errors import Busy, UnknownJob, Unsatisfiable
-from fluxinfra.matcher.k8s import TopologyLevel, node_allocatable, node_domains
 from fluxinfra.scheduler.pods import Request
 
 __all__ = ["Allocator", "Candidates", "Placement", "SpreadAllocator"]

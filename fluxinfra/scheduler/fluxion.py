@@ -3,7 +3,7 @@
 This module is the one place where the scheduler meets the matcher's API, so every gap between
 what the scheduler needs and what the matcher offers is bridged (and documented) here:
 
-- **The graph** is the exact pool graph of :func:`fluxinfra.matcher.k8s.pool_graph`: per node,
+- **The graph** is the exact pool graph of :func:`fluxinfra.kube.pools.pool_graph`: per node,
   one pool per resource name (millicores, KiB, counts, the pod count), under the configured
   topology levels; matched with ``exact_pools`` so a pod takes exactly its request.
 - **Candidates** (the filters' verdict: which nodes a pod may use) travel as an RFC 31
@@ -16,7 +16,7 @@ what the scheduler needs and what the matcher offers is bridged (and documented)
   registers the siblings again. Each allocator job is therefore a list of *pieces*.
 - **Registering running pods** (``adopt``, and re-registering after a node changed or a job
   overran) is ``update_allocate`` with an R naming the node's pools and amounts
-  (:func:`~fluxinfra.matcher.k8s.pool_hold_jgf`): what a one-slot match would hold, without a
+  (:func:`~fluxinfra.kube.pools.pool_hold_jgf`): what a one-slot match would hold, without a
   traversal, all or nothing: amounts the node does not have free raise ``Busy`` and hold
   nothing; the node is then listed in :attr:`FluxionAllocator.unsynced` until its pods fit
   again, and the scheduler keeps new pods off it.
@@ -50,14 +50,14 @@ from typing import Any, Protocol
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.idset import encode as format_idset
-from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob, Unsatisfiable
-from fluxinfra.matcher.k8s import (
+from fluxinfra.kube.pools import (
     TopologyLevel,
     node_domains,
     node_pools,
     parse_topology,
     pool_jobspec,
 )
+from fluxinfra.matcher.errors import Busy, MatcherError, UnknownJob, Unsatisfiable
 from fluxinfra.scheduler.allocator import Candidates, Placement, domain_map
 from fluxinfra.scheduler.pods import Request
 
@@ -117,8 +117,8 @@ class InProcessBackend:
 
     def load(self, nodes: list[dict[str, Any]], ranks: dict[str, int],
              levels: tuple[TopologyLevel, ...]) -> dict[str, int]:
+        from fluxinfra.kube.pools import pool_graph
         from fluxinfra.matcher import Matcher
-        from fluxinfra.matcher.k8s import pool_graph
 
         self.levels = levels
         graph, ranks = pool_graph(nodes, levels, ranks=ranks)
@@ -142,7 +142,7 @@ class InProcessBackend:
         return bool(self.matcher.partial_cancel(jobid, self.matcher.slot_R(jobid, index)))
 
     def add_node(self, node: dict[str, Any], rank: int) -> bool:
-        from fluxinfra.matcher.k8s import pool_node_jgf
+        from fluxinfra.kube.pools import pool_node_jgf
 
         self.matcher.add_subgraph(pool_node_jgf(self.matcher.graph, node, self.levels, rank))
         return True
@@ -156,7 +156,7 @@ class InProcessBackend:
 
     def register(self, jobid: int, node: dict[str, Any], amounts: dict[str, int], now: int,
                  duration: int) -> None:
-        from fluxinfra.matcher.k8s import pool_hold_jgf
+        from fluxinfra.kube.pools import pool_hold_jgf
 
         self.matcher.now = now
         jgf = pool_hold_jgf(node, self.levels, amounts, graph=self.matcher.graph)
@@ -280,7 +280,7 @@ class RemoteBackend:
         """Replace the service's graph (forgetting its jobs); returns node name -> rank. Never
         raises for an unreachable service: the backend stays stale and the next
         :meth:`FluxionAllocator.sync_backend` loads again."""
-        from fluxinfra.matcher.k8s import pool_graph
+        from fluxinfra.kube.pools import pool_graph
         from fluxinfra.service.client import ServiceError
 
         self.levels = levels
@@ -334,7 +334,7 @@ class RemoteBackend:
 
     def register(self, jobid: int, node: dict[str, Any], amounts: dict[str, int], now: int,
                  duration: int) -> None:
-        from fluxinfra.matcher.k8s import pool_hold_jgf
+        from fluxinfra.kube.pools import pool_hold_jgf
 
         jgf = pool_hold_jgf(node, self.levels, amounts, graph=self.graph)
         self._quietly("update_allocate", jobid, jgf, at=now, duration=duration)

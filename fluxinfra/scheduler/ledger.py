@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.kube.selectors import Taint
-from fluxinfra.matcher.k8s import node_allocatable
 from fluxinfra.scheduler.pods import PodInfo, Request
 
 __all__ = ["Ledger", "NodeState", "node_state"]

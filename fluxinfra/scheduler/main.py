@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     if not 0 <= args.shutdown_grace <= 300:
         raise ConfigError(f"--shutdown-grace {args.shutdown_grace}: use seconds from 0 to 300, "
                           "below the pod's terminationGracePeriodSeconds")
-    from fluxinfra.matcher.k8s import parse_topology
+    from fluxinfra.kube.pools import parse_topology
 
     try:
         levels = parse_topology(args.topology)

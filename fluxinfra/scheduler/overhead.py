@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluxinfra.matcher.k8s import node_allocatable
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.scheduler.pods import Request
 
 __all__ = ["NodeOverhead", "offered_node"]

@@ -35,13 +35,13 @@ from typing import Any
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.kube import shapes
+from fluxinfra.kube.resources import pod_requests
 from fluxinfra.kube.selectors import (
     LabelSelector,
     NodeSelector,
     SelectorError,
     Toleration,
 )
-from fluxinfra.matcher.k8s import pod_requests
 from fluxinfra.matcher.planner import HORIZON
 from fluxinfra.scheduler.events import parse_time
 
@@ -297,7 +297,7 @@ def is_node_overhead(meta: Mapping[str, Any]) -> bool:
 
 
 def pod_request(pod: Mapping[str, Any]) -> Request:
-    """Effective request (Kubernetes' rule, see :func:`fluxinfra.matcher.k8s.pod_requests`)."""
+    """Effective request (Kubernetes' rule, see :func:`fluxinfra.kube.resources.pod_requests`)."""
     try:
         return Request.of(pod_requests(pod))
     except FluxinfraError as exc:

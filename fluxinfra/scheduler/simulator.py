@@ -98,7 +98,7 @@ class Workload:
 
     @property
     def total_cores(self) -> float:
-        from fluxinfra.matcher.k8s import node_allocatable
+        from fluxinfra.kube.resources import node_allocatable
 
         milli = sum(node_allocatable(n).get("cpu", 0) for n in self.nodes)
         return milli // 1000 if milli % 1000 == 0 else milli / 1000

@@ -41,8 +41,8 @@ from typing import Any
 
 from fluxinfra import hostlist, idset
 from fluxinfra.errors import FluxinfraError
+from fluxinfra.kube.graph import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MIB
 from fluxinfra.kube.shapes import INT64_MAX, ShapeError, check_node, quantity_map, shown
-from fluxinfra.matcher.k8s import DEFAULT_GPU_RESOURCES, DEFAULT_MEMORY_CHUNK_MIB
 from fluxinfra.matcher.planner import HORIZON
 
 __all__ = ["MAX_GRAPH_VERTICES", "MAX_JOBID", "MAX_JOBSPEC_BYTES", "MAX_JSON_DEPTH",

@@ -5,7 +5,7 @@ matcher for the same thing: ``count`` slots of identical shape, each slot inside
 number of slots per node. The shape is a top-level ``slot[count]`` (no ``node`` level): the
 matcher places each slot instance within one node and lets slots share nodes (pinned by
 ``tests/unit/scheduler/test_fluxion_allocator.py``). Memory is in MiB and should be a multiple
-of the graph's memory chunk (:mod:`fluxinfra.matcher.k8s`).
+of the graph's memory chunk (:mod:`fluxinfra.kube.graph`).
 
 >>> js = slots_jobspec(2, cores=4, memory_mib=1024, gpus=0, duration=60)
 >>> js["resources"][0]["count"], js["resources"][0]["with"]

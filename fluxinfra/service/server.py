@@ -409,9 +409,11 @@ def matcher_from_nodes(nodes: list[dict[str, Any]] | dict[str, Any], policy: str
     A list of Node objects builds the whole-core graph (``graph_from_k8s``, what Fluence-style
     ``ps`` requests match); ``{"model": "pools", "nodes": [...], "topology": [[level, label],
     ...], "ranks": {node: rank}}`` builds the scheduler's exact pool graph
-    (``fluxinfra.matcher.k8s.pool_graph``, matched with ``exact_pools``) with the ranks and
+    (``fluxinfra.kube.pools.pool_graph``, matched with ``exact_pools``) with the ranks and
     topology levels the scheduler uses, so its constraints mean the same nodes here."""
-    from fluxinfra.matcher.k8s import K8sInputError, graph_from_k8s, parse_topology, pool_graph
+    from fluxinfra.kube.graph import graph_from_k8s
+    from fluxinfra.kube.pools import parse_topology, pool_graph
+    from fluxinfra.kube.resources import K8sInputError
 
     try:
         if isinstance(nodes, dict):

@@ -25,7 +25,7 @@ from typing import Any
 
 from e2e_cluster import Cluster
 
-from fluxinfra.matcher.k8s import node_allocatable
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.scheduler.pods import LABEL_GROUP, LABEL_GROUP_SIZE, pod_info
 
 __all__ = ["audit_bindings", "bound_twice", "half_bound_gangs", "hold", "jobs_lost_or_twice",

@@ -22,7 +22,7 @@ import pytest
 from e2e_cluster import Cluster, wait_for
 from fluxion_scheduler import SchedulerProcess, running_scheduler
 
-from fluxinfra.matcher.k8s import node_allocatable
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.scheduler.pods import pod_info
 
 PIN = "e2e.fluxinfra.io/test"

@@ -246,8 +246,8 @@ def test_fluxion_service_from_the_stack_answers_a_grpc_match(
     import grpc
 
     from fluxinfra.k8s.fluxion_service import client_tls_secret_name
+    from fluxinfra.kube.pools import pool_jobspec
     from fluxinfra.matcher.errors import Unsatisfiable
-    from fluxinfra.matcher.k8s import pool_jobspec
     from fluxinfra.service.client import CHANNEL_OPTIONS, FluxionClient
     from fluxinfra.service.jobspecs import slots_jobspec
     from fluxinfra.service.tls import TlsFiles

@@ -20,8 +20,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from services_fuzz import EDGE_INTS, QUANTITIES, broken, fuzz, json_values
 
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.jobspecs import slots_jobspec

@@ -3,9 +3,11 @@ ones inside functions, which are dependencies all the same):
 
 - no import circle between fluxinfra's packages, nor between two modules;
 - no import from a lower layer back up: the matcher, ``hostlist`` and ``idset`` are leaves,
-  ``kube`` sits beside the matcher, the ``k8s`` components never import the scheduler, service
-  or queue they deploy, the scheduler never imports the queue, the service never imports the
-  scheduler or the queue, and nothing imports ``cli``;
+  the matcher knows no Kubernetes (no ``kube``, no ``k8s``, no Kubernetes client: Node and Pod
+  objects become graphs in ``kube``), ``kube`` builds on the matcher's graph, the ``k8s``
+  components never import the scheduler, service or queue they deploy, the scheduler never
+  imports the queue, the service never imports the scheduler or the queue, and nothing imports
+  ``cli``;
 - no private name (``_x``) imported across packages.
 
 What breaks these today is listed below, each with the reason and the way out: a new violation
@@ -46,9 +48,6 @@ KNOWN_EDGES = {
     ("fluxinfra.queue.webhook", "fluxinfra.k8s.config"):
         "closes the circle k8s <-> queue: the webhook checks names with k8s.config's "
         "dns1123_label; a Kubernetes naming rule belongs in kube/",
-    ("fluxinfra.matcher.k8s", "fluxinfra.kube.selectors"):
-        "matcher/k8s.py is Kubernetes code still inside the matcher; it uses kube's selector "
-        "and toleration rules until it moves to kube/ with the matcher's split",
     **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
         "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
         "the wiring belongs in cli or a main above both (the scheduler core's split)"
@@ -179,10 +178,43 @@ def test_no_private_name_crosses_a_package() -> None:
     assert KNOWN_PRIVATE.keys() - private == set(), "fixed: delete these from KNOWN_PRIVATE"
 
 
+#: top-level modules of Kubernetes clients and Pulumi's Kubernetes provider
+KUBERNETES_CLIENTS = {"kubernetes", "kubernetes_asyncio", "kr8s", "lightkube", "pykube",
+                      "pulumi_kubernetes"}
+
+
+def _third_party_imports(package: str) -> set[tuple[str, str]]:
+    """(module, imported top-level name) for every import in ``fluxinfra/<package>``."""
+    out = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out |= {(_name(path), a.name.split(".")[0]) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                out.add((_name(path), node.module.split(".")[0]))
+    return out
+
+
+def test_the_matcher_knows_no_kubernetes() -> None:
+    """Kubernetes objects become graphs in ``fluxinfra.kube``; the matcher imports neither
+    ``kube`` nor ``k8s`` nor any Kubernetes client, and has no module of its own for them."""
+    kube_edges = {(src, dst) for src, dst, _ in _imports()
+                  if _package(src) == "matcher" and _package(dst) in ("kube", "k8s")}
+    assert kube_edges == set()
+    clients = {(src, top) for src, top in _third_party_imports("matcher")
+               if top in KUBERNETES_CLIENTS}
+    assert clients == set()
+    assert not [p.name for p in (ROOT / "matcher").iterdir()
+                if p.stem in ("k8s", "kube", "kubernetes")]
+
+
 def test_the_rules_catch_what_they_are_for() -> None:
     """The checks themselves: a matcher importing the scheduler, anything importing cli, a
     circle of two packages."""
     assert _upward("fluxinfra.matcher.graph", "fluxinfra.scheduler.core")
+    assert _upward("fluxinfra.matcher.readers", "fluxinfra.kube.graph")
+    assert _upward("fluxinfra.matcher.matcher", "fluxinfra.k8s.config")
+    assert not _upward("fluxinfra.kube.pools", "fluxinfra.matcher.graph")
     assert _upward("fluxinfra.scheduler.core", "fluxinfra.cli.query")
     assert _upward("fluxinfra.k8s.stack", "fluxinfra.service.server")
     assert not _upward("fluxinfra.scheduler.core", "fluxinfra.matcher.graph")

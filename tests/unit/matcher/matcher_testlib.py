@@ -67,13 +67,3 @@ def counts_met(result, want: dict[str, int]) -> None:
     for t, n in want.items():
         assert got.get(t, 0) >= n, f"wanted {n} {t}, got {got.get(t, 0)}"
 
-
-def pod_amounts(pod: dict) -> dict[str, int]:
-    """What a running pod holds in a ``graph_from_k8s`` graph's units (cores, MiB, GPUs), for
-    ``Matcher.register_amounts``: the scheduler's restart path."""
-    from fluxinfra.matcher.k8s import pod_requests
-
-    requests = pod_requests(pod)
-    return {"core": -(-requests.get("cpu", 0) // 1000),
-            "memory": -(-requests.get("memory", 0) // 2**20),
-            "gpu": requests.get("nvidia.com/gpu", 0)}

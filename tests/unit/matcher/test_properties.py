@@ -21,7 +21,6 @@ import pytest
 from conftest import check_invariants
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-from matcher_testlib import pod_amounts
 
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.matcher import Busy, GraphError, Jobspec, JobspecError, Matcher, Unsatisfiable
@@ -364,7 +363,7 @@ def _pod(name: str, node: str | None, req: dict) -> dict:
                                          max_size=6),
        pending=st.lists(pod_requests_st, max_size=6), policy=st.sampled_from(POLICIES))
 def test_k8s_pods_registered_and_matched_keep_invariants(nodes, running, pending, policy):
-    from fluxinfra.matcher.k8s import graph_from_k8s, pod_jobspec
+    from fluxinfra.kube.graph import graph_from_k8s, pod_amounts, pod_jobspec
 
     node_objs = [_node(i, spec) for i, spec in enumerate(nodes)]
     bound = [_pod(f"r{j}", f"w{i % len(nodes)}", req) for j, (i, req) in enumerate(running)]

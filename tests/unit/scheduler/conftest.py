@@ -12,8 +12,8 @@ from .kube_double import make_node
 @pytest.fixture(scope="module")
 def fluxion_service() -> Iterator[str]:
     """One real gRPC Fluxion service on loopback; each scheduler reloads its graph."""
+    from fluxinfra.kube.graph import graph_from_k8s
     from fluxinfra.matcher import Matcher
-    from fluxinfra.matcher.k8s import graph_from_k8s
     from fluxinfra.service.server import serve
 
     nodes = [make_node("bootstrap")]

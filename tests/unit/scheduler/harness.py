@@ -6,7 +6,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from fluxinfra.matcher.k8s import node_allocatable, pool_request
+from fluxinfra.kube.pools import pool_request
+from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.scheduler.allocator import Allocator
 from fluxinfra.scheduler.binder import KubeBinder
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore

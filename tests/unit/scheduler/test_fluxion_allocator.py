@@ -206,7 +206,7 @@ def test_the_service_gets_nodes_without_their_bulk() -> None:
     """What RemoteBackend sends builds the same pool graph from a fraction of the bytes."""
     import json
 
-    from fluxinfra.matcher.k8s import parse_topology, pool_graph
+    from fluxinfra.kube.pools import parse_topology, pool_graph
     from fluxinfra.scheduler.fluxion import slim_node
 
     node = make_node("n0", cpu="8", memory="32Gi", gpu=2, labels={ZONE: "a"})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fluxinfra.matcher.k8s import node_pools
+from fluxinfra.kube.pools import node_pools
 from fluxinfra.scheduler.core import SchedulerCore
 from fluxinfra.scheduler.fluxion import FluxionAllocator, InProcessBackend, RemoteBackend
 from fluxinfra.scheduler.pods import ANNOT_MIRROR, LABEL_PODGROUP
@@ -79,8 +79,8 @@ def bed(nodes: int = 4, *, cpu: str = "4") -> KubeApiDouble:
 @pytest.fixture(scope="module")
 def lonodex_service() -> Iterator[str]:
     """A real gRPC Fluxion service on loopback whose matcher runs ``lonodex``."""
+    from fluxinfra.kube.graph import graph_from_k8s
     from fluxinfra.matcher import Matcher
-    from fluxinfra.matcher.k8s import graph_from_k8s
     from fluxinfra.service.server import serve
 
     server, port = serve(Matcher(graph_from_k8s([make_node("bootstrap")], [],

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.pki import make_service_tls
 from fluxinfra.scheduler.fluxion import BackendUnavailable, FluxionAllocator, RemoteBackend
 from fluxinfra.service.client import FluxionClient

@@ -12,8 +12,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.checks import MAX_JOBID, MAX_NODE_VERTICES

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.service.client import main
 from fluxinfra.service.jobspecs import slots_jobspec
 from fluxinfra.service.server import serve

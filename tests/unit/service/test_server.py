@@ -9,9 +9,9 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
 from fluxinfra.matcher.errors import Busy, JobspecError, UnknownJob, Unsatisfiable
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc
 from fluxinfra.service.client import FluxionClient
@@ -218,8 +218,8 @@ def test_concurrent_matches_never_oversubscribe(server: str) -> None:
 def _node_jgf(server_nodes: int, name: str) -> dict:
     """The JGF of one more node for the service's whole-core graph (what a client of
     ``UpdateGraph add_subgraph`` sends): the existing parent, by its path, and the new vertices
-    under it, from :func:`fluxinfra.matcher.k8s.node_insertion`'s plan."""
-    from fluxinfra.matcher.k8s import k8s_inventory, node_insertion
+    under it, from :func:`fluxinfra.kube.graph.node_insertion`'s plan."""
+    from fluxinfra.kube.graph import k8s_inventory, node_insertion
 
     graph = graph_from_k8s(k8s_nodes(server_nodes), [], subtract_pods=False)
     node = {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4",

@@ -22,8 +22,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fluxinfra.errors import ConfigError
+from fluxinfra.kube.graph import graph_from_k8s
 from fluxinfra.matcher import Matcher
-from fluxinfra.matcher.k8s import graph_from_k8s
 from fluxinfra.pki import ServiceTls, certificate_names, make_service_tls
 from fluxinfra.service._generated import fluxcli_pb2 as pb
 from fluxinfra.service._generated import fluxcli_pb2_grpc as pb_grpc

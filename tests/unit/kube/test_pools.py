@@ -1,4 +1,4 @@
-"""The scheduler's exact graph model (``fluxinfra.matcher.k8s.pool_graph``): one pool per
+"""The scheduler's exact graph model (``fluxinfra.kube.pools.pool_graph``): one pool per
 resource name per node, requests taken exactly (``Matcher(exact_pools=True)``), topology levels
 between the cluster and the nodes."""
 
@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from fluxinfra.kube.pools import parse_topology, pool_graph, pool_jobspec, pool_node_jgf
+from fluxinfra.kube.resources import K8sInputError, pod_requests
 from fluxinfra.matcher import Busy, Matcher, Unsatisfiable
-from fluxinfra.matcher.k8s import (
-    K8sInputError,
-    parse_topology,
-    pod_requests,
-    pool_graph,
-    pool_jobspec,
-    pool_node_jgf,
-)
 
 ZONE, RACK = "topology.kubernetes.io/zone", "example.com/rack"
 LEVELS = parse_topology(f"zone={ZONE},rack={RACK}")

@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.quantity import (
+from fluxinfra.kube.quantity import (
     QuantityError,
     cpu_millicores,
     integer_quantity,

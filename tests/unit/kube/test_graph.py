@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from matcher_testlib import pod_amounts
 
 from fluxinfra.errors import FluxinfraError
-from fluxinfra.matcher.k8s import (
-    K8sInputError,
-    LabelSelector,
+from fluxinfra.kube.graph import (
     diff_inventories,
     graph_from_inventory,
     graph_from_k8s,
@@ -17,9 +14,11 @@ from fluxinfra.matcher.k8s import (
     node_skip_reason,
     node_status,
     node_subgraph,
+    pod_amounts,
     pod_jobspec,
-    pod_requests,
 )
+from fluxinfra.kube.resources import K8sInputError, pod_requests
+from fluxinfra.kube.selectors import LabelSelector
 
 
 def make_node(name, cpu="4", memory="16Gi", *, labels=None, taints=None, ready="True",
@@ -163,6 +162,41 @@ def test_tolerated_taint_keeps_node():
     assert node_skip_reason(node, tolerations=["*"]) is None
 
 
+DEDICATED_DB = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("toleration", "kept"),
+    [
+        ({"key": "dedicated", "operator": "Equal", "value": "db"}, True),
+        ({"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"operator": "Exists"}, True),
+        ("dedicated", True),  # a key alone: Exists, every effect
+        # by key only these would keep the node; kube-scheduler's rule does not
+        ({"key": "dedicated", "operator": "Equal", "value": "web"}, False),
+        ({"key": "dedicated", "value": "db", "effect": "NoExecute"}, False),
+        ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}, False),
+    ],
+)
+def test_tolerations_follow_kube_schedulers_full_rule(toleration, kept):
+    """A toleration mapping is judged by key, operator, value and effect (``v1.Toleration.
+    ToleratesTaint``), as the scheduler's TaintToleration filter judges it: the graph never
+    holds a node the scheduler would refuse for that taint."""
+    node = make_node("db1", taints=[DEDICATED_DB])
+    reason = node_skip_reason(node, tolerations=[toleration])
+    assert (reason is None) is kept
+    if not kept:
+        assert reason == ("taint dedicated=db:NoSchedule not tolerated (add 'dedicated' to "
+                          "tolerations)")
+    inventory = k8s_inventory([node], tolerations=[toleration])
+    assert [n.name for n in inventory.nodes] == (["db1"] if kept else [])
+
+
+def test_a_bad_toleration_names_the_field():
+    with pytest.raises(K8sInputError, match=r"tolerations\[1\].operator: 'Maybe'"):
+        k8s_inventory([make_node("n")], tolerations=["a", {"key": "b", "operator": "Maybe"}])
+
+
 @pytest.mark.parametrize(
     ("selector", "labels", "expected"),
     [
@@ -181,14 +215,16 @@ def test_tolerated_taint_keeps_node():
     ],
 )
 def test_label_selector(selector, labels, expected):
-    assert LabelSelector.parse(selector).matches(labels) is expected
+    assert LabelSelector.from_any(selector).matches(labels) is expected
+    kept = k8s_inventory([make_node("n", labels=labels)], node_selector=selector).nodes
+    assert bool(kept) is expected
 
 
 @pytest.mark.parametrize("bad", ["a in b", "=x", "a=b c", 42,
                                  {"matchExpressions": [{"key": "a", "operator": "Gt"}]}])
 def test_bad_selector_is_a_typed_error(bad):
     with pytest.raises(K8sInputError, match="node_selector"):
-        LabelSelector.parse(bad)
+        k8s_inventory([make_node("n")], node_selector=bad)
 
 
 def test_not_ready_node_is_down_and_missing_condition_is_up():
