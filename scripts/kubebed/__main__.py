@@ -106,8 +106,13 @@ def _deps(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/kube", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    up = sub.add_parser("up", help="start a bed and print its kubeconfig")
-    up.add_argument("--name", default="default", help="bed name (default: default)")
+    bed = argparse.ArgumentParser(add_help=False)  # the options several commands share
+    bed.add_argument("--name", default="default", help="the bed's name (default: default)")
+    alias = argparse.ArgumentParser(add_help=False)
+    alias.add_argument("--as", dest="as_names", action="append", default=[], metavar="NAME",
+                       help="another name for it on the nodes, e.g. the image a stack names "
+                       "(repeatable)")
+    up = sub.add_parser("up", parents=[bed], help="start a bed and print its kubeconfig")
     up.add_argument("--nodes", type=int, default=1, metavar="N",
                     help="N real nodes, each with its own kubelet, containerd, namespaces and "
                     "addresses (default 1)")
@@ -119,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--node-monitor-grace", type=int, default=40, metavar="SECONDS",
                     help="the node-lifecycle controller's grace period (default 40)")
     up.set_defaults(func=_up)
-    down = sub.add_parser("down", help="stop a bed and undo every change it made")
-    down.add_argument("--name", default="default")
+    down = sub.add_parser("down", parents=[bed],
+                          help="stop a bed and undo every change it made")
     down.add_argument("--all", action="store_true", help="every registered bed")
     down.add_argument("--keep-logs", metavar="DIR", help="copy the bed's logs to DIR/<name>")
     down.set_defaults(func=_down)
@@ -128,33 +133,27 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--name")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
-    add = sub.add_parser("add-node", help="join one more real node to a running bed")
-    add.add_argument("--name", default="default")
+    add = sub.add_parser("add-node", parents=[bed],
+                         help="join one more real node to a running bed")
     add.set_defaults(func=_add_node)
-    rm = sub.add_parser("remove-node", help="drain a real node, stop it, delete its Node")
+    rm = sub.add_parser("remove-node", parents=[bed],
+                        help="drain a real node, stop it, delete its Node")
     rm.add_argument("node", help="the node's name (scripts/kube status lists them)")
-    rm.add_argument("--name", default="default")
     rm.add_argument("--no-drain", action="store_true", help="stop it without draining")
     rm.set_defaults(func=_remove_node)
-    load = sub.add_parser("load-image", help="load an image from podman into every node")
+    load = sub.add_parser("load-image", parents=[bed, alias],
+                          help="load an image from podman into every node")
     load.add_argument("image", help="an image podman has, e.g. localhost/fluxinfra:0.1.0")
-    load.add_argument("--as", dest="as_names", action="append", default=[], metavar="NAME",
-                      help="another name for it on the nodes (repeatable)")
-    load.add_argument("--name", default="default")
     load.set_defaults(func=_load_image)
-    fimg = sub.add_parser("flux-image", help="an image with the Flux build at --prefix, loaded "
-                          "into every node")
+    fimg = sub.add_parser("flux-image", parents=[bed, alias], help="an image with the Flux "
+                          "build at --prefix, loaded into every node")
     fimg.add_argument("--prefix", required=True, help="the Flux build's prefix, e.g. /opt/flux")
     fimg.add_argument("--tag", default="localhost/flux-view:bed", help="its podman name")
-    fimg.add_argument("--as", dest="as_names", action="append", default=[], metavar="NAME",
-                      help="another name for it on the nodes, e.g. the image a stack names")
-    fimg.add_argument("--name", default="default")
     fimg.set_defaults(func=_flux_image)
-    restart = sub.add_parser("restart", help="kill a control-plane process and start it "
-                             "again (same flags and data)")
+    restart = sub.add_parser("restart", parents=[bed], help="kill a control-plane process "
+                             "and start it again (same flags and data)")
     restart.add_argument("process", choices=("etcd", "kube-apiserver", "kube-controller-manager",
                                              "kube-scheduler"))
-    restart.add_argument("--name", default="default")
     restart.set_defaults(func=_restart)
     deps = sub.add_parser("deps", help="install the Debian packages a bed needs (root)")
     deps.set_defaults(func=_deps)
