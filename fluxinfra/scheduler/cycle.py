@@ -82,8 +82,12 @@ class CycleReport:
     #: group key -> the start time (allocator clock) of its reservation, for every
     #: reservation held after this cycle (the queue shows them as Reserved)
     reservations: dict[str, int] = field(default_factory=dict)
+    #: group key -> what its attempt in this cycle came to (each lone pod of a batch too)
+    results: dict[str, Result] = field(default_factory=dict)
 
     def add(self, attempt: Attempt) -> None:
+        for key in attempt.done - attempt.again:
+            self.results[key] = attempt.result
         self.bound += attempt.bound
         self.busy += attempt.busy
         self.preempted += attempt.preempted
@@ -182,7 +186,7 @@ class SchedulingCycle:
         if waiting:
             group.failed_gen = cache.generation
             self._note(group, members, waiting)
-            return Attempt(Result.WAITING)
+            return Attempt(Result.WAITING, done=frozenset((group.key,)))
         need = max(0, group.min_member - len(group.bound)) if group.kind != "single" else 1
         duration = group.duration(self.config.default_duration)
         now, wall = cycle.now, cycle.wall
