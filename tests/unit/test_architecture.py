@@ -54,11 +54,7 @@ KNOWN_EDGES = {
        for module in ("controller", "kube", "metrics", "configured")},
 }
 #: (importing module, imported module, name) -> why
-KNOWN_PRIVATE = {
-    ("fluxinfra.queue.kube", "fluxinfra.scheduler.client", "_translate"):
-        "the queue's API client reuses the scheduler client's translation of API errors; it "
-        "becomes public in the one API client the scheduler and queue share",
-}
+KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: modules importing each other -> why
 KNOWN_MODULE_CYCLES = {
     frozenset({"fluxinfra.matcher.express", "fluxinfra.matcher.traverser"}):
