@@ -51,7 +51,7 @@ KNOWN_EDGES = {
     **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
         "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
         "the wiring belongs in cli or a main above both (the scheduler core's split)"
-       for module in ("controller", "kube", "metrics", "configured")},
+       for module in ("binding", "controller", "kube", "metrics", "configured")},
 }
 #: (importing module, imported module, name) -> why
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
