@@ -8,6 +8,7 @@ the other pieces together; it decides nothing about a kind of work itself:
 :mod:`~fluxinfra.queue.workload`              what a queued workload is: ``Unit`` (Kueue's
                                               Workload), the ``Integration`` interface (Kueue's
                                               GenericJob), the books of units and pods
+:mod:`~fluxinfra.queue.context`               what every integration is given
 :mod:`~fluxinfra.queue.jobs`                  integration: suspended batch/v1 Jobs (slot pods)
 :mod:`~fluxinfra.queue.gated`                 integration: pods held by the scheduling gate
 :mod:`~fluxinfra.queue.admission`             when a unit enters the core (limits, serve order)
@@ -91,6 +92,8 @@ class QueueCore:
     def __init__(self, core: Any, api: QueueApi, config: QueueConfig | None = None,
                  metrics: QueueMetrics | None = None,
                  wall: Callable[[], float] = time.time, *, binder: QueueBinder) -> None:
+        binder.attach(self)  # first: a binder already serving a controller starts nothing
+        self.binder = binder
         self.core = core
         self.api = api
         self.config = config or QueueConfig()
@@ -120,8 +123,6 @@ class QueueCore:
         self.creating: set[str] = set()               # owners whose FluxJob is being created
         self._unreadable: dict[tuple[str, str], str] = {}  # (kind, object) -> why skipped
         self._last_queued = 0.0
-        self.binder = binder
-        binder.attach(self)
         self.metrics.depth.set_function(lambda: sum(
             1 for u in self.units.values() if u.state in ("Queued", "Reserved")))
 
