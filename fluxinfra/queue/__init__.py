@@ -10,7 +10,13 @@ The flow (docs/queue.md has the user's view, side by side with fluxqueue and Kue
    --queue``): one ``FluxJob`` per unit of work; its pods are placed by the scheduler's own core,
    matcher and books (one set of Fluxion books for queued and unqueued pods alike), FCFS with
    EASY backfill and priorities; admitted work is un-suspended / un-gated with its nodes pinned
-   and bound by the scheduler to exactly those nodes; finished pods release their share;
+   and bound by the scheduler to exactly those nodes; finished pods release their share. It
+   wires the pieces laid out as Kueue's ``jobframework``: the two integrations behind one
+   interface (:mod:`~fluxinfra.queue.workload`; :mod:`~fluxinfra.queue.jobs`,
+   :mod:`~fluxinfra.queue.gated`), :mod:`~fluxinfra.queue.admission`, the FluxJob state
+   machine (:mod:`~fluxinfra.queue.states`), the status writer
+   (:mod:`~fluxinfra.queue.status`), the pool of API writes (:mod:`~fluxinfra.queue.writes`)
+   and the core's binder (:mod:`~fluxinfra.queue.binding`);
 3. :mod:`~fluxinfra.queue.policy` - per-namespace queues (``FluxJobQueue``: how many running,
    cores, memory, GPUs) and the order people see;
 4. :mod:`~fluxinfra.queue.api` - the API definition: labels, annotations, the FluxJob and

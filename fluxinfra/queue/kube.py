@@ -20,7 +20,7 @@ import json
 from typing import Any, Protocol
 
 from fluxinfra.queue.api import GROUP, PLURAL, QUEUE_PLURAL, VERSION
-from fluxinfra.scheduler.client import ClientKubeApi
+from fluxinfra.scheduler.client import ClientKubeApi, api_error
 from fluxinfra.scheduler.kube import KubeApi
 
 __all__ = ["QUEUE_KINDS", "QueueApi", "QueueClient"]
@@ -100,13 +100,11 @@ class QueueClient(ClientKubeApi):
         return super()._lister(kind)
 
     def _send(self, func: Any, *args: Any, **kwargs: Any) -> Any:
-        from fluxinfra.scheduler.client import _translate
-
         try:  # with the scheduler's client timeouts, as every call it makes
             resp = func(*args, _preload_content=False, _request_timeout=self.timeouts.call(),
                         **kwargs)
         except Exception as exc:  # noqa: BLE001 - every client failure becomes an ApiError
-            raise _translate(exc) from exc
+            raise api_error(exc) from exc
         return json.loads(resp.data) if resp.data else None
 
     def create_fluxjob(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

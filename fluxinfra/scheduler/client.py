@@ -42,7 +42,7 @@ from fluxinfra.scheduler.kube import (
     binding,
 )
 
-__all__ = ["ClientKubeApi", "Timeouts", "connect", "watch_lines"]
+__all__ = ["ClientKubeApi", "Timeouts", "api_error", "connect", "watch_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,9 @@ def watch_lines(resp: Any) -> Iterator[dict[str, Any]]:
         yield json.loads(buffer)
 
 
-def _translate(exc: Exception) -> ApiError:
+def api_error(exc: Exception) -> ApiError:
+    """What the ``kubernetes`` client raised, as an :class:`ApiError` (status, reason and the
+    server's message; a failure with no response is status 0, transient)."""
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, ApiException):
@@ -175,7 +177,7 @@ class ClientKubeApi:
             resp = func(*args, **kwargs)
             body = json.loads(resp.data)
         except Exception as exc:  # noqa: BLE001 - every client failure becomes an ApiError
-            raise _translate(exc) from exc
+            raise api_error(exc) from exc
         self.pages += 1
         return body
 
@@ -213,11 +215,11 @@ class ClientKubeApi:
                         _preload_content=False,
                         _request_timeout=self.timeouts.watch(timeout_seconds))
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc) from exc
+            raise api_error(exc) from exc
         try:
             yield from watch_lines(resp)
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc) from exc
+            raise api_error(exc) from exc
         finally:
             resp.close()
             resp.release_conn()
@@ -257,7 +259,7 @@ class ClientKubeApi:
             # so every bind, Event and status patch made a new TLS connection.
             resp.data  # noqa: B018
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc) from exc
+            raise api_error(exc) from exc
         return resp
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:

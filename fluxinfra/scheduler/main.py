@@ -166,13 +166,19 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
                              bind_timeout=args.bind_timeout, preemption=args.preemption)
-    core = SchedulerCore(allocator, binder, config, metrics)
+    core_binder: Any = binder
+    if args.queue:  # the queue's binder in front of ours: it takes the queue's own pods
+        from fluxinfra.queue.binding import QueueBinder
+
+        core_binder = QueueBinder(binder)
+    core = SchedulerCore(allocator, core_binder, config, metrics)
     log = logging.getLogger("fluxinfra.scheduler")
     sync_backend = None
     if backend is not None:
         sync_backend = _replay_reporter(allocator, backend, api, args.scheduler_name, instance)
         metrics.matcher_replays.set_function(lambda: allocator.replays)
-    runner, served = _runner(args, api, core, metrics, instance, default_duration, sync_backend)
+    runner, served = _runner(args, api, core, core_binder, metrics, instance, default_duration,
+                             sync_backend)
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
@@ -238,10 +244,11 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
     return 1 if lost else 0
 
 
-def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instance: str,
-            default_duration: int, sync_backend: Callable[[int], bool] | None
+def _runner(args: argparse.Namespace, api: Any, core: Any, core_binder: Any, metrics: Any,
+            instance: str, default_duration: int, sync_backend: Callable[[int], bool] | None
             ) -> tuple[Any, Any]:
-    """The runner, hosting the queue when ``--queue`` asks for it; and what /metrics serves."""
+    """The runner, hosting the queue when ``--queue`` asks for it (``core`` built with the
+    queue's binder, ``core_binder``); and what /metrics serves."""
     from fluxinfra.scheduler.runner import Runner
 
     robust = {"resync_seconds": args.resync, "watch_timeout": args.watch_timeout,
@@ -262,7 +269,7 @@ def _runner(args: argparse.Namespace, api: Any, core: Any, metrics: Any, instanc
     queue_metrics = QueueMetrics()
     hosted = QueueCore(core, queue_api, QueueConfig(
         scheduler_name=args.scheduler_name, default_duration=default_duration,
-        instance=instance, async_events=True), queue_metrics)
+        instance=instance, async_events=True), queue_metrics, binder=core_binder)
     runner = Runner(queue_api, hosted, hosted_kinds=QUEUE_KINDS, **robust)
     return runner, combined(metrics, queue_metrics)
 

@@ -21,6 +21,7 @@ from test_fuzz_scheduler import NODES, RecordingBinder, Records
 
 from fluxinfra.queue import objects
 from fluxinfra.queue.api import API_VERSION, GATE, LABEL_QUEUE_NAME
+from fluxinfra.queue.binding import QueueBinder
 from fluxinfra.queue.controller import QueueConfig, QueueCore
 from fluxinfra.queue.kube import QUEUE_KINDS
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
@@ -117,9 +118,10 @@ SEEDS = {"jobs": JOB, "fluxjobs": FLUXJOB, "fluxjobqueues": QUEUE, "priorityclas
 
 def fresh() -> tuple[QueueCore, RecordingQueueApi, Runner]:
     api = RecordingQueueApi()
-    core = SchedulerCore(FluxionAllocator(policy="first"), RecordingBinder(),
+    binder = QueueBinder(RecordingBinder())
+    core = SchedulerCore(FluxionAllocator(policy="first"), binder,
                          SchedulerConfig(async_binds=False))
-    queue = QueueCore(core, api, QueueConfig(workers=1))
+    queue = QueueCore(core, api, QueueConfig(workers=1), binder=binder)
     runner = Runner(None, queue, hosted_kinds=QUEUE_KINDS)  # its apply step: no API calls
     RECORDS.records.clear()
     return queue, api, runner

@@ -53,14 +53,10 @@ KNOWN_EDGES = {
     **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
         "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
         "the wiring belongs in cli or a main above both (the scheduler core's split)"
-       for module in ("controller", "kube", "metrics", "configured")},
+       for module in ("binding", "controller", "kube", "metrics", "configured")},
 }
 #: (importing module, imported module, name) -> why
-KNOWN_PRIVATE = {
-    ("fluxinfra.queue.kube", "fluxinfra.scheduler.client", "_translate"):
-        "the queue's API client reuses the scheduler client's translation of API errors; it "
-        "becomes public in the one API client the scheduler and queue share",
-}
+KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: modules importing each other -> why
 KNOWN_MODULE_CYCLES = {
     frozenset({"fluxinfra.matcher.express", "fluxinfra.matcher.traverser"}):

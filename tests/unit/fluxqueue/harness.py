@@ -12,6 +12,7 @@ from scheduler.kube_double import make_node
 
 from fluxinfra.kube.resources import node_allocatable
 from fluxinfra.queue.api import GATE, LABEL_QUEUE_NAME
+from fluxinfra.queue.binding import QueueBinder
 from fluxinfra.queue.controller import SLOT_PREFIX, QueueConfig, QueueCore
 from fluxinfra.queue.kube import QUEUE_KINDS
 from fluxinfra.scheduler.binder import KubeBinder
@@ -67,10 +68,11 @@ class QueueHarness:
         self.api = api
         self.clock = Clock()
         self.binder = KubeBinder(api)
-        self.sched = SchedulerCore(FluxionAllocator(policy), self.binder, SchedulerConfig(),
+        queue_binder = QueueBinder(self.binder)  # given to the core, as the daemon does
+        self.sched = SchedulerCore(FluxionAllocator(policy), queue_binder, SchedulerConfig(),
                                    clock=self.clock)
         self.queue = QueueCore(self.sched, api, QueueConfig(workers=workers),
-                               wall=lambda: self.clock.t)
+                               wall=lambda: self.clock.t, binder=queue_binder)
         self.runner = Runner(api, self.queue, clock=self.clock, hosted_kinds=QUEUE_KINDS)
         self.runner.t0 = self.clock.t
 
