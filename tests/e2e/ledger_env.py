@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,36 +23,57 @@ from test_multinode import NODES, installer_only
 from fluxinfra.k8s.fluxconf import hostlist_decode
 from fluxinfra.templates.flux_ledger import (
     JOB_LABEL,
+    admission,
     counts_against_flux,
-    idset,
     pod_demand,
 )
 
-__all__ = ["Books", "import_saved_image", "installer_with_ledger"]
+__all__ = ["Books", "Sample", "Sampler", "import_saved_image", "installer_with_ledger"]
 
 OWN = {"app.kubernetes.io/name": "flux-installer"}
 
 
-#: Run with Flux's Python on the lead: rank -> cores of every running job with a ``start``
-#: event, as JSON.
-STARTED = """
-import json, flux
+#: Runs on the lead with Flux's Python, as the instance owner, for as long as the books are
+#: read: each request line is answered with one JSON line, rank -> cores. ``started``: the cores
+#: of every running job with a ``start`` event; ``find CRITERIA``: Fluxion's own view
+#: (``sched-fluxion-resource.find``, what ``flux ion-resource find`` asks). One process and one
+#: broker connection for every read, so a sample takes a few round trips, not processes.
+READER = """
+import json, sys, flux
 from flux.job import JobList, job_kvs_lookup
 h = flux.Flux()
-out = {}
-for job in JobList(h, filters=["running"], attrs=["state"]).jobs():
-    info = job_kvs_lookup(h, job.id, keys=["eventlog", "R"])
-    if not info or '"name":"start"' not in info["eventlog"]:
-        continue
-    for e in info["R"]["execution"]["R_lite"]:
-        for part in e["rank"].split(","):
+def ids(text):
+    out = []
+    for part in (text or "").split(","):
+        if part:
             lo, _, hi = part.partition("-")
-            for rank in range(int(lo), int(hi or lo) + 1):
-                cores = out.setdefault(rank, [])
-                for c in e["children"].get("core", "").split(","):
-                    a, _, b = c.partition("-")
-                    cores.extend(range(int(a), int(b or a) + 1))
-print(json.dumps(out))
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+def add(out, R):
+    if isinstance(R, str):
+        R = json.loads(R) if R.startswith("{") else None
+    for e in ((R or {}).get("execution") or {}).get("R_lite", []):
+        for rank in ids(e["rank"]):
+            out.setdefault(rank, []).extend(ids(e["children"].get("core")))
+    return out
+def started():
+    out = {}
+    for job in JobList(h, filters=["running"], attrs=["state"]).jobs():
+        info = job_kvs_lookup(h, job.id, keys=["eventlog", "R"])
+        if info and '"name":"start"' in info["eventlog"]:
+            add(out, info["R"])
+    return out
+for line in sys.stdin:
+    what, _, criteria = line.strip().partition(" ")
+    try:
+        if what == "started":
+            answer = started()
+        else:
+            answer = add({}, h.rpc("sched-fluxion-resource.find",
+                                   {"criteria": criteria}).get().get("R"))
+        print(json.dumps(answer), flush=True)
+    except Exception as exc:
+        print(json.dumps({"error": f"{what} {criteria}: {exc}"}), flush=True)
 """
 
 
@@ -58,43 +81,75 @@ print(json.dumps(out))
 class Sample:
     """Node -> (cores Flux runs started jobs on, millicores pods request, cores); ``waiting``:
     nodes where Fluxion's allocation (a job waiting in its prolog included) plus pods exceed
-    the cores."""
+    the cores; ``at``: when it was taken, ``took``: seconds reading both books."""
 
     nodes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     waiting: list[str] = field(default_factory=list)
+    at: float = 0.0
+    took: float = 0.0
 
 
 class Books:
-    """Both sides' books, read from the real instance and the real API server."""
+    """Both sides' books, read from the real instance (one reader process on the lead, see
+    :data:`READER`) and the real API server (one HTTPS connection)."""
 
     def __init__(self, cluster: Cluster, flux: Instance, ns: str, settings: dict) -> None:
         self.cluster, self.flux, self.ns, self.settings = cluster, flux, ns, settings
         self._cores: dict[str, int] = {}
+        self._reader: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._rest = cluster.bed.rest()
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.stdin.close()
+            try:
+                self._reader.wait(10)
+            except subprocess.TimeoutExpired:
+                self._reader.kill()
+                self._reader.wait()
+            self._reader = None
+        self._rest.close()
+
+    def _ask(self, request: str) -> dict[int, set[int]]:
+        with self._lock:
+            if self._reader is None or self._reader.poll() is not None:
+                flux, run_dir = self.flux, self.settings["runDir"]
+                owner = flux.on(flux.lead, "stat", "-c", "%U", run_dir).strip()
+                argv = ["runuser", "-u", owner, "--", "env", f"FLUX_URI=local://{run_dir}/local",
+                        f"{self.settings['prefix']}/bin/flux", "python", "-c", READER]
+                self._reader = subprocess.Popen(
+                    self.cluster.bed.node(flux.lead).enter(argv), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, text=True, bufsize=1)
+            self._reader.stdin.write(request + "\n")
+            self._reader.stdin.flush()
+            line = self._reader.stdout.readline()
+        if not line:
+            raise AssertionError(f"the books' reader on {self.flux.lead} exited "
+                                 f"({self._reader.poll()}) answering {request!r}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise AssertionError(f"the books' reader: {answer['error']}")
+        return {int(r): set(c) for r, c in answer.items()}
 
     def ranks(self) -> dict[int, str]:
-        ranks = json.loads(self.cluster.get("configmap", self.settings["rankMap"], "-n",
-                                            self.ns)["data"]["ranks.json"])
+        cm = self._rest.get(f"/api/v1/namespaces/{self.ns}/configmaps/"
+                            f"{self.settings['rankMap']}")
+        ranks = json.loads(cm["data"]["ranks.json"])
         return {int(r): s["node"] for r, s in ranks["slots"].items()}
 
     def find(self, criteria: str) -> dict[int, set[int]]:
         """Rank -> cores of ``flux ion-resource find <criteria>`` (Fluxion's own view)."""
-        out = self.flux.flux("ion-resource", "find", criteria).splitlines()[-1]
-        R = json.loads(out) if out.startswith("{") else None
-        cores: dict[int, set[int]] = {}
-        for entry in ((R or {}).get("execution") or {}).get("R_lite", []):
-            for rank in idset(entry["rank"]):
-                cores.setdefault(rank, set()).update(idset(entry["children"].get("core", "")))
-        return cores
+        return self._ask(f"find {criteria}")
 
     def started(self) -> dict[int, set[int]]:
         """Rank -> cores of the running jobs that have started (past the ledger's prolog):
         what Flux runs work on. A job still in its prolog holds its cores in Fluxion but
         runs nothing on them."""
-        out = self.flux.flux("python", "-c", STARTED, timeout=60).strip() or "{}"
-        return {int(r): set(c) for r, c in json.loads(out).items()}
+        return self._ask("started")
 
     def pods(self) -> list[dict]:
-        return self.cluster.get("pods", "-A")["items"]
+        return self._rest.get("/api/v1/pods")["items"]
 
     def placeholders(self, job: str = "") -> list[dict]:
         selector = f"{JOB_LABEL}={job}" if job else JOB_LABEL
@@ -109,25 +164,62 @@ class Books:
         """Both books at one moment: Flux's started jobs read before and after the pods, and
         only cores they held at both reads counted (so a job and a pod that followed each
         other between the reads are not taken for a pair); asserts that on every node the
-        cores Flux runs jobs on plus what pods request fit its cores."""
+        cores Flux runs jobs on plus what the pods its kubelet admitted request fit its
+        cores."""
+        began = time.monotonic()
         ranks = self.ranks()
         before = self.started()
         pods = self.pods()
         after = self.started()
         allocated = self.find("sched-now=allocated")
-        sample = Sample()
+        sample = Sample(at=began, took=time.monotonic() - began)
         for rank, node in ranks.items():
             cores = self.cores(node)
-            requested = sum(pod_demand(p)[0] for p in pods
-                            if p["spec"].get("nodeName") == node and counts_against_flux(p, OWN))
+            # what pods hold: those the node's kubelet admitted (a pod two schedulers raced
+            # onto a full node is bound but refused, OutOfcpu, and never runs)
+            holding = [p for p in pods if p["spec"].get("nodeName") == node
+                       and counts_against_flux(p, OWN) and admission(p)]
+            requested = sum(pod_demand(p)[0] for p in holding)
             running = len(before.get(rank, set()) & after.get(rank, set()))
             sample.nodes[node] = (running, requested, cores)
             assert running * 1000 + requested <= cores * 1000, \
-                f"{node} overcommitted: Flux runs on {running} cores + pods {requested}m > {cores}"
+                f"{node} overcommitted: Flux runs on {running} cores + pods {requested}m > " \
+                f"{cores}: " + ", ".join(
+                    f"{p['metadata']['namespace']}/{p['metadata']['name']} "
+                    f"{(p.get('status') or {}).get('phase')} {pod_demand(p)[0]}m"
+                    for p in holding)
             if len(allocated.get(rank, ())) * 1000 + requested > cores * 1000:
                 sample.waiting.append(node)
         return sample
 
+
+class Sampler(threading.Thread):
+    """:meth:`Books.sample` once a second (each sample starts on the next whole second after
+    the last one began) until :meth:`finish`, which returns the samples and raises what a
+    sample raised (an overcommitted node)."""
+
+    def __init__(self, books: Books, every: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.books, self.every = books, every
+        self.samples: list[Sample] = []
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                sample = self.books.sample()
+                self.samples.append(sample)
+                self._halt.wait(max(0.0, sample.at + self.every - time.monotonic()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test by finish()
+            self.error = exc
+
+    def finish(self) -> list[Sample]:
+        self._halt.set()
+        self.join(120)
+        if self.error is not None:
+            raise self.error
+        return self.samples
 
 
 def import_saved_image(cluster: Cluster, tar: Path) -> str:
@@ -178,7 +270,11 @@ def installer_with_ledger(cluster: Cluster, tmp: Path, log=print) -> Iterator[Bo
         wait_for(lambda: _ranks_up(flux) == NODES, 600, f"{NODES} ranks up")
         # the ledger is through the journal once a job passes the prolog
         flux.flux("run", "-N1", "true", timeout=180)
-        yield Books(cluster, flux, ns, settings)
+        books = Books(cluster, flux, ns, settings)
+        try:
+            yield books
+        finally:
+            books.close()
     finally:
         for pod in cluster.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=flux-installer"
                                )["items"]:

@@ -7,8 +7,9 @@ node into one instance; then:
   default scheduler and one under the project's scheduler off those nodes until it ends, then
   their pending pods land there;
 * pods filling one node make ``flux run -N4`` wait until they leave;
-* at every sample of both, for every node, what Flux has allocated there plus what pods request
-  there is at most its cores.
+* a mixed workload of Flux jobs, batch pods under both schedulers and gangs, both books sampled
+  once a second: at every sample, for every node, the cores Flux runs started jobs on plus what
+  pods request there is at most its cores.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from __future__ import annotations
 import os
 import random
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from e2e_cluster import Cluster, wait_for
-from fluxion_scheduler import SchedulerProcess, install, sa_kubeconfig
-from ledger_env import Books, import_saved_image, installer_with_ledger
+from fluxion_scheduler import running_scheduler
+from ledger_env import Books, Sampler, import_saved_image, installer_with_ledger
 from test_multinode import FLUX_PREFIX, NODES
 
 from fluxinfra.templates.flux_ledger import admission
@@ -53,20 +53,10 @@ def books(cluster: Cluster, installer_image, tmp_path_factory) -> Iterator[Books
 
 
 @pytest.fixture(scope="module")
-def fluxion(cluster: Cluster, tmp_path_factory):
+def fluxion(cluster: Cluster, tmp_path_factory) -> Iterator[str]:
     """The project's scheduler, as its ServiceAccount, beside the default one."""
-    tag = uuid.uuid4().hex[:6]
-    namespace, sa, name = f"fluxion-{tag}", f"fluxion-e2e-{tag}", f"fluxion-{tag}"
-    cluster.kubectl("create", "namespace", namespace)
-    install(cluster, sa, namespace, name)
-    tmp = tmp_path_factory.mktemp("fluxion")
-    kubeconfig = sa_kubeconfig(cluster, sa, namespace, tmp / "sa.kubeconfig")
-    proc = SchedulerProcess(kubeconfig, name, tmp / "scheduler.log").start()
-    yield name
-    proc.stop()
-    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    for kind in ("clusterrole", "clusterrolebinding"):
-        cluster.kubectl("delete", kind, sa, check=False)
+    with running_scheduler(cluster, tmp_path_factory.mktemp("fluxion")) as run:
+        yield run.name
 
 
 def deployment(name: str, ns: str, replicas: int, image: str, scheduler: str = "",
@@ -188,51 +178,72 @@ MIX_SECONDS = float(os.environ.get("FLUXINFRA_LEDGER_MIX_SECONDS", "120"))
 
 def test_a_mixed_workload_never_overcommits_a_node(books: Books, fluxion, busybox, namespace):
     """Flux jobs of random size and length submitted beside batch pods under both schedulers
-    and a gang under ours, sampled as fast as both books can be read: on every node, what Flux
-    runs started jobs on plus what pods request fits its cores at every sample, and every job
-    and pod completes. ``FLUXINFRA_LEDGER_MIX_SECONDS`` (default 120; the issue's 600)."""
+    and a gang under ours, both books sampled once a second throughout: on every node, what
+    Flux runs started jobs on plus what pods request fits its cores at every sample, and every
+    job and pod completes. ``FLUXINFRA_LEDGER_MIX_SECONDS`` (default 120; the issue's 600)."""
     rng = random.Random(38)
     jobs: list[str] = []
     pods = 0
-    samples: list = []
+    sampler = Sampler(books)
+    sampler.start()
     started = time.monotonic()
     next_submit = 0.0
-    while time.monotonic() - started < MIX_SECONDS:
-        now = time.monotonic() - started
-        if now >= next_submit:
-            size = rng.choice([["-n1"], ["-n2"], ["-N1"], ["-N2"], ["-n1", "-c2"]])
-            jobs.append(books.flux.flux("submit", *size, "sleep",
-                                        str(rng.randint(2, 8))).strip())
-            # batch Jobs: a pod the kubelet refuses (a placeholder got there first) is
-            # replaced by its Job, as any controller's would be
-            batch = [batch_job(f"p{pods + i}", namespace, busybox, rng.randint(2, 8),
-                               fluxion if i % 2 else "") for i in range(2)]
-            if len(jobs) % 4 == 0:
-                batch += gang(f"g{len(jobs)}", namespace, busybox, fluxion, 2)
-            pods += len(batch) if len(jobs) % 4 else len(batch) - 1
-            books.cluster.apply(yaml.safe_dump_all(batch))
-            next_submit = now + rng.uniform(3, 8)
-        samples.append(books.sample())
-    waiting_samples = sum(1 for s in samples if s.waiting)
-    wait_for(lambda: all(_job_state(books, j) in ("CD", "CA", "F", "TO") for j in jobs), 300,
-             "every Flux job ended")
-    states = {j: _job_state(books, j) for j in jobs}
-    assert set(states.values()) == {"CD"}, states
+    try:
+        while time.monotonic() - started < MIX_SECONDS:
+            now = time.monotonic() - started
+            if now >= next_submit:
+                size = rng.choice([["-n1"], ["-n2"], ["-N1"], ["-N2"], ["-n1", "-c2"]])
+                jobs.append(books.flux.flux("submit", *size, "sleep",
+                                            str(rng.randint(2, 8))).strip())
+                # batch Jobs: a pod the kubelet refuses (a placeholder got there first) is
+                # replaced by its Job, as any controller's would be
+                batch = [batch_job(f"p{pods + i}", namespace, busybox, rng.randint(2, 8),
+                                   fluxion if i % 2 else "") for i in range(2)]
+                if len(jobs) % 4 == 0:
+                    batch += gang(f"g{len(jobs)}", namespace, busybox, fluxion, 2)
+                pods += len(batch) if len(jobs) % 4 else len(batch) - 1
+                books.cluster.apply(yaml.safe_dump_all(batch))
+                # a rate the four 2-core nodes keep up with (about a third of their cores):
+                # faster, the queue of both grows for the whole run
+                next_submit = now + rng.uniform(8, 16)
+            if sampler.error is not None:
+                break
+            time.sleep(0.2)
+        wait_for(lambda: sampler.error is not None or all(
+            _job_state(books, j) in ("CD", "CA", "F", "TO") for j in jobs), 300,
+            "every Flux job ended")
+        states = {j: _job_state(books, j) for j in jobs}
+        assert sampler.error is not None or set(states.values()) == {"CD"}, states
 
-    def pods_done() -> bool:
-        samples.append(books.sample())
-        done = [j for j in books.cluster.get("jobs", "-n", namespace)["items"]
-                if j["status"].get("succeeded")]
-        gangs = [p for p in books.cluster.get("pods", "-n", namespace, "-l",
-                                              "scheduling.x-k8s.io/pod-group")["items"]
-                 if p["status"].get("phase") == "Succeeded"]
-        return len(done) + len(gangs) == pods
-    wait_for(pods_done, 300, f"all {pods} batch Jobs and gang pods succeeded")
-    print(f"\nledger mixed workload: {MIX_SECONDS:.0f}s, {len(jobs)} Flux jobs and {pods} pods "
-          f"(batch Jobs under the default scheduler and {fluxion}, gangs of 2) all "
-          f"completed; {len(samples)} samples, "
-          f"every node within its cores at each; {waiting_samples} samples with a job waiting "
-          "in its prolog beside a pod")
+        succeeded = [0]
+
+        def pods_done() -> bool:
+            if sampler.error is not None:
+                return True
+            done = [j for j in books.cluster.get("jobs", "-n", namespace)["items"]
+                    if j["status"].get("succeeded")]
+            gangs = [p for p in books.cluster.get("pods", "-n", namespace, "-l",
+                                                  "scheduling.x-k8s.io/pod-group")["items"]
+                     if p["status"].get("phase") == "Succeeded"]
+            succeeded[0] = len(done) + len(gangs)
+            return succeeded[0] == pods
+        try:
+            wait_for(pods_done, max(300, MIX_SECONDS), f"all {pods} batch Jobs and gang pods "
+                     "succeeded")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {succeeded[0]} of {pods} done") from None
+    finally:
+        samples = sampler.finish()  # raises what a sample found (an overcommitted node)
+    gaps = [b.at - a.at for a, b in zip(samples, samples[1:], strict=False)]
+    took = sorted(s.took for s in samples)
+    waiting = sum(1 for s in samples if s.waiting)
+    span = samples[-1].at - samples[0].at
+    print(f"\nledger mixed workload: {MIX_SECONDS:.0f}s of arrivals, {len(jobs)} Flux jobs and "
+          f"{pods} pods (batch Jobs under the default scheduler and {fluxion}, gangs of 2) all "
+          f"completed; {len(samples)} samples over {span:.0f}s, every node within its cores "
+          f"at each (largest gap between samples {max(gaps):.2f}s, a sample read in "
+          f"{took[len(took) // 2]:.2f}s median, {took[-1]:.2f}s largest); {waiting} samples "
+          "with a job waiting in its prolog beside a pod")
 
 
 def batch_pod(name: str, ns: str, image: str, seconds: int, scheduler: str = "",
