@@ -1,5 +1,12 @@
-"""The ledger's job-manager prolog (``ledger-prolog.sh`` as the installer renders it) in a real
-Flux instance (flux-core 0.88.0, flux-sched 0.54.0): while a job waits for its placeholders,
+"""The ledger's two dealings with a real Flux instance (flux-core 0.88.0, flux-sched 0.54.0).
+
+Why it withholds whole nodes: with one core of a node marked down in Fluxion, a core-level
+request that needs it waits, but a node-exclusive one (``flux run -N1``) is still given the
+node, down core included; so the ledger marks every core of a node with pods down (the day a
+Fluxion waits there too, the first test fails and per-core withholding becomes possible).
+
+Its job-manager prolog (``ledger-prolog.sh`` as the installer renders it): while a job waits
+for its placeholders,
 the ledger's reason is the job's memo in ``flux jobs``; once admitted the memo is cleared, the
 job starts, and a job with a time limit gets the seconds it waited added to it (an unlimited
 one stays unlimited). Here the test writes the ledger's files itself (the Ledger's own writing
@@ -9,6 +16,7 @@ of them is in ``test_flux_ledger.py``; the whole path on four real nodes in
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -65,6 +73,36 @@ flux("job", "wait-event", "-t", "30", free, "start")
 out["free_duration"] = float(flux("jobs", "-no", "{duration}", free))
 print(json.dumps(out))
 """
+
+
+#: Runs inside the instance: one core of the node down, then a node-exclusive job and a job
+#: asking for both cores; prints whether each started within its wait.
+DOWN = """
+set -e
+flux ion-resource set-status "/cluster0/$(hostname)/core0" down
+node=$(flux submit -N1 true)
+if flux job wait-event -t 15 "$node" start >/dev/null 2>&1; then echo "node-exclusive: ran"
+else echo "node-exclusive: waited"; fi
+cores=$(flux submit -n1 -c2 true)
+if flux job wait-event -t 5 "$cores" start >/dev/null 2>&1; then echo "two cores: ran"
+else echo "two cores: waited"; fi
+flux cancel --all >/dev/null 2>&1 || true
+"""
+
+
+def test_fluxion_gives_a_node_exclusive_job_a_node_with_a_down_core(tmp_path: Path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs a host of 2 cores or more (one down, a job asking both)")
+    script = tmp_path / "down.sh"
+    script.write_text(DOWN)
+    proc = subprocess.run([FLUX, "start", "-s1", "bash", str(script)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.split("\n")
+    assert "two cores: waited" in lines, proc.stdout
+    assert "node-exclusive: ran" in lines, \
+        "Fluxion now keeps node-exclusive jobs off nodes with down cores: the ledger could " \
+        "withhold only the cores pods request (flux_ledger.plan_down)"
 
 
 def test_a_job_waiting_in_the_prolog_shows_why_and_keeps_its_whole_time_limit(tmp_path: Path):
