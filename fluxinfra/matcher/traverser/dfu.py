@@ -15,524 +15,100 @@ O(request) rather than O(graph) once a cluster is busy.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right
 from functools import partial
-from itertools import accumulate, chain, groupby, islice, pairwise, repeat
-from operator import add, gt, lt, sub
+from itertools import pairwise
+from typing import TYPE_CHECKING
 
-from fluxinfra.matcher.express import Express
+from fluxinfra.matcher.evaluators import (
+    MATCH_MET,
+    MATCH_UNMET,
+    Evals,
+    Scoring,
+    cmod,
+    perf_class,
+    score_runs,
+    worse,
+)
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner, type_set
 from fluxinfra.matcher.policies import Policy
-from fluxinfra.matcher.stdsort import (
-    equal_prefix,
-    introsort,
-    sorted_prefix,
-    sorted_prefix_bytes,
-    sorted_prefix_words,
+from fluxinfra.matcher.traverser.job import AT_ALLOC, AT_NO_ALLOC, AT_RESERVE, AT_SAT
+from fluxinfra.matcher.traverser.memo import (
+    ChosenSlot,
+    Rebound,
+    ReplayedSlots,
+    expand_slots,
+    inner_below,
+    inner_plan,
+    per_request,
+    request_key,
+    walk_below,
 )
+from fluxinfra.matcher.traverser.order import (
+    UNTOUCHED,
+    ChildOrder,
+    HeldKids,
+    by_place,
+    order_key,
+    untouched_keys,
+)
+from fluxinfra.matcher.traverser.text import HeldSubtree, simple_lines
 
-__all__ = ["Traverser", "Meta", "AT_ALLOC", "AT_RESERVE", "AT_SAT", "AT_NO_ALLOC"]
+if TYPE_CHECKING:  # pragma: no cover - typing only (compiled: dfu.pxd cimports Meta)
+    from fluxinfra.matcher.traverser.job import JobState, Meta
 
-MATCH_UNMET, MATCH_MET = 0, 1
+__all__ = ["Traverser", "X_NJOBS"]
+
 X_NJOBS = 0x40000000
-AT_ALLOC, AT_RESERVE, AT_SAT, AT_NO_ALLOC = range(4)
-_NONE, _PRISTINE_NONE, _RESOURCE, _SLOT = range(4)
+
+
+NONE_MATCH, PRISTINE_NONE_MATCH, RESOURCE_MATCH, SLOT_MATCH = range(4)
+
+
 #: what a guarded walk left unexplored: one child, a vertex's children from one on, or
 #: the slots a slot vertex would still form (see Traverser._bound)
 _ONE, _KIDS, _SLOTS = range(3)
+
+
 _EMPTY: dict[str, int] = {}
-_UNTOUCHED = 1 << 64  # Fluxion's initial edge weight (UINT64_MAX): never-used children first
+
 
 #: recorded subtree selections kept at most (one per subtree shape x request shape)
 MAX_TEMPLATES = 4096
+
+
 #: subtrees the full walk remembers at most (then it starts over)
 _MAX_MEMO = 400_000
+
+
 #: changed vertices (``_dirty``) a commit or cancel lets pile up before it stamps them (see
 #: _restamp): the express lane commits without a full walk, which alone stamped them
 _RESTAMP_AT = 1024
+
+
 _LAYOUT = "layout"  # key of what one untouched subtree of a layout found, for all of them
+
+
 _WIDE_KEY = "wide"  # key of the last exploration of a vertex's children
+
+
 #: vertices with more children than this keep their last exploration (_explore_kept)
 _WIDE = 16
+
+
 #: a wide vertex's children are passed up in blocks of this many (Traverser._explore_wide)
 _BLOCK = 16
-#: request lists whose derived facts are kept between matches
-_MAX_REQUESTS = 512
-_NO_VERTICES: frozenset[int] = frozenset()  # JobState.whole until the job holds one
-
-
-class Meta:
-    """One traversal's parameters (Fluxion's jobmeta)."""
-
-    __slots__ = ("at", "now", "duration", "alloc_type", "jobid", "constraint")
-
-    def __init__(self, at: int, duration: int, alloc_type: int = AT_ALLOC, jobid: int = 0,
-                 now: int | None = None, constraint=None) -> None:
-        self.at = at
-        self.now = at if now is None else now
-        self.duration = duration
-        self.alloc_type = alloc_type
-        self.jobid = jobid
-        #: RFC 31 constraint (fluxinfra.matcher.constraint.Constraint) or None
-        self.constraint = constraint
-
-
-class _Evals:
-    """Candidate edge groups of one resource type (Fluxion's evals_t).
-
-    Flat (``eg``, the groups) or, once a large candidate list of a remembered subtree is
-    merged in (see Traverser._visit), a concatenation of ``parts`` (other _Evals, never
-    changed again, and lists of groups) read in order without copying them: a root that
-    gathers a million slots merges the racks' lists, not the slots."""
-
-    __slots__ = ("eg", "qual", "total", "best_k", "best_i", "it", "parts", "n", "_scores",
-                 "_ranked", "_bounds", "_distinct", "_keys", "_starts", "_runs")
-
-    def __init__(self) -> None:
-        # [score, count, needs, exclusive, root, edges]; edges, a tuple of (amount, taken,
-        # exclusive, vertex, parent) tuples, is only read: tuples of ints, which the cyclic
-        # collector stops tracking (a node's groups outlive many matches)
-        self.eg: list[list] = []
-        self.qual = 0
-        self.total = 0
-        self.best_k = 0
-        self.best_i = 0
-        self.it = -1
-        self.parts: list | None = None
-        self.n = 0  # groups in all
-        self._scores = None
-        #: a concatenation ranked by _choose_merged: (high, runs) it was ranked by
-        self._ranked: tuple[bool, bool] | None = None
-        self._bounds: tuple[int, int] | None = None  # (lowest, highest score), kept
-        self._distinct: frozenset[int] | None = None  # the scores, kept
-        self._keys: tuple | None = None  # ((base, high), key bytes), kept
-        self._starts: list[int] | None = None  # where each part starts (group() bisects)
-        self._runs: tuple | None | bool = False  # runs(), kept (False: not worked out)
-
-    def add(self, group: list) -> None:
-        self.total += group[1]
-        if group[0] > MATCH_UNMET:
-            self.qual += group[1]
-        self.n += 1
-        parts = self.parts
-        if parts is None:
-            self.eg.append(group)  # (no parts: nothing kept of where they start)
-            return
-        self._starts = None
-        if parts and type(parts[-1]) is list:
-            parts[-1].append(group)
-        else:
-            parts.append([group])
-
-    def merge(self, other: _Evals, kept: bool = False) -> None:
-        """Append ``other``'s groups; a ``kept`` list (remembered, never changed again) is
-        referred to rather than copied unless it is tiny."""
-        self.qual += other.qual
-        self.total += other.total
-        self.n += other.n
-        self._starts = None
-        if self.parts is None and other.parts is None and other.n <= (
-                _TINY if kept else _FLAT):
-            self.eg.extend(other.eg)
-            return
-        if self.parts is None:
-            self.parts = [self.eg] if self.eg else []
-            self.eg = []
-        self.parts.append(other)  # by reference: ``other`` is never changed again
-
-    def groups(self) -> list[list]:
-        """Every group, in order (flattening a concatenation)."""
-        if self.parts is None:
-            return self.eg
-        out: list[list] = []
-        for part in self.parts:
-            out += part if type(part) is list else part.groups()
-        return out
-
-    def scores(self) -> list[int]:
-        """Every group's score, in order (kept once built: a merged part never changes)."""
-        got = self._scores
-        if got is None:
-            if self.parts is None:
-                got = list(map(_score, self.eg))
-            else:
-                got = []
-                for part in self.parts:
-                    got += list(map(_score, part)) if type(part) is list else part.scores()
-            self._scores = got
-        return got
-
-    def key_bytes(self, base: int, high: bool) -> bytes:
-        """Each group's key as one byte: its score less ``base`` (``high``: ``base`` less
-        its score); kept for the last base asked (scores of every group must fit)."""
-        got = self._keys
-        if got is None or got[0] != (base, high):
-            if self.parts is None:
-                data = _key_bytes(self.scores(), base, high)
-            else:
-                data = b"".join(self._part_keys(base, high))
-            got = self._keys = ((base, high), data)
-        return got[1]
-
-    def key_array(self, base: int, high: bool) -> bytearray:
-        """key_bytes in a bytearray of its own, for a ranking that partitions it in place:
-        joined straight into it when not kept (a concatenation ranked once, such as the
-        machine's cores under a top-level slot: one copy of a million keys, not two)."""
-        got = self._keys
-        if self.parts is None or got is not None and got[0] == (base, high):
-            return bytearray(self.key_bytes(base, high))
-        return bytearray().join(self._part_keys(base, high))
-
-    def _part_keys(self, base: int, high: bool):
-        """Each part's key bytes, in order."""
-        return (_key_bytes(list(map(_score, part)), base, high) if type(part) is list
-                else part.key_bytes(base, high) for part in self.parts)
-
-    def bounds(self) -> tuple[int, int]:
-        """(lowest, highest) score of a non-empty list (kept once worked out)."""
-        got = self._bounds
-        if got is None:
-            if self.parts is None:
-                scores = self.scores()
-                got = (min(scores), max(scores))
-            else:
-                los, his = [], []
-                for part in self.parts:
-                    if type(part) is list:
-                        scores = list(map(_score, part))
-                        lo, hi = min(scores), max(scores)
-                    else:
-                        lo, hi = part.bounds()
-                    los.append(lo)
-                    his.append(hi)
-                got = (min(los), max(his))
-            self._bounds = got
-        return got
-
-    def distinct(self) -> frozenset[int]:
-        """The distinct scores (kept once worked out)."""
-        got = self._distinct
-        if got is None:
-            if self.parts is None:
-                got = frozenset(self.scores())
-            else:
-                got = frozenset().union(*(set(map(_score, part)) if type(part) is list
-                                          else part.distinct() for part in self.parts))
-            self._distinct = got
-        return got
-
-    def runs(self) -> tuple | None:
-        """The scores' runs when they are strictly monotonic in group order (see _runs_of),
-        else None. A concatenation joins its parts' runs (kept by each part once worked
-        out): a root's list of 16,384 nodes is read once per part, not once per match."""
-        got = self._runs
-        if got is False:
-            if self.parts is None:
-                got = _runs_of(self.scores())
-            else:
-                got = _join_runs([_runs_of(list(map(_score, part))) if type(part) is list
-                                  else part.runs() for part in self.parts])
-            self._runs = got
-        return got
-
-    def group(self, i: int) -> list:
-        """Group ``i`` (in order): its part found by bisecting where the parts start."""
-        parts = self.parts
-        if parts is None:
-            return self.eg[i]
-        starts = self._starts
-        if starts is None:
-            starts = self._starts = list(accumulate(
-                [len(part) if type(part) is list else part.n for part in parts], initial=0))
-        if not 0 <= i < starts[-1]:
-            raise IndexError(i)
-        b = bisect_right(starts, i) - 1
-        part = parts[b]
-        return part[i - starts[b]] if type(part) is list else part.group(i - starts[b])
-
-    def choose_best_k(self, k: int, high: bool, runs: bool = False, full: bool = False) -> bool:
-        """Rank the groups (std::sort's order) and give the first ones ``k`` units. ``eg`` is
-        then the ranked groups: all of them when ``full`` (slot members), else at least the
-        chosen ones and the next."""
-        if k == 0 or k > self.qual:
-            return False
-        if self.parts is not None and self.n > _FLAT and not full and self._ranked is None:
-            return self._choose_merged(k, high, runs)
-        eg = self.eg = self.groups()
-        self.parts = None
-        if self._ranked is not None:
-            # ranked again (or-slots rank one list per alternative): Fluxion sorts the list
-            # the first ranking left, so that ranking is done in full first
-            eg = _rank(eg, *self._ranked)
-            self._ranked = None
-        # locality at the top level ranks by the run of consecutive scores each candidate
-        # falls in (higher runs first; candidates of one run tie)
-        eg = self.eg = _rank(eg, high, runs)
-        left, i = k, 0
-        while left > 0:
-            group = self.eg[i]
-            group[2] = left if left <= group[1] else group[1]
-            left -= group[1]
-            i += 1
-        self.best_k, self.best_i = k, i
-        return True
-
-    def _choose_merged(self, k: int, high: bool, runs: bool) -> bool:
-        """choose_best_k over a large concatenation: std::sort's first groups worked out from
-        the scores alone (see stdsort.sorted_prefix), then only those groups read."""
-        n = self.n
-        in_order = None
-        if runs:
-            # scores strictly monotonic in group order (locality walks ids in order): the
-            # runs read off the parts as they are; otherwise ranked through the distinct
-            # scores (kept per part: cheap when many groups share few scores)
-            in_order = self.runs()
-            if in_order is not None:
-                lengths = in_order[3]
-                nruns = len(lengths)
-                # rank 0 is the highest run: the first when descending, else the last
-                ranks = range(nruns) if in_order[0] <= 0 else range(nruns - 1, -1, -1)
-            else:
-                rank_of, nruns = _run_ranks(self.distinct())
-            one = nruns == 1
-        else:
-            lo, hi = self.bounds()
-            one = lo == hi
-        taken = [0, 0, -1]  # groups counted, their units, how many groups made k units
-        eg: list = []  # the ranked groups read so far (each read once: a look-up per part)
-
-        def enough(order: list[int]) -> bool:
-            """The ranked groups so far give k units, and one more group follows (each
-            group read once, and none past the one that follows)."""
-            for i in order[taken[0]:]:
-                if 0 <= taken[2] < taken[0]:
-                    break
-                taken[0] += 1
-                group = self.group(i)
-                eg.append(group)
-                taken[1] += group[1]
-                if taken[2] < 0 and taken[1] >= k:
-                    taken[2] = taken[0]
-            return 0 <= taken[2] < taken[0] or taken[0] >= n
-
-        if one:  # one key: std::sort's order of equal elements, by arithmetic
-            take = k + 1
-            while True:
-                order = equal_prefix(n, min(take, n))
-                if enough(order):
-                    break
-                take *= 2
-        elif not runs and hi - lo < 256:
-            # keys in a byte: (score - lowest) or (highest - score), at C speed
-            order = sorted_prefix_bytes(self.key_array(hi if high else lo, high), enough,
-                                        owned=True)
-        else:
-            if runs:
-                if in_order is None:
-                    keys = map(rank_of.__getitem__, self.scores())
-                elif nruns <= 256:  # a run's keys at memset speed
-                    keys = b"".join([_BYTE[r] * count
-                                     for r, count in zip(ranks, lengths, strict=True)])
-                else:
-                    keys = chain.from_iterable(map(repeat, ranks, lengths))
-                if nruns <= 256:
-                    order = sorted_prefix_bytes(bytearray(keys), enough, owned=True)
-                elif nruns <= 65_536:
-                    order = sorted_prefix_words(keys, enough)
-                else:
-                    order = sorted_prefix(list(keys), enough)
-            else:
-                scores = self.scores()
-                order = sorted_prefix([-s for s in scores] if high else scores, enough)
-        enough(order)  # (each way above has asked already: this reads nothing more)
-        left, i = k, 0
-        while left > 0:
-            group = eg[i]
-            group[2] = left if left <= group[1] else group[1]
-            left -= group[1]
-            i += 1
-        self.eg, self._ranked = eg, (high, runs)  # parts stay: groups() is still the list
-        self.best_k, self.best_i = k, i
-        return True
-
-
-def _score(group: list) -> int:
-    return group[0]
-
-
-def _key_bytes(scores: list[int], base: int, high: bool) -> bytes:
-    return bytes([base - s for s in scores] if high else [s - base for s in scores])
-
-
-def _rank(groups: list[list], high: bool, runs: bool) -> list[list]:
-    """``groups`` in std::sort's order by score (``runs``: by locality's runs)."""
-    if runs:
-        run = _score_runs(groups)
-        return std_sorted(groups, lambda g: run[g[0]], True)
-    return std_sorted(groups, _score, high)
-
-
-def _score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
-    """score -> (first, last) of the run of consecutive integers it belongs to, over the
-    scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
-    the intervals lexicographically)."""
-    return _score_runs_of(map(_score, groups))
-
-
-def _runs_of(scores: list[int]) -> tuple | None:
-    """locality's runs of ``scores`` when they are strictly monotonic in group order:
-    (direction: 1 ascending, -1 descending, 0 at most one score; the first score; the last;
-    the length of each run in order, a run being scores one apart), read off the list
-    without sorting it; None otherwise (then _run_ranks)."""
-    n = len(scores)
-    if n < 2:
-        return (0, scores[0], scores[0], [1]) if n else (0, None, None, [])
-    rest = islice(scores, 1, None)
-    if scores[0] < scores[1]:
-        if not all(map(lt, scores, rest)):
-            return None
-        # ascending: score less position is the same all along a run
-        return 1, scores[0], scores[-1], [
-            len(list(run)) for _, run in groupby(map(sub, scores, range(n)))]
-    if not all(map(gt, scores, rest)):
-        return None
-    return -1, scores[0], scores[-1], [
-        len(list(run)) for _, run in groupby(map(add, scores, range(n)))]
-
-
-def _join_runs(parts: list) -> tuple | None:
-    """The runs (see _runs_of) of the concatenation of lists whose runs are ``parts``."""
-    out = None
-    for part in parts:
-        if part is None:
-            return None
-        if not part[3]:
-            continue  # no groups
-        if out is None:
-            out = (part[0], part[1], part[2], list(part[3]))
-            continue
-        direction, first, last, lengths = out
-        step = part[1] - last
-        way = 1 if step > 0 else -1
-        if step == 0 or direction == -way or part[0] == -way:
-            return None
-        if step == way:  # the last run goes on into the part's first
-            lengths[-1] += part[3][0]
-            lengths += part[3][1:]
-        else:
-            lengths += part[3]
-        out = (way, first, part[2], lengths)
-    return out if out is not None else (0, None, None, [])
-
-
-def _run_ranks(distinct) -> tuple[dict[int, int], int]:
-    """For locality's top-level ranking: score -> the rank of its run of consecutive
-    integers among ``distinct`` (0: the highest run, as _score_runs_of's runs compared in
-    reverse), and how many runs; worked out with C-speed iterators, not a loop per score
-    (a 16,384-node machine ranks that many scores every match)."""
-    scores = sorted(distinct)
-    lengths = _runs_of(scores)[3]  # (ascending: always monotonic)
-    ranks = range(len(lengths) - 1, -1, -1)
-    return dict(zip(scores, chain.from_iterable(map(repeat, ranks, lengths)),
-                    strict=True)), len(lengths)
-
-
-_RUNS = "runs"  # key of a layout's runs() in its kind's cache (the others: (base, high))
-#: each byte value as a one-byte string (run keys are repeated at memset speed)
-_BYTE = [bytes((i,)) for i in range(256)]
-
-
-def _score_runs_of(all_scores) -> dict[int, tuple[int, int]]:
-    scores = sorted(set(all_scores))
-    out: dict[int, tuple[int, int]] = {}
-    i = 0
-    while i < len(scores):
-        j = i
-        while j + 1 < len(scores) and scores[j + 1] == scores[j] + 1:
-            j += 1
-        run = (scores[i], scores[j])
-        for s in scores[i:j + 1]:
-            out[s] = run
-        i = j + 1
-    return out
-
-
-def std_sorted(items: list, key, high: bool) -> list:
-    """``items`` in the order ``std::sort`` leaves them under "``key`` greater" (``high``) or
-    "less". libstdc++ insertion-sorts up to 16 elements (stable), and distinct keys leave
-    one order, so a stable sort gives its result then; otherwise introsort is replayed."""
-    if len(items) <= _INSERTION:
-        return sorted(items, key=key, reverse=high)
-    keys = list(map(key, items))
-    if len(set(keys)) == len(keys):
-        return sorted(items, key=key, reverse=high)
-    out = list(items)
-    if key is _score:
-        introsort(out, _greater if high else _less)
-    elif high:
-        introsort(out, lambda a, b: key(a) > key(b))
-    else:
-        introsort(out, lambda a, b: key(a) < key(b))
-    return out
-
-
-def _worse(a: int, b: int, high: bool) -> bool:
-    """Score ``a`` ranks strictly after score ``b``."""
-    return a < b if high else a > b
-
-
-def _greater(a: list, b: list) -> bool:
-    return a[0] > b[0]
-
-
-def _less(a: list, b: list) -> bool:
-    return a[0] < b[0]
 
 
 #: policies whose rankings the guard could seldom vouch for: locality ranks the top level
 #: by runs of every candidate's score, variation ties every vertex of a performance class
 _UNGUARDED = ("locality", "variation")
-#: std::sort leaves runs this short in insertion-sorted (stable) order
-_INSERTION = 16
-#: candidate lists longer than this are merged by reference (see _Evals); remembered ones
-#: longer than _TINY
-_FLAT = 64
-_TINY = 8
 
 
 class _GuardFailed(Exception):
     """A selection made from the first candidates found might differ from Fluxion's ranking
     of every candidate: rank them all (see Traverser.select)."""
-
-
-class _Dfu:
-    """Scores gathered below one vertex (Fluxion's scoring_api_t, one subsystem)."""
-
-    __slots__ = ("ev", "avail", "overall", "hier", "used")
-
-    def __init__(self) -> None:
-        self.ev: dict[str, _Evals] = {}
-        self.avail = 0
-        self.overall = -1
-        self.hier = False
-        #: slot members: type -> how many ranked member groups the formed slots took
-        self.used: dict[str, int] | None = None
-
-    def evals(self, rtype: str) -> _Evals:
-        ev = self.ev.get(rtype)
-        if ev is None:
-            ev = self.ev[rtype] = _Evals()
-        return ev
-
-    def qual(self, rtype: str) -> int:
-        ev = self.ev.get(rtype)
-        return ev.qual if ev else 0
-
-    def merge(self, other: _Dfu) -> None:
-        for rtype, ev in other.ev.items():
-            self.evals(rtype).merge(ev)
 
 
 class Traverser:
@@ -562,14 +138,14 @@ class Traverser:
         #: vertices with a weighted vertex at or below them (their subtree's order moved)
         self._weighted: set[int] = set()
         #: first's child order per vertex (most free first), sort keys beside it
-        self._order_cache: dict[int, _Order] = {}
+        self._order_cache: dict[int, ChildOrder] = {}
         #: child type -> the pruning type ``first`` weighs it by (None: not weighed)
         self._weigh_type: dict[str, str | None] = {}
         self._policy_cache: dict[int, list[int]] = {}
         self._kid_types: dict[int, frozenset[str]] = {}
         #: id(resources list) -> (the list, leaf plan); lists live as long as their jobspec
         self._leaf_plans: dict[int, tuple[list[Resource], dict[str, Resource] | None]] = {}
-        #: id(request list) -> (the list, its _request_key)
+        #: id(request list) -> (the list, its request_key)
         self._request_keys: dict[int, tuple[list[Resource], tuple]] = {}
         #: explore children in policy order and stop once a level is satisfied (see Matcher)
         self.fast = False
@@ -598,23 +174,23 @@ class Traverser:
         self._kid_pos: dict[int, dict[int, int]] = {}
         #: parent -> its children held whole by an allocation (fast mode skips them in a
         #: set lookup instead of a planner query: busy clusters have thousands)
-        self._held_kids: dict[int, _HeldKids] = {}
+        self._held_kids: dict[int, HeldKids] = {}
         #: parent -> its children in exploration order without the ones held whole (None: not
         #: kept for it), so a busy wide vertex is scanned from its first free child (see
         #: _free_children); built on demand, kept in step by holds, releases and re-weighing
-        self._free: dict[int, _Order | None] = {}
+        self._free: dict[int, ChildOrder | None] = {}
         self._policy_pos: dict[int, dict[int, int]] = {}
         self._marked_kids: dict[int, list[int]] | None = None
         #: vertex -> how many jobs hold it whole (fast mode) with no aggregate spans on it
         self._whole: dict[int, int] = {}
         #: the same, counting only allocations (not reservations)
         self._whole_alloc: dict[int, int] = {}
-        #: whole-node requests under first-fit policies skip the generic walk (express.py);
-        #: None turns it off
-        self.express: Express | None = Express(self)
+        #: the express lane (fluxinfra.matcher.express.Express) its owner attaches: whole-node
+        #: and one-slot requests under first-fit policies skip the generic walk; None: off
+        self.express = None
         #: guarded selection (see select): per open ranking, what was left unexplored
         self._guard: list[list[tuple]] | None = None
-        #: ``_post_below``, bound once: the lazy entries (_Replayed, _Rebound) keep it,
+        #: ``_post_below``, bound once: the lazy entries (ReplayedSlots, Rebound) keep it,
         #: and binding it again for each one makes one more object for the collector to scan
         self.post_below = self._post_below
         #: the full walk remembered per subtree (see _visit): key -> what it found
@@ -745,7 +321,7 @@ class Traverser:
         self._ml = 0
         self.preorder = self.postorder = 0
         root = self.g.roots[self.sub]
-        dfu = _Dfu()
+        dfu = Scoring()
         ok, x_in = self._dom_dfv(meta, root, resources, True, excl, dfu)
         if not ok:
             return False
@@ -767,7 +343,7 @@ class Traverser:
         for r in resources:
             if r.type == utype:
                 if matched:
-                    return resources, 0, _NONE, pristine
+                    return resources, 0, NONE_MATCH, pristine
                 match_res = r
                 for c in r.with_:
                     if c.type == "slot":
@@ -776,15 +352,15 @@ class Traverser:
                 matched = True
             elif r.type == "slot":
                 if matched:
-                    return resources, 0, _NONE, pristine
+                    return resources, 0, NONE_MATCH, pristine
                 slot_res = r
                 nslots = r.effective_max
                 matched = True
         if slot_res is not None and self._slot_match(u, slot_res):
-            return slot_res.with_, nslots, _SLOT, False
+            return slot_res.with_, nslots, SLOT_MATCH, False
         if match_res is not None:
-            return match_res.with_, nslots, _RESOURCE, False
-        return resources, nslots, (_PRISTINE_NONE if pristine else _NONE), pristine
+            return match_res.with_, nslots, RESOURCE_MATCH, False
+        return resources, nslots, (PRISTINE_NONE_MATCH if pristine else NONE_MATCH), pristine
 
     def _slot_match(self, u: int, slot: Resource) -> bool:
         kid_types = self._kid_types.get(u)
@@ -880,17 +456,17 @@ class Traverser:
             if f is not None:
                 add_by, mul_by = f
                 factor = (self.g.id[u] + 1 + add_by) * mul_by + abs(
-                    _cmod(self.g.uniq_id[u], mul_by) - 1)
+                    cmod(self.g.uniq_id[u], mul_by) - 1)
                 self._ml += factor
                 self._last_factor[self.g.type[u]] = factor
 
     def _dom_dfv(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
-                 excl: bool, to_parent: _Dfu) -> tuple[bool, bool]:
+                 excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         g = self.g
         x_in = excl or any(r.exclusive and r.type == g.type[u] for r in resources)
         nxt, nslots, kind, check_pres = self._test(u, resources, pristine)
         self.preorder += 1
-        if kind == _NONE:
+        if kind == NONE_MATCH:
             return False, excl
         if self._prune(meta, x_in, u, resources):
             return False, excl
@@ -898,16 +474,16 @@ class Traverser:
             self.visited.add(u)
         self._discover(u)
         key = None
-        if (kind == _RESOURCE and self.fast and g.type[u] in self.excl_types
+        if (kind == RESOURCE_MATCH and self.fast and g.type[u] in self.excl_types
                 and meta.alloc_type != AT_NO_ALLOC and self.visited is None
                 and meta.constraint is None and self._untouched(u)):
             key = self._template_key(u, nxt, x_in, check_pres, meta)
             if key is not None and key in self._templates:
                 return self._replay(u, resources, key, to_parent), x_in
             first_slot, pre0, post0 = len(self.chosen_slots), self.preorder, self.postorder
-        dfu = _Dfu()
+        dfu = Scoring()
         guard = self._guard
-        if guard is not None and kind == _RESOURCE and nxt:
+        if guard is not None and kind == RESOURCE_MATCH and nxt:
             guard.append([])  # u ranks its children's candidates: a scope of its own
             try:
                 avail = self._visit_below(meta, u, resources, nxt, nslots, kind, check_pres,
@@ -933,11 +509,11 @@ class Traverser:
 
     def _visit_below(self, meta: Meta, u: int, resources: list[Resource],
                      nxt: list[Resource], nslots: int, kind: int, pristine: bool, x_in: bool,
-                     dfu: _Dfu) -> int:
+                     dfu: Scoring) -> int:
         """Explore below ``u`` (its slot, or its children) and finish it: u's availability,
         0 when it has none (Fluxion then skips the finish, score factor included), -1 when
         the finish fails."""
-        if kind == _SLOT:
+        if kind == SLOT_MATCH:
             self._dom_slot(meta, u, nxt, nslots, pristine, dfu)
         else:
             self._explore(meta, u, nxt, pristine, x_in, dfu, 1)
@@ -1002,9 +578,9 @@ class Traverser:
             found = list(map(self.weights.get, inner))
             if any(found):
                 kids = self.g.children[self.sub]
-                weights = tuple(_by_place(kids[v], w) if w else ()
+                weights = tuple(by_place(kids[v], w) if w else ()
                                 for v, w in zip(inner, found, strict=True))
-        rkey = per_request(self._request_keys, resources, _request_key)
+        rkey = per_request(self._request_keys, resources, request_key)
         return (shape, weights, rkey, x_in, pristine, meta.alloc_type == AT_SAT)
 
     def _shape(self, u: int) -> int:
@@ -1034,7 +610,7 @@ class Traverser:
         perf = None
         if self.policy.kind == "variation":
             props = g.properties
-            perf = tuple((i, _perf_class(props[v])) for i, v in enumerate(post) if props[v])
+            perf = tuple((i, perf_class(props[v])) for i, v in enumerate(post) if props[v])
         key = (g.type[u], g.size[u], g.status[u], depths,
                tuple(map(g.type.__getitem__, post)), tuple(map(g.size.__getitem__, post)),
                tuple(map(g.id.__getitem__, post)), tuple(map(g.status.__getitem__, post)),
@@ -1063,7 +639,7 @@ class Traverser:
         down from ``stop`` (the root, or a vertex being recorded): a ranking chooses slots
         at every vertex it visits, even below candidates left out higher up. Its ranking
         vertex (a replayed subtree's root) must hang from ``stop`` by marks."""
-        v = item[1] if type(item) is _Replayed else item.top
+        v = item[1] if type(item) is ReplayedSlots else item.top
         if v == -1:
             return stop == self.g.roots[self.sub]  # chosen by the root's ranking
         marks = self.marks
@@ -1079,7 +655,7 @@ class Traverser:
         root = self.g.roots[self.sub]
         return [item for item in self.chosen_slots if self.reached(item, root)]
 
-    def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: _Dfu) -> bool:
+    def _replay(self, u: int, resources: list[Resource], key: tuple, to_parent: Scoring) -> bool:
         g = self.g
         factors = self.policy.factors
         if factors and g.type[u] in factors:
@@ -1090,17 +666,17 @@ class Traverser:
         slots, pre, post = tpl
         self._inside += 1
         if slots:
-            self.chosen_slots.append(_Replayed((self.post_below, u, slots)))  # expanded later
+            self.chosen_slots.append(ReplayedSlots((self.post_below, u, slots)))  # expanded later
         self.preorder += pre
         self.postorder += post + 1
         to_parent.avail = g.size[u]
         if self.policy.kind == "variation":
-            to_parent.overall = MATCH_MET + _perf_class(g.properties[u])
+            to_parent.overall = MATCH_MET + perf_class(g.properties[u])
         else:
             to_parent.overall = MATCH_MET + self._ml + g.id[u] + 1
         return True
 
-    def _finish_vtx(self, u: int, resources: list[Resource], dfu: _Dfu) -> bool:
+    def _finish_vtx(self, u: int, resources: list[Resource], dfu: Scoring) -> bool:
         g = self.g
         utype = g.type[u]
         met = True
@@ -1124,12 +700,12 @@ class Traverser:
         if not met:
             dfu.overall = MATCH_UNMET
         elif self.policy.kind == "variation":
-            dfu.overall = MATCH_MET + _perf_class(g.properties[u])
+            dfu.overall = MATCH_MET + perf_class(g.properties[u])
         else:
             dfu.overall = MATCH_MET + self._ml + g.id[u] + 1
         return met
 
-    def _resolve(self, u: int, dfu: _Dfu, to_parent: _Dfu) -> None:
+    def _resolve(self, u: int, dfu: Scoring, to_parent: Scoring) -> None:
         if dfu.overall > MATCH_UNMET:
             if dfu.hier:
                 self._enforce(dfu, False, u)
@@ -1140,7 +716,7 @@ class Traverser:
         return self.g.children[self.sub][u]
 
     def _explore(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
-                 excl: bool, dfu: _Dfu, multiplier: int) -> bool:
+                 excl: bool, dfu: Scoring, multiplier: int) -> bool:
         if self.policy.stop_on_k:
             return self._explore_dynamic(meta, u, resources, pristine, excl, dfu, multiplier,
                                          self._ordered_children(u))
@@ -1182,11 +758,11 @@ class Traverser:
     # it (_rederive).
 
     def _explore_kept(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
-                      excl: bool, dfu: _Dfu) -> bool:
+                      excl: bool, dfu: Scoring) -> bool:
         """The full walk's exploration of ``u``'s children, each remembered (_visit); for a
         wide vertex, the last exploration is kept too, so a child whose subtree did not change
         since is taken from it without even a look-up."""
-        context = (per_request(self._request_keys, resources, _request_key), pristine, excl,
+        context = (per_request(self._request_keys, resources, request_key), pristine, excl,
                    meta.alloc_type, self._memo_types)
         window = (meta.at, meta.duration, meta.at == meta.now)
         children = self._children(u)
@@ -1231,10 +807,10 @@ class Traverser:
 
     def _explore_wide(self, meta: Meta, u: int, children: list[int], stamps: list[int],
                       context: tuple, window: tuple, resources: list[Resource], pristine: bool,
-                      excl: bool, dfu: _Dfu) -> bool:
+                      excl: bool, dfu: Scoring) -> bool:
         """_explore_kept for a vertex of many children (a rack's nodes, a machine's racks),
         in blocks of _BLOCK children. The last exploration is kept with, per block, what its
-        children pass up gathered once (_Evals per type, merged by reference: never changed
+        children pass up gathered once (Evals per type, merged by reference: never changed
         again), so a block none of whose subtrees changed since is passed up whole, not child
         by child: a match that changed one node of a 256-node rack merges 16 blocks and walks
         the 16 children of one. The candidates come out in the same order, child by child."""
@@ -1257,7 +833,7 @@ class Traverser:
                 block = old_blocks[lo // _BLOCK]
                 outcomes += old[lo:hi]
             else:
-                got_here = _Dfu()  # (only its evals: an _Evals per type, in order)
+                got_here = Scoring()  # (only its evals: an Evals per type, in order)
                 pre = post = 0
                 replays = []
                 for i in range(lo, min(hi, len(children))):
@@ -1323,7 +899,7 @@ class Traverser:
         hit = memo.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        capture = _Dfu()
+        capture = Scoring()
         pre, post, inner = self.preorder, self.postorder, self._inside
         ok, x = self._dom_dfv(meta, c, resources, pristine, excl, capture)
         self._fresh.add(c)
@@ -1380,7 +956,7 @@ class Traverser:
             # rankings inside c made marks (made again by _unfold if c is chosen): the
             # subtrees around c must say so too, as a walk of c would have made them
             self._inside += 1
-        merged = tuple((rtype, _Rebound(kind, self.post_below, c)) for rtype, kind in kinds)
+        merged = tuple((rtype, Rebound(kind, self.post_below, c)) for rtype, kind in kinds)
         return ([score + self._own_score(c), cnt, 0, x, False, ((cnt, cnt, x, c, u),)], merged,
                 (resources, pristine, excl) if inner else None, pre, post)
 
@@ -1397,7 +973,7 @@ class Traverser:
             if a == -1:
                 return
             resources, pristine, excl = replayed.pop(a)
-            self._dom_dfv(self._meta, a, resources, pristine, excl, _Dfu())
+            self._dom_dfv(self._meta, a, resources, pristine, excl, Scoring())
             if a == x:
                 return
 
@@ -1460,10 +1036,10 @@ class Traverser:
             self.visited.add(c)
         self.postorder += 1
         if self.policy.kind == "variation":
-            return MATCH_MET + _perf_class(g.properties[c]), avail, x_in
+            return MATCH_MET + perf_class(g.properties[c]), avail, x_in
         return MATCH_MET + self._ml + g.id[c] + 1, avail, x_in
 
-    def _ordered_children(self, u: int) -> _Order:
+    def _ordered_children(self, u: int) -> ChildOrder:
         """Children for ``first``: untouched ones first, then most free; higher uniq_id first."""
         cached = self._order_cache.get(u)
         if cached is None:
@@ -1471,8 +1047,8 @@ class Traverser:
             uid = self.g.uniq_id
             if w:
                 kids = sorted(self._children(u),
-                              key=lambda c: (w.get(c, _UNTOUCHED), uid[c]), reverse=True)
-                keys = [_order_key(w.get(c, _UNTOUCHED), uid[c]) for c in kids]
+                              key=lambda c: (w.get(c, UNTOUCHED), uid[c]), reverse=True)
+                keys = [order_key(w.get(c, UNTOUCHED), uid[c]) for c in kids]
             else:  # no child weighed yet (first visits of a spreading ``first``): by uniq_id
                 kids = self._children(u)
                 ids = list(map(uid.__getitem__, kids))
@@ -1481,10 +1057,10 @@ class Traverser:
                 else:
                     kids = sorted(kids, key=uid.__getitem__, reverse=True)
                 # the keys only once a move needs them (a vertex of leaves never moves any)
-                cached = self._order_cache[u] = _Order(kids, make=partial(_untouched_keys, uid))
+                cached = self._order_cache[u] = ChildOrder(kids, make=partial(untouched_keys, uid))
                 return cached
             # the sort keys, ascending, beside the order (moves bisect them at C speed)
-            cached = self._order_cache[u] = _Order(kids, keys)
+            cached = self._order_cache[u] = ChildOrder(kids, keys)
         return cached
 
     def _policy_children(self, u: int) -> list[int]:
@@ -1495,7 +1071,7 @@ class Traverser:
             kids = self._children(u)
             if self.policy.kind == "variation":
                 props = self.g.properties
-                cached = sorted(kids, key=lambda c: _perf_class(props[c]))
+                cached = sorted(kids, key=lambda c: perf_class(props[c]))
             elif self.policy.high:
                 cached = sorted(kids, key=lambda c: -ids[c])
             else:
@@ -1504,7 +1080,7 @@ class Traverser:
         return cached
 
     # -- children not held whole ------------------------------------------------------------
-    def _free_children(self, u: int) -> _Order | None:
+    def _free_children(self, u: int) -> ChildOrder | None:
         """``u``'s children in exploration order (``first``'s weights, or the policy's) minus
         those held whole (``_held_kids``, whatever their windows: use it only when every
         hold covers the match). None when the order's keys are not all distinct."""
@@ -1519,7 +1095,7 @@ class Traverser:
             out = hk.kids if hk is not None else {}
             free = None
             if all(a < b for a, b in pairwise(keys)):
-                free = _Order([c for c in order if c not in out],
+                free = ChildOrder([c for c in order if c not in out],
                               [k for c, k in zip(order, keys, strict=True) if c not in out])
             self._free[u] = free
         return free
@@ -1545,14 +1121,14 @@ class Traverser:
 
     def _order_key_of(self, u: int, c: int) -> int:
         if self.policy.stop_on_k:
-            return _order_key(self.weights.get(u, _EMPTY).get(c, _UNTOUCHED), self.g.uniq_id[c])
+            return order_key(self.weights.get(u, _EMPTY).get(c, UNTOUCHED), self.g.uniq_id[c])
         return self._policy_pos[u][c]
 
     def hold_kid(self, p: int, c: int, start: int, end: int, jobid: int) -> None:
         """Child ``c`` of ``p`` is held whole by ``jobid`` during [start, end)."""
         hk = self._held_kids.get(p)
         if hk is None:
-            hk = self._held_kids[p] = _HeldKids()
+            hk = self._held_kids[p] = HeldKids()
         fresh = c not in hk.kids
         hk.add(c, start, end, jobid)
         free = self._free.get(p)
@@ -1568,7 +1144,7 @@ class Traverser:
                 free.insert(c, self._order_key_of(p, c))
 
     def _explore_dynamic(self, meta: Meta, u: int, resources: list[Resource], pristine: bool,
-                         excl: bool, dfu: _Dfu, multiplier: int, children: list[int]) -> bool:
+                         excl: bool, dfu: Scoring, multiplier: int, children: list[int]) -> bool:
         gtype = self.g.type
         per_share = {r.type: r.effective_max for r in resources}
         tallies = {t: [0, 0, 0] for t in per_share}  # prev_total, accum, shares
@@ -1638,8 +1214,8 @@ class Traverser:
         return found
 
     def _dom_slot(self, meta: Meta, u: int, shape: list[Resource], nslots: int,
-                  pristine: bool, dfu: _Dfu) -> bool:
-        slot_dfu = _Dfu()
+                  pristine: bool, dfu: Scoring) -> bool:
+        slot_dfu = Scoring()
         guard = self._guard
         if guard is not None:
             guard.append([])  # the members' own ranking
@@ -1659,8 +1235,8 @@ class Traverser:
             return made
         return self._form_slots(u, shape, nslots, slot_dfu, dfu)
 
-    def _form_slots(self, u: int, shape: list[Resource], nslots: int, slot_dfu: _Dfu,
-                    dfu: _Dfu) -> bool:
+    def _form_slots(self, u: int, shape: list[Resource], nslots: int, slot_dfu: Scoring,
+                    dfu: Scoring) -> bool:
         """Form slot instances from the ranked members (Fluxion's dom_slot) into ``dfu``."""
         # how many whole slots the candidates can form (greedy whole-group packing, or
         # amount packing when pools are split exactly)
@@ -1719,7 +1295,7 @@ class Traverser:
         return True
 
     # -- the guard of a first-found selection (see select) ---------------------------------
-    def _check(self, ev: _Evals, req: Resource, high: bool, runs: bool = False) -> None:
+    def _check(self, ev: Evals, req: Resource, high: bool, runs: bool = False) -> None:
         """After ``ev`` ranked its candidates for ``req``: the chosen are Fluxion's only if
         the first one left out does not tie with the last one in, a partly taken last group
         ties with no other chosen group (which one is partial would depend on Fluxion's
@@ -1729,7 +1305,7 @@ class Traverser:
         if runs:
             if self._guard[-1]:
                 raise _GuardFailed  # the runs depend on every candidate's score
-            run = _score_runs(eg)
+            run = score_runs(eg)
             if i < len(eg) and run[eg[i][0]] == run[last]:
                 raise _GuardFailed
             if eg[i - 1][2] < eg[i - 1][1] and any(run[g[0]] == run[last] for g in eg[:i - 1]):
@@ -1740,10 +1316,10 @@ class Traverser:
         if eg[i - 1][2] < eg[i - 1][1] and any(g[0] == last for g in eg[:i - 1]):
             raise _GuardFailed
         bound = self._bound_all(self._guard[-1], req, high)
-        if bound is not None and not _worse(bound, last, high):
+        if bound is not None and not worse(bound, last, high):
             raise _GuardFailed
 
-    def _check_members(self, shape: list[Resource], slot_dfu: _Dfu, unexplored: list,
+    def _check_members(self, shape: list[Resource], slot_dfu: Scoring, unexplored: list,
                        high: bool) -> None:
         """A slot vertex formed its slots from the members it found first: they are the
         ones Fluxion forms them from if no two members tie and every member left
@@ -1762,7 +1338,7 @@ class Traverser:
             taken = used.get(elem.type, 0)
             if taken and unexplored:
                 bound = self._bound_all(unexplored, elem, high)
-                if bound is not None and not _worse(bound, scores[taken - 1], high):
+                if bound is not None and not worse(bound, scores[taken - 1], high):
                     raise _GuardFailed
             if not more:
                 continue
@@ -1799,7 +1375,7 @@ class Traverser:
         out = None
         for rec in records:
             b = self._bound(rec, req, high)
-            if b is not None and (out is None or _worse(out, b, high)):
+            if b is not None and (out is None or worse(out, b, high)):
                 out = b
         return out
 
@@ -1847,7 +1423,7 @@ class Traverser:
             acc = None
             for i in range(len(order) - 1, -1, -1):
                 rel = self._rel_sig(sig, high, order[i])
-                if rel is not None and (acc is None or _worse(acc, rel, high)):
+                if rel is not None and (acc is None or worse(acc, rel, high)):
                     acc = rel
                 suffix[i] = acc
             self._suffix[key] = suffix
@@ -1869,7 +1445,7 @@ class Traverser:
         variation = self.policy.kind == "variation"
         own = None
         if g.type[v] == rtype:
-            own = _perf_class(g.properties[v]) if variation else g.id[v]
+            own = perf_class(g.properties[v]) if variation else g.id[v]
         layout = g.layouts.get(v) if g.layouts else None
         lmemo = self._rel_layout.setdefault((rtype, high), {}) if layout is not None else None
         below = lmemo.get(layout, _MISSING) if lmemo is not None else _MISSING
@@ -1877,7 +1453,7 @@ class Traverser:
             below = None
             for c in self._children(v):
                 rel = self._rel_of(rtype, high, c)
-                if rel is not None and (below is None or _worse(below, rel, high)):
+                if rel is not None and (below is None or worse(below, rel, high)):
                     below = rel
             if lmemo is not None:
                 lmemo[layout] = below
@@ -1885,17 +1461,17 @@ class Traverser:
             factor = self.policy.factors.get(g.type[v])
             if factor is not None:
                 add_by, mul_by = factor
-                below += (g.id[v] + 1 + add_by) * mul_by + abs(_cmod(g.uniq_id[v], mul_by) - 1)
+                below += (g.id[v] + 1 + add_by) * mul_by + abs(cmod(g.uniq_id[v], mul_by) - 1)
         if own is None:
             out = below
-        elif below is None or _worse(below, own, high):
+        elif below is None or worse(below, own, high):
             out = own
         else:
             out = below
         memo[v] = out
         return out
 
-    def _resolve_graph(self, root: int, resources: list[Resource], dfu: _Dfu) -> int | None:
+    def _resolve_graph(self, root: int, resources: list[Resource], dfu: Scoring) -> int | None:
         high = self.policy.high
         runs = self.policy.kind == "locality"
         for r in resources:
@@ -1920,7 +1496,7 @@ class Traverser:
         self._enforce(dfu, True)
         return needs
 
-    def _enforce(self, dfu: _Dfu, unconstrained: bool, top: int = -1) -> None:
+    def _enforce(self, dfu: Scoring, unconstrained: bool, top: int = -1) -> None:
         self._inside += 1
         replayed = self._replayed
         marks = self.marks
@@ -1935,7 +1511,7 @@ class Traverser:
                 if group[4]:
                     continue
                 if rtype == "slot":
-                    self.chosen_slots.append(_Chosen(top, [(edge[3], edge[1])
+                    self.chosen_slots.append(ChosenSlot(top, [(edge[3], edge[1])
                                                            for edge in group[5]]))
                 for edge in group[5]:
                     child = edge[3]
@@ -2086,7 +1662,7 @@ class Traverser:
         base = self._level + 1
         if self._bulk is not None:
             # listed when first asked for (R, slots): a 64-node job holds ~5,000 vertices
-            self._bulk.append(_Held((base + 1, self, u)))
+            self._bulk.append(HeldSubtree((base + 1, self, u)))
         else:
             depths, below_u = self._post_below(u)
             for d, v in zip(depths, below_u, strict=True):
@@ -2119,10 +1695,10 @@ class Traverser:
             # the vertices with children, from u down in post-order, found without
             # reading a leaf's own list of children
             inner = [u]
-            _inner_below(kids, u, inner)
+            inner_below(kids, u, inner)
             hit = [(v, c) for v in inner for c in kids[v] if kids[c]]
             if layout is not None:  # the same tree below every vertex of the layout:
-                plan = self._inner_plans[layout] = _inner_plan(kids, u, hit)  # by place
+                plan = self._inner_plans[layout] = inner_plan(kids, u, hit)  # by place
         else:
             # each edge by its place below u (the path of child indices to v, c's index
             # among v's children): only the vertices with children are read. Reading every
@@ -2154,10 +1730,10 @@ class Traverser:
         g = self.g
         layout = g.layouts.get(u) if g.layouts and names is g.name else None
         if layout is None:
-            return _simple_text(level, *self._post_below(u), names, g.size)
+            return simple_lines(level, *self._post_below(u), names, g.size)
         text = self._held_texts.get((level, layout))
         if text is None:
-            text = self._held_texts[(level, layout)] = _simple_text(
+            text = self._held_texts[(level, layout)] = simple_lines(
                 level, *self._post_below(u), names, g.size)
         return text
 
@@ -2179,7 +1755,7 @@ class Traverser:
         kids = self.g.children[self.sub]
         depths: list[int] = []
         out: list[int] = []
-        _walk_below(kids, u, 0, depths, out)
+        walk_below(kids, u, 0, depths, out)
         hit = (bytes(depths) if not depths or max(depths) < 256 else tuple(depths),
                array("q", out))
         self._post_cache[u] = hit
@@ -2432,7 +2008,7 @@ class Traverser:
             if avail == 0 and c not in whole and (held is None or not held.spans):
                 return
         w = self.weights.get(u)
-        if w is None or w.get(c, _UNTOUCHED) != avail:
+        if w is None or w.get(c, UNTOUCHED) != avail:
             self._weigh(u, c, avail)
 
     def _reweigh_inner(self, inner: list[tuple[int, int]], now: int, held_now: bool) -> None:
@@ -2469,7 +2045,7 @@ class Traverser:
             while a != -1 and a not in self._weighted:
                 self._weighted.add(a)
                 a = parent[a]
-        old = w.get(c, _UNTOUCHED)
+        old = w.get(c, UNTOUCHED)
         if old != avail:
             self._move_child(u, w, c, old, avail)
 
@@ -2479,10 +2055,10 @@ class Traverser:
         order = self._order_cache.get(u)
         if order is not None:
             uid = self.g.uniq_id[c]
-            old_key = _order_key(old, uid)
+            old_key = order_key(old, uid)
             if order.remove(c, old_key):
                 w[c] = avail
-                key = _order_key(avail, uid)
+                key = order_key(avail, uid)
                 order.insert(c, key)
                 free = self._free.get(u)
                 if free is not None:
@@ -2498,458 +2074,13 @@ class Traverser:
         w[c] = avail
 
 
-class JobState:
-    """What a committed match holds, so cancel can undo it exactly."""
-
-    __slots__ = ("jobid", "sched", "xspans", "agg", "used", "reweigh", "reweigh_inner", "now",
-                 "raw_vertices", "at", "duration", "reserved", "slots", "slot_edges", "whole",
-                 "node_hint")
-
-    def __init__(self, jobid: int, now: int = 0) -> None:
-        self.jobid = jobid
-        self.now = now
-        self.at = now
-        self.duration = 0
-        self.reserved = False
-        self.sched: dict[int, int] = {}  # vertex -> span in its own planner
-        #: vertex -> span in its exclusivity checker (None: tagged, held whole, no span needed)
-        self.xspans: dict[int, int | None] = {}
-        #: vertex -> span in its aggregate planner (what it holds below of each type: that
-        #: planner's MultiPlanner.amounts of the span)
-        self.agg: dict[int, int] = {}
-        self.used: dict[int, dict[str, int]] = {}  # vertex -> {its type: amount held}
-        self.reweigh: list[tuple[int, int]] = []
-        #: the edges inside the subtrees held whole (see Traverser.reweigh)
-        self.reweigh_inner: list[tuple[int, int]] = []
-        #: per slot instance: {vertex: amount} (None once released); resolved lazily from
-        #: slot_edges, the (vertex, amount) members the selection chose
-        self.slots: list[dict[int, int] | None] | None = []
-        self.slot_edges: list = []
-        #: emitted (level, vertex, needs, exclusive, exclusive_parent) in post-order; held
-        #: subtrees stay one _Held entry until ``vertices`` is read
-        self.raw_vertices: list = []
-        #: vertices this job holds whole without aggregate spans on them (Traverser._whole);
-        #: a set once there is one (most jobs hold none: no empty set kept per job)
-        self.whole: set[int] | frozenset[int] = _NO_VERTICES
-        #: the node vertices, when the commit knew them (cleared by any release)
-        self.node_hint: list[int] | None = None
-
-    @property
-    def agg_owners(self):
-        """The vertices with an aggregate span of this job (``jobid-span``)."""
-        return self.agg.keys()
-
-    def hold_whole(self, u: int) -> None:
-        """Note that this job holds ``u`` whole (see :attr:`whole`)."""
-        whole = self.whole
-        if not whole:
-            self.whole = whole = set()
-        whole.add(u)
-
-    @property
-    def vertices(self) -> list[tuple[int, int, int, bool, bool]]:
-        raw = self.raw_vertices
-        if any(type(e) is _Held for e in raw):
-            out: list = []
-            for e in raw:
-                if type(e) is _Held:
-                    out.extend(e.entries())
-                else:
-                    out.append(e)
-            self.raw_vertices = raw = out
-        return raw
-
-    @vertices.setter
-    def vertices(self, value: list) -> None:
-        self.raw_vertices = value
-
-    def node_vertices(self, graph: ResourceGraph, subsystem: str = CONTAINMENT) -> list[int]:
-        """The ``node`` vertices held, in emission order (without listing held subtrees
-        walked in ``subsystem``)."""
-        if self.node_hint is not None:
-            return self.node_hint
-        gtype = graph.type
-        out = []
-        for e in self.raw_vertices:
-            if type(e) is _Held:
-                u = e[2]
-                if graph.subtree_totals(u, subsystem).get("node", 0) > (gtype[u] == "node"):
-                    out += [v for v in e.post() if gtype[v] == "node"]
-            elif gtype[e[1]] == "node":
-                out.append(e[1])
-        return out
-
-
-def _walk_below(kids: list, v: int, d: int, depths: list[int], out: list[int]) -> None:
-    """The vertices below ``v`` in post-order into ``out``, their depths into ``depths`` (a
-    module function, not a recursive closure: a closure that calls itself is a reference
-    cycle, garbage only the cyclic collector frees, one per subtree walked)."""
-    ch = kids[v]
-    if any(map(kids.__getitem__, ch)):
-        for c in ch:
-            if kids[c]:
-                _walk_below(kids, c, d + 1, depths, out)
-            depths.append(d)
-            out.append(c)
-    else:  # leaves only
-        depths.extend(repeat(d, len(ch)))
-        out.extend(ch)
-
-
-def _inner_below(kids: list, v: int, out: list[int]) -> None:
-    """The vertices below ``v`` that have children, in post-order, into ``out`` (what
-    _walk_below lists, leaves left out: a run of leaves is passed over at C speed)."""
-    ch = kids[v]
-    if any(map(kids.__getitem__, ch)):
-        for c in ch:
-            if kids[c]:
-                _inner_below(kids, c, out)
-                out.append(c)
-
-
-def _by_place(kids: list[int], weights: dict[int, int]) -> tuple[tuple[int, int], ...]:
-    """``weights`` (child -> weight) as (the child's index among ``kids``, weight), in
-    index order: one pass over the children (2 below a node, 38 below a socket)."""
-    return tuple([(i, w) for i, w in enumerate(map(weights.get, kids)) if w is not None])
-
-
-def _inner_plan(kids: list, u: int, edges: list[tuple[int, int]]) -> tuple:
-    """``edges`` (below ``u``) by place: per edge (v, c), the child indices leading from u
-    to v and c's index among v's children (one walk below u)."""
-    path = {u: ()}
-    place: dict[tuple[int, int], tuple] = {}
-    stack = [u]
-    while stack:
-        v = stack.pop()
-        for i, c in enumerate(kids[v]):
-            if kids[c]:
-                place[(v, c)] = (path[v], i)
-                path[c] = path[v] + (i,)
-                stack.append(c)
-    return tuple(map(place.__getitem__, edges))
-
-
 def _appender(out: list):
     def emit(*entry) -> None:
         out.append(entry)
     return emit
 
 
-class _Order:
-    """Children in an order, with their sort keys (ascending) beside them, kept in chunks: a
-    child is found, moved or placed by bisection, and a move shifts one chunk, not the whole
-    list of a vertex with thousands of children. Iterates like the flat list; every operation
-    gives what the same operation on the flat lists would (ties included)."""
-
-    __slots__ = ("chunks", "_kchunks", "_maxes", "_make", "ver")
-
-    SIZE = 256  # entries per chunk (a chunk splits in two past twice this)
-
-    def __init__(self, kids: list[int], keys: list[int] | None = None, make=None) -> None:
-        """``keys``, or ``make``: what makes them from the children when first needed (a
-        vertex whose order is only walked never pays for its keys)."""
-        size = self.SIZE
-        self.chunks = [kids[i:i + size] for i in range(0, len(kids), size)]
-        self._kchunks = self._maxes = None
-        self._make = make
-        self.ver = 0  # moves made (what was read of the order stays true while it holds)
-        if keys is not None:
-            self._keys(keys)
-
-    def _keys(self, keys: list[int]) -> None:
-        size = self.SIZE
-        self._kchunks = kchunks = [keys[i:i + size] for i in range(0, len(keys), size)]
-        self._maxes = [kc[-1] for kc in kchunks]
-        self._make = None
-
-    @property
-    def kchunks(self) -> list[list[int]]:
-        if self._kchunks is None:
-            self._keys(self._make(list(self)))
-        return self._kchunks
-
-    @property
-    def maxes(self) -> list[int]:
-        if self._maxes is None:
-            self._keys(self._make(list(self)))
-        return self._maxes
-
-    def __iter__(self):
-        chunks = self.chunks
-        return iter(chunks[0]) if len(chunks) == 1 else chain.from_iterable(chunks)
-
-    def __len__(self) -> int:
-        return sum(map(len, self.chunks))
-
-    def lists(self) -> tuple[list[int], list[int]]:
-        """The flat children and keys (copies)."""
-        return list(self), list(chain.from_iterable(self.kchunks))
-
-    def remove(self, c: int, key: int) -> bool:
-        """Take ``c`` out (sorted under ``key``: found where the flat list's bisect_left would
-        look); False if it is not there."""
-        maxes = self.maxes
-        b = bisect_left(maxes, key)
-        if b == len(maxes):
-            return False
-        kc, ch = self.kchunks[b], self.chunks[b]
-        i = bisect_left(kc, key)
-        if i == len(ch) or ch[i] != c:
-            return False
-        self.ver += 1
-        del ch[i]
-        del kc[i]
-        if not kc:
-            del self.chunks[b]
-            del self.kchunks[b]
-            del maxes[b]
-        elif i == len(kc):
-            maxes[b] = kc[-1]
-        return True
-
-    def insert(self, c: int, key: int) -> None:
-        """Place ``c`` under ``key`` after every entry whose key is <= it (bisect_right)."""
-        self.ver += 1
-        maxes = self.maxes
-        if not maxes:
-            self.chunks.append([c])
-            self.kchunks.append([key])
-            maxes.append(key)
-            return
-        b = bisect_right(maxes, key)
-        if b == len(maxes):
-            b -= 1
-            maxes[b] = key
-        kc, ch = self.kchunks[b], self.chunks[b]
-        j = bisect_right(kc, key)
-        kc.insert(j, key)
-        ch.insert(j, c)
-        if len(kc) > 2 * self.SIZE:
-            half = len(kc) // 2
-            self.kchunks.insert(b + 1, kc[half:])
-            self.chunks.insert(b + 1, ch[half:])
-            del kc[half:]
-            del ch[half:]
-            maxes[b] = kc[-1]
-            maxes.insert(b + 1, self.kchunks[b + 1][-1])
-
-
 _MISSING = object()
-
-
-class _HeldKids:
-    """Children of one vertex held whole by allocations: child -> (start, end, jobid).
-    Valid for a match at ``at`` only when every hold covers ``at`` (starts and ends are
-    counted by value, so the bounds stay O(distinct values) to maintain)."""
-
-    __slots__ = ("kids", "starts", "ends", "max_start", "min_end")
-
-    def __init__(self) -> None:
-        self.kids: dict[int, tuple[int, int, int]] = {}
-        self.starts: dict[int, int] = {}
-        self.ends: dict[int, int] = {}
-        self.max_start = -1
-        self.min_end = 1 << 63
-
-    def add(self, c: int, start: int, end: int, jobid: int) -> None:
-        if c in self.kids:
-            self.discard(c, self.kids[c][2])
-        self.kids[c] = (start, end, jobid)
-        self.starts[start] = self.starts.get(start, 0) + 1
-        self.ends[end] = self.ends.get(end, 0) + 1
-        if start > self.max_start:
-            self.max_start = start
-        if end < self.min_end:
-            self.min_end = end
-
-    def discard(self, c: int, jobid: int) -> bool:
-        """Drop ``jobid``'s hold on ``c``; whether there was one."""
-        entry = self.kids.get(c)
-        if entry is None or entry[2] != jobid:
-            return False
-        del self.kids[c]
-        start, end, _ = entry
-        self.starts[start] -= 1
-        if not self.starts[start]:
-            del self.starts[start]
-            self.max_start = max(self.starts, default=-1)
-        self.ends[end] -= 1
-        if not self.ends[end]:
-            del self.ends[end]
-            self.min_end = min(self.ends, default=1 << 63)
-        return True
-
-    def covers(self, at: int) -> bool:
-        return self.max_start <= at < self.min_end
-
-
-class _Held(tuple):
-    """The vertices below a subtree held whole, emitted lazily: (level of its children,
-    the traverser, the subtree root)."""
-
-    __slots__ = ()
-
-    def entries(self):
-        level, trav, u = self
-        depths, post = trav.post_below(u)
-        return zip(map(level.__add__, depths), post, map(trav.g.size.__getitem__, post),
-                   repeat(True), repeat(True))
-
-    def post(self) -> array:
-        return self[1].post_below(self[2])[1]
-
-    def simple_text(self, names: list[str]) -> str:
-        """The ``simple`` writer's lines of these vertices (each held whole, exclusive)."""
-        level, trav, u = self
-        return trav.held_text(level, u, names)
-
-
-def _simple_text(level: int, depths, post: array, names: list[str], size: list[int]) -> str:
-    """The ``simple`` lines of held vertices ``post`` (``depths`` below ``level``). Subtrees
-    built alike print the same lines: the last text written for a tree of the same depths
-    is reused when the names and sizes below match too (compared at C speed, much cheaper
-    than formatting the lines)."""
-    these = list(map(names.__getitem__, post))
-    sizes = list(map(size.__getitem__, post))
-    key = (level, depths)
-    hit = _SIMPLE_TEXT.get(key)
-    if hit is not None and hit[0] == these and hit[1] == sizes:
-        return hit[2]
-    pads = _pads(level, max(depths, default=0))
-    text = "".join([f"{pads[d]}{name}[{n}:x]\n"
-                    for d, name, n in zip(depths, these, sizes, strict=True)])
-    if len(_SIMPLE_TEXT) >= 64:
-        _SIMPLE_TEXT.clear()
-    _SIMPLE_TEXT[key] = (these, sizes, text)
-    return text
-
-
-#: (level, depths) -> (names, sizes, the simple text) last written for held subtrees
-_SIMPLE_TEXT: dict[tuple, tuple[list[str], list[int], str]] = {}
-_PADS: dict[int, list[str]] = {}
-
-
-def _pads(level: int, deepest: int) -> list[str]:
-    """The ``simple`` writer's indents for levels ``level``, ``level + 1``, ... (by depth)."""
-    got = _PADS.get(level)
-    if got is None or len(got) <= deepest:
-        got = _PADS[level] = ["      " + "---" * (level + d) for d in range(deepest + 8)]
-    return got
-
-
-class _Rebound:
-    """The candidates a subtree of one layout found, for another subtree of that layout:
-    groups kept by position below the subtree's root, read back as this subtree's vertices
-    (only the ones asked for). Reads like a remembered _Evals."""
-
-    __slots__ = ("kind", "post_below", "root", "n", "qual", "total", "parts")
-
-    def __init__(self, kind: tuple, post_below, root: int) -> None:
-        self.kind = kind
-        self.post_below = post_below
-        self.root = root
-        groups, self.qual, self.total = kind[:3]
-        self.n = len(groups)
-        self.parts = ()  # never flat: merged by reference
-
-    def scores(self) -> list[int]:
-        return self.kind[3]
-
-    def key_bytes(self, base: int, high: bool) -> bytes:
-        cache = self.kind[6]  # shared by every subtree of the layout
-        got = cache.get((base, high))
-        if got is None:
-            got = cache[(base, high)] = _key_bytes(self.kind[3], base, high)
-        return got
-
-    def bounds(self) -> tuple[int, int]:
-        return self.kind[4]
-
-    def distinct(self) -> frozenset[int]:
-        return self.kind[5]
-
-    def runs(self) -> tuple | None:
-        cache = self.kind[6]  # (the same scores in every subtree of the layout)
-        got = cache.get(_RUNS, False)
-        if got is False:
-            got = cache[_RUNS] = _runs_of(self.kind[3])
-        return got
-
-    def group(self, i: int) -> list:
-        post = self.post_below(self.root)[1]
-        root = self.root
-        score, count, x, is_root, edges = self.kind[0][i]
-        return [score, count, 0, x, is_root,
-                tuple([(e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root)
-                       for e0, e1, e2, v, p in edges])]
-
-    def groups(self) -> list[list]:
-        return [self.group(i) for i in range(self.n)]
-
-
-class _Chosen(list):
-    """A slot instance ranked at vertex ``top`` (-1: the root's ranking): its (member,
-    amount) pairs."""
-
-    __slots__ = ("top",)
-
-    def __init__(self, top: int, members: list) -> None:
-        super().__init__(members)
-        self.top = top
-
-
-class _Replayed(tuple):
-    """Slot instances of a replayed subtree: (the traverser's ``_post_below``, the subtree
-    root, slots by position in its post-order)."""
-
-    __slots__ = ()
-
-    def expand(self) -> list[list[tuple[int, int]]]:
-        post_below, u, slots = self
-        seq = post_below(u)[1]
-        return [[(seq[i], amount) for i, amount in edges] for edges in slots]
-
-
-def expand_slots(items: list) -> list[list[tuple[int, int]]]:
-    """``chosen_slots`` with replayed subtrees expanded: one (vertex, amount) list per slot."""
-    out: list[list[tuple[int, int]]] = []
-    for item in items:
-        if isinstance(item, _Replayed):
-            out += item.expand()
-        else:
-            out.append(item)
-    return out
-
-
-def _untouched_keys(uid: list[int], kids: list[int]) -> list[int]:
-    """``first``'s sort keys of children no job touched yet (by uniq_id alone)."""
-    return list(map(_order_key(_UNTOUCHED, 0).__sub__, map(uid.__getitem__, kids)))
-
-
-def _order_key(weight: int, uniq_id: int) -> int:
-    """``first``'s sort key as one int, ascending = most free first, then higher uniq_id
-    (uniq_id is an int64, so the weight's bits sit above it; ints compare faster than tuples
-    in the bisections of a wide vertex's order)."""
-    return -(weight << 65) - (uniq_id + (1 << 64))
-
-
-def per_request(cache: dict[int, tuple], resources: list[Resource], make):
-    """``make(resources)``, kept in ``cache`` by the request list's identity. The list is kept
-    with its value, so its id cannot be reused while cached (the matcher hands the same
-    parsed jobspec back for a repeated request); the cache starts over past a bound."""
-    hit = cache.get(id(resources))
-    if hit is None:
-        if len(cache) >= _MAX_REQUESTS:
-            cache.clear()
-        hit = cache[id(resources)] = (resources, make(resources))
-    return hit[1]
-
-
-def _request_key(resources: list[Resource]) -> tuple:
-    """What the traversal reads of a request list, as a hashable value."""
-    return tuple((r.type, r.count_min, r.count_max, r.oper, r.operand, r.exclusive,
-                  tuple(sorted(r.user_data.items())), _request_key(r.with_))
-                 for r in resources)
 
 
 def _count_down(counts: dict[int, int], key: int) -> None:
@@ -2965,230 +2096,3 @@ def _resize(planner: Planner, span: int, amount: int) -> int:
     at, end, _ = planner.spans[span]
     planner.remove_span(span)
     return planner.add_span(at, end - at, amount)
-
-
-def _perf_class(props: dict | None) -> int:
-    """A vertex's ``perf_class`` property (0..9999; missing or invalid: 9999, the worst)."""
-    try:
-        value = int((props or {})["perf_class"])
-    except (KeyError, ValueError, TypeError):
-        return 9999
-    return value if 0 <= value <= 9999 else 9999
-
-
-def _cmod(a: int, b: int) -> int:
-    """C's ``%`` (truncating toward zero)."""
-    r = abs(a) % b
-    return -r if a < 0 else r
-
-
-class FlexibleTraverser(Traverser):
-    """Fluxion's ``-T flexible`` traversal: sibling slots are alternatives ("or slots") packed
-    to fit the most slots, and ``xor_slot`` siblings expand into variants tried in order."""
-
-    MAX_VARIANTS = 1024
-
-    def select(self, resources: list[Resource], meta: Meta, excl: bool) -> bool:
-        variants = _split_xor(resources, self.MAX_VARIANTS)
-        if not variants:
-            return False
-        for variant in variants:
-            _prime_flexible(variant)
-            if super().select(variant, meta, excl):
-                self.selected = variant
-                return True
-        return False
-
-    def _test(self, u: int, resources: list[Resource], pristine: bool):
-        utype = self.g.type[u]
-        slots: list[Resource] | None = None
-        match_res = None
-        nslots = 0
-        matched = or_matched = False
-        for r in resources:
-            if r.type == utype:
-                if matched or or_matched:
-                    return resources, 0, _NONE, pristine
-                match_res = r
-                for c in r.with_:
-                    if c.type == "slot":
-                        slots = r.with_
-                        nslots = c.effective_max
-                matched = True
-            elif r.type == "slot":
-                if matched:
-                    return resources, 0, _NONE, pristine
-                slots = resources
-                nslots = r.effective_max
-                or_matched = True
-        if slots is not None:
-            kind = _PRISTINE_NONE if pristine else _NONE
-            ret = resources
-            for r in slots:
-                if self._slot_match(u, r):
-                    kind, pristine, ret = _SLOT, False, slots
-            return ret, nslots, kind, pristine
-        if match_res is not None:
-            return match_res.with_, nslots, _RESOURCE, False
-        return resources, nslots, (_PRISTINE_NONE if pristine else _NONE), pristine
-
-    def _prune_resources(self, meta: Meta, x_in: bool, u: int,
-                         resources: list[Resource]) -> bool:
-        g = self.g
-        utype = g.type[u]
-        pruned = False
-        for r in resources:
-            if r.type != utype and r.type != "slot":
-                continue
-            if r.type != "slot":
-                if self._by_excl(meta, u, x_in, r):
-                    return True
-                if r.user_data and self.totals(u) and self._by_subplan(meta, u, r):
-                    return True
-                pruned = False
-            else:
-                # a failing or-slot does not prune the vertex unless it is the last checked;
-                # as in Fluxion only the pruning-filter types (core by default) are checked
-                totals = self.totals(u)
-                pruned = bool(totals) and any(
-                    self.sub_avail(u, t, meta.at, meta.duration) < n
-                    for t, n in r.user_data.items() if t in self.prune_types and t in totals)
-        return pruned
-
-    def _dom_slot(self, meta: Meta, u: int, slots: list[Resource], nslots: int,
-                  pristine: bool, dfu: _Dfu) -> bool:
-        union: dict[str, Resource] = {}
-        for slot in slots:
-            for r in slot.with_:
-                have = union.get(r.type)
-                if have is None or have.count_min < r.count_min:
-                    union[r.type] = r
-        shape = [union[t] for t in sorted(union)]
-        slot_dfu = _Dfu()
-        self._explore(meta, u, shape, pristine, True, slot_dfu, nslots)
-        high = self.policy.slot_high
-        for ev in slot_dfu.ev.values():
-            if ev.qual:
-                ev.choose_best_k(ev.qual, high, full=True)
-        counts = {t: slot_dfu.qual(t) for t in union}
-        memo: dict = {}
-        config = _or_config(slots, counts, nslots, memo)
-        qual_slots = config[1]
-        cursor = {t: 0 for t in union}
-        made = []
-        for _ in range(qual_slots):
-            index = config[2]
-            if index < 0:
-                return False
-            edges = []
-            score = MATCH_MET
-            for elem in slots[index].with_:
-                ev = slot_dfu.ev.get(elem.type)
-                count = elem.calc_count(slot_dfu.qual(elem.type))
-                j = 0
-                while j < count:
-                    k = cursor[elem.type]
-                    if ev is None or k >= len(ev.eg):
-                        return False
-                    cursor[elem.type] = k + 1
-                    group = ev.eg[k]
-                    edge = group[5][0]
-                    edges.append((edge[0], edge[0], True, edge[3], edge[4]))
-                    score += group[0]
-                    j += edge[0]
-            made.append([score, 1, 0, True, False, tuple(edges)])
-            config = memo.get(config[0], ((), 0, -1))
-        ev = dfu.evals("slot")
-        for group in made:
-            ev.add(group)
-        return qual_slots > 0
-
-
-def _or_config(slots: list[Resource], counts: dict[str, int], nslots: int, memo: dict):
-    """Best packing of or-slots into ``counts``: (key of what is left, slots, slot index)."""
-    key = tuple(sorted(counts.items()))
-    hit = memo.get(key)
-    if hit is not None:
-        return hit
-    if len(slots) == 1:
-        most = nslots
-        for elem in slots[0].with_:
-            have = counts.get(elem.type)
-            count = elem.calc_count(have or 0)
-            if have is None or have < count or count <= 0:
-                most = 0
-                break
-            most = min(most, have // count)
-        memo[key] = (key, most, 0)
-        return memo[key]
-    best = -1
-    for i, slot in enumerate(slots):
-        left = dict(counts)
-        fits = True
-        for elem in slot.with_:
-            count = elem.calc_count(counts.get(elem.type, 0))
-            if count <= 0:
-                fits = False
-                break
-            left[elem.type] = left.get(elem.type, 0) - count
-        if not fits:
-            continue
-        test = _or_config(slots, left, nslots, memo)[1]
-        if best < test:
-            best = test
-            memo[key] = (tuple(sorted(left.items())), best + 1, i)
-    if best < 0:
-        memo[key] = ((), 0, -1)
-    return memo[key]
-
-
-def _prime_flexible(resources: list[Resource]) -> dict[str, int]:
-    """Like jobspec priming, but alternative (or-) slots count their minimum, not their sum."""
-    total: dict[str, int] = {}
-    for r in resources:
-        total[r.type] = total.get(r.type, 0) + r.count_min
-        below = _prime_flexible(r.with_)
-        r.user_data = below
-        if r.type in ("slot", "xor_slot"):
-            for t, n in below.items():
-                have = total.get(t)
-                total[t] = r.count_min * n if have is None else min(have, r.count_min * n)
-            for t in list(total):
-                if t not in below and t != r.type:
-                    total[t] = 0
-        else:
-            for t, n in below.items():
-                total[t] = total.get(t, 0) + r.count_min * n
-    return total
-
-
-def _split_xor(resources: list[Resource], limit: int) -> list[list[Resource]]:
-    """Expand ``xor_slot`` siblings into alternative resource lists (Fluxion's order)."""
-    base: list[list[Resource]] = [[]]
-    options: list[Resource] = []
-    for r in resources:
-        child_variants = _split_xor(r.with_, limit)
-        if not child_variants:
-            return []
-        if r.type == "xor_slot":
-            for cv in child_variants:
-                options.append(_with(r, cv, "slot"))
-                if len(options) > limit:
-                    return []
-            continue
-        nxt = []
-        for variant in base:
-            for cv in child_variants:
-                nxt.append(variant + [_with(r, cv, r.type)])
-                if len(nxt) > limit:
-                    return []
-        base = nxt
-    if not options:
-        return base
-    out = [variant + [opt] for variant in base for opt in options]
-    return out if len(out) <= limit else []
-
-
-def _with(r: Resource, children: list[Resource], rtype: str) -> Resource:
-    return Resource(rtype, r.count_min, r.count_max, r.oper, r.operand, r.unit, r.exclusive,
-                    r.label, list(children), r.path)
