@@ -11,18 +11,18 @@ of consecutive scores each falls in). The scores themselves come from the polici
 
     >>> ev = Evals()
     >>> for score, count in ((3, 1), (7, 1), (5, 1)):
-    ...     ev.add([score, count, 0, False, False, ()])
+    ...     ev.add(Candidate(score, count, 0, False, False, ()))
     >>> ev.choose_best_k(2, high=True)
     True
-    >>> [g[0] for g in ev.eg[:ev.best_i]]
-    [7, 5]
+    >>> [(g.score, g.needs) for g in ev.eg[:ev.best_i]]
+    [(7, 1), (5, 1)]
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import accumulate, chain, groupby, islice, repeat
-from operator import add, gt, lt, sub
+from operator import add, attrgetter, gt, lt, sub
 
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
@@ -32,10 +32,38 @@ from fluxinfra.matcher.stdsort import (
     sorted_prefix_words,
 )
 
-__all__ = ["Evals", "Scoring", "std_sorted", "worse", "score_runs", "perf_class", "cmod",
-           "MATCH_MET", "MATCH_UNMET"]
+__all__ = ["Candidate", "Evals", "Scoring", "std_sorted", "worse", "score_runs", "perf_class",
+           "cmod", "MATCH_MET", "MATCH_UNMET"]
 
 MATCH_UNMET, MATCH_MET = 0, 1
+
+
+class Candidate:
+    """One candidate of a ranking (Fluxion's ``eval_egroup_t``): a child that qualified below
+    a vertex, or a slot formed there, offered to the ranking of its resource type.
+
+    ``score`` ranks it (policies and the walk compute it); ``count``: the units it offers;
+    ``needs``: the units the ranking gave it (0 until :meth:`Evals.choose_best_k` chooses it);
+    ``exclusive``: it is to be held exclusively; ``root``: it stands for the graph's root (the
+    root's own entry, never marked); ``edges``: the edges it stands for (one for a child, one
+    per member for a slot), a tuple of ``(count, needs, exclusive, vertex, parent)`` tuples
+    (Fluxion's ``eval_edg_t``). Edges are only read and stay plain tuples of ints, which the
+    cyclic collector stops tracking (a node's candidates outlive many matches)."""
+
+    __slots__ = ("score", "count", "needs", "exclusive", "root", "edges")
+
+    def __init__(self, score: int, count: int, needs: int, exclusive: bool, root: bool,
+                 edges: tuple) -> None:
+        self.score = score
+        self.count = count
+        self.needs = needs
+        self.exclusive = exclusive
+        self.root = root
+        self.edges = edges
+
+    def __repr__(self) -> str:
+        return (f"Candidate(score={self.score}, count={self.count}, needs={self.needs}, "
+                f"exclusive={self.exclusive}, root={self.root}, edges={self.edges})")
 
 
 class Evals:
@@ -50,10 +78,7 @@ class Evals:
                  "_ranked", "_bounds", "_distinct", "_keys", "_starts", "_runs")
 
     def __init__(self) -> None:
-        # [score, count, needs, exclusive, root, edges]; edges, a tuple of (amount, taken,
-        # exclusive, vertex, parent) tuples, is only read: tuples of ints, which the cyclic
-        # collector stops tracking (a node's groups outlive many matches)
-        self.eg: list[list] = []
+        self.eg: list[Candidate] = []
         self.qual = 0
         self.total = 0
         self.best_k = 0
@@ -70,10 +95,10 @@ class Evals:
         self._starts: list[int] | None = None  # where each part starts (group() bisects)
         self._runs: tuple | None | bool = False  # runs(), kept (False: not worked out)
 
-    def add(self, group: list) -> None:
-        self.total += group[1]
-        if group[0] > MATCH_UNMET:
-            self.qual += group[1]
+    def add(self, group: Candidate) -> None:
+        self.total += group.count
+        if group.score > MATCH_UNMET:
+            self.qual += group.count
         self.n += 1
         parts = self.parts
         if parts is None:
@@ -101,11 +126,11 @@ class Evals:
             self.eg = []
         self.parts.append(other)  # by reference: ``other`` is never changed again
 
-    def groups(self) -> list[list]:
+    def groups(self) -> list[Candidate]:
         """Every group, in order (flattening a concatenation)."""
         if self.parts is None:
             return self.eg
-        out: list[list] = []
+        out: list[Candidate] = []
         for part in self.parts:
             out += part if type(part) is list else part.groups()
         return out
@@ -196,7 +221,7 @@ class Evals:
             self._runs = got
         return got
 
-    def group(self, i: int) -> list:
+    def group(self, i: int) -> Candidate:
         """Group ``i`` (in order): its part found by bisecting where the parts start."""
         parts = self.parts
         if parts is None:
@@ -232,8 +257,9 @@ class Evals:
         left, i = k, 0
         while left > 0:
             group = self.eg[i]
-            group[2] = left if left <= group[1] else group[1]
-            left -= group[1]
+            count = group.count
+            group.needs = left if left <= count else count
+            left -= count
             i += 1
         self.best_k, self.best_i = k, i
         return True
@@ -271,7 +297,7 @@ class Evals:
                 taken[0] += 1
                 group = self.group(i)
                 eg.append(group)
-                taken[1] += group[1]
+                taken[1] += group.count
                 if taken[2] < 0 and taken[1] >= k:
                     taken[2] = taken[0]
             return 0 <= taken[2] < taken[0] or taken[0] >= n
@@ -309,31 +335,32 @@ class Evals:
         left, i = k, 0
         while left > 0:
             group = eg[i]
-            group[2] = left if left <= group[1] else group[1]
-            left -= group[1]
+            count = group.count
+            group.needs = left if left <= count else count
+            left -= count
             i += 1
         self.eg, self._ranked = eg, (high, runs)  # parts stay: groups() is still the list
         self.best_k, self.best_i = k, i
         return True
 
 
-def _score(group: list) -> int:
-    return group[0]
+#: a candidate's score (a C-level getter: rankings read a million of them)
+_score = attrgetter("score")
 
 
 def _key_bytes(scores: list[int], base: int, high: bool) -> bytes:
     return bytes([base - s for s in scores] if high else [s - base for s in scores])
 
 
-def _rank(groups: list[list], high: bool, runs: bool) -> list[list]:
+def _rank(groups: list[Candidate], high: bool, runs: bool) -> list[Candidate]:
     """``groups`` in std::sort's order by score (``runs``: by locality's runs)."""
     if runs:
         run = score_runs(groups)
-        return std_sorted(groups, lambda g: run[g[0]], True)
+        return std_sorted(groups, lambda g: run[g.score], True)
     return std_sorted(groups, _score, high)
 
 
-def score_runs(groups: list[list]) -> dict[int, tuple[int, int]]:
+def score_runs(groups: list[Candidate]) -> dict[int, tuple[int, int]]:
     """score -> (first, last) of the run of consecutive integers it belongs to, over the
     scores of ``groups`` (Fluxion's locality policy joins them in an interval set and compares
     the intervals lexicographically)."""
@@ -444,12 +471,12 @@ def worse(a: int, b: int, high: bool) -> bool:
     return a < b if high else a > b
 
 
-def _greater(a: list, b: list) -> bool:
-    return a[0] > b[0]
+def _greater(a: Candidate, b: Candidate) -> bool:
+    return a.score > b.score
 
 
-def _less(a: list, b: list) -> bool:
-    return a[0] < b[0]
+def _less(a: Candidate, b: Candidate) -> bool:
+    return a.score < b.score
 
 
 #: std::sort leaves runs this short in insertion-sorted (stable) order

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from fluxinfra.matcher.evaluators import (
     MATCH_MET,
     MATCH_UNMET,
+    Candidate,
     Evals,
     Scoring,
     cmod,
@@ -325,8 +326,8 @@ class Traverser:
         ok, x_in = self._dom_dfv(meta, root, resources, True, excl, dfu)
         if not ok:
             return False
-        dfu.evals(self.g.type[root]).add(
-            [dfu.overall, dfu.avail, 0, excl, True, ((dfu.avail, dfu.avail, excl, root, -1),)])
+        dfu.evals(self.g.type[root]).add(Candidate(
+            dfu.overall, dfu.avail, 0, excl, True, ((dfu.avail, dfu.avail, excl, root, -1),)))
         needs = self._resolve_graph(root, resources, dfu)
         if needs is None:
             return False
@@ -743,7 +744,7 @@ class Traverser:
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
-            dfu.evals(gtype[c]).add([score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)])
+            dfu.evals(gtype[c]).add(Candidate(score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)))
             found = True
         return found
 
@@ -801,7 +802,7 @@ class Traverser:
         if leaves is not None and not kids[c] and gtype[c] in leaves:
             hit = self._leaf(meta, c, leaves[gtype[c]], excl)
             return None if hit is None else (
-                [hit[0], hit[1], 0, hit[2], False, ((hit[1], hit[1], hit[2], c, u),)],
+                Candidate(hit[0], hit[1], 0, hit[2], False, ((hit[1], hit[1], hit[2], c, u),)),
                 (), None, 1, 1)
         return self._visit(context, window, meta, c, resources, pristine, excl, u)
 
@@ -908,7 +909,7 @@ class Traverser:
         self.postorder -= post
         if ok:
             cnt = capture.avail
-            out = ([capture.overall, cnt, 0, x, False, ((cnt, cnt, x, c, u),)],
+            out = (Candidate(capture.overall, cnt, 0, x, False, ((cnt, cnt, x, c, u),)),
                    tuple(capture.ev.items()),
                    (resources, pristine, excl) if self._inside != inner else None, pre, post)
         else:
@@ -932,13 +933,13 @@ class Traverser:
         where = pos.__getitem__
         kinds = []
         for rtype, got in merged:
-            groups = tuple((g[0], g[1], g[3], g[4],
-                            tuple((e[0], e[1], e[2], where(e[3]), where(e[4])) for e in g[5]))
+            groups = tuple((g.score, g.count, g.exclusive, g.root,
+                            tuple((e[0], e[1], e[2], where(e[3]), where(e[4])) for e in g.edges))
                            for g in got.groups())
             scores = got.scores()
             kinds.append((rtype, (groups, got.qual, got.total, scores,
                                   (min(scores), max(scores)), frozenset(scores), {})))
-        return (group[0] - self._own_score(c), group[1], group[3], tuple(kinds),
+        return (group.score - self._own_score(c), group.count, group.exclusive, tuple(kinds),
                 ctx is not None, pre, post)
 
     def _own_score(self, c: int) -> int:
@@ -957,7 +958,8 @@ class Traverser:
             # subtrees around c must say so too, as a walk of c would have made them
             self._inside += 1
         merged = tuple((rtype, Rebound(kind, self.post_below, c)) for rtype, kind in kinds)
-        return ([score + self._own_score(c), cnt, 0, x, False, ((cnt, cnt, x, c, u),)], merged,
+        return (Candidate(score + self._own_score(c), cnt, 0, x, False, ((cnt, cnt, x, c, u),)),
+                merged,
                 (resources, pristine, excl) if inner else None, pre, post)
 
     def _unfold(self, x: int) -> None:
@@ -1188,7 +1190,7 @@ class Traverser:
                 if not ok:
                     continue
                 score, cnt = dfu.overall, dfu.avail
-            dfu.evals(ctype).add([score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)])
+            dfu.evals(ctype).add(Candidate(score, cnt, 0, x, False, ((cnt, cnt, x, c, u),)))
             found = True
             enough = True
             for t, tally in tallies.items():
@@ -1250,11 +1252,11 @@ class Traverser:
             ev = slot_dfu.ev.get(elem.type)
             if count and ev:
                 if exact:
-                    shares = sum(group[5][0][0] for group in ev.eg) // count
+                    shares = sum(group.edges[0][0] for group in ev.eg) // count
                 else:
                     acc = 0
                     for group in ev.eg:
-                        acc += group[5][0][0]
+                        acc += group.edges[0][0]
                         if acc >= count:
                             shares += 1
                             acc = 0
@@ -1277,18 +1279,18 @@ class Traverser:
                     if k >= len(ev.eg):
                         return False
                     group = ev.eg[k]
-                    edge = group[5][0]
+                    edge = group.edges[0]
                     left = edge[0] if cur[1] < 0 else cur[1]
                     take = min(left, count - j) if exact else left
                     edges.append((edge[0], take, True, edge[3], edge[4]))
-                    score += group[0]
+                    score += group.score
                     j += take
                     if left - take > 0:
                         cur[1] = left - take
                     else:
                         cur[0], cur[1] = k + 1, -1
                     used[elem.type] = cur[0] + (cur[1] >= 0)
-            made.append([score, 1, 0, True, False, tuple(edges)])
+            made.append(Candidate(score, 1, 0, True, False, tuple(edges)))
         ev = dfu.evals("slot")
         for group in made:
             ev.add(group)
@@ -1301,19 +1303,20 @@ class Traverser:
         ties with no other chosen group (which one is partial would depend on Fluxion's
         order), and everything left unexplored in this ranking scores strictly worse."""
         eg, i = ev.eg, ev.best_i
-        last = eg[i - 1][0]
+        last = eg[i - 1].score
         if runs:
             if self._guard[-1]:
                 raise _GuardFailed  # the runs depend on every candidate's score
             run = score_runs(eg)
-            if i < len(eg) and run[eg[i][0]] == run[last]:
+            if i < len(eg) and run[eg[i].score] == run[last]:
                 raise _GuardFailed
-            if eg[i - 1][2] < eg[i - 1][1] and any(run[g[0]] == run[last] for g in eg[:i - 1]):
+            if eg[i - 1].needs < eg[i - 1].count and any(
+                    run[g.score] == run[last] for g in eg[:i - 1]):
                 raise _GuardFailed
             return
-        if i < len(eg) and eg[i][0] == last:
+        if i < len(eg) and eg[i].score == last:
             raise _GuardFailed
-        if eg[i - 1][2] < eg[i - 1][1] and any(g[0] == last for g in eg[:i - 1]):
+        if eg[i - 1].needs < eg[i - 1].count and any(g.score == last for g in eg[:i - 1]):
             raise _GuardFailed
         bound = self._bound_all(self._guard[-1], req, high)
         if bound is not None and not worse(bound, last, high):
@@ -1332,7 +1335,7 @@ class Traverser:
         more = bool(unexplored)
         for elem in shape:
             ev = slot_dfu.ev.get(elem.type)
-            scores = [g[0] for g in ev.eg] if ev else []
+            scores = [g.score for g in ev.eg] if ev else []
             if len(set(scores)) != len(scores):
                 raise _GuardFailed  # tied members: Fluxion's order decides who goes together
             taken = used.get(elem.type, 0)
@@ -1508,12 +1511,12 @@ class Traverser:
                 continue
             for i in range(ev.best_i):
                 group = ev.eg[i]
-                if group[4]:
+                if group.root:
                     continue
                 if rtype == "slot":
                     self.chosen_slots.append(ChosenSlot(top, [(edge[3], edge[1])
-                                                           for edge in group[5]]))
-                for edge in group[5]:
+                                                           for edge in group.edges]))
+                for edge in group.edges:
                     child = edge[3]
                     if replayed:
                         self._unfold(child)

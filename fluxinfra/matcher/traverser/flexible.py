@@ -8,7 +8,7 @@ simple traversal's (:class:`~fluxinfra.matcher.traverser.dfu.Traverser`).
 
 from __future__ import annotations
 
-from fluxinfra.matcher.evaluators import MATCH_MET, Scoring
+from fluxinfra.matcher.evaluators import MATCH_MET, Candidate, Scoring
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.traverser.dfu import (
     NONE_MATCH,
@@ -131,11 +131,11 @@ class FlexibleTraverser(Traverser):
                         return False
                     cursor[elem.type] = k + 1
                     group = ev.eg[k]
-                    edge = group[5][0]
+                    edge = group.edges[0]
                     edges.append((edge[0], edge[0], True, edge[3], edge[4]))
-                    score += group[0]
+                    score += group.score
                     j += edge[0]
-            made.append([score, 1, 0, True, False, tuple(edges)])
+            made.append(Candidate(score, 1, 0, True, False, tuple(edges)))
             config = memo.get(config[0], ((), 0, -1))
         ev = dfu.evals("slot")
         for group in made:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from fluxinfra.matcher.evaluators import _RUNS, _key_bytes, _runs_of
+from fluxinfra.matcher.evaluators import _RUNS, Candidate, _key_bytes, _runs_of
 from fluxinfra.matcher.jobspec import Resource
 
 __all__ = ["Rebound", "ChosenSlot", "ReplayedSlots", "expand_slots", "per_request", "request_key",
@@ -103,15 +103,15 @@ class Rebound:
             got = cache[_RUNS] = _runs_of(self.kind[3])
         return got
 
-    def group(self, i: int) -> list:
+    def group(self, i: int) -> Candidate:
         post = self.post_below(self.root)[1]
         root = self.root
         score, count, x, is_root, edges = self.kind[0][i]
-        return [score, count, 0, x, is_root,
-                tuple([(e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root)
-                       for e0, e1, e2, v, p in edges])]
+        return Candidate(score, count, 0, x, is_root, tuple([
+            (e0, e1, e2, post[v] if v >= 0 else root, post[p] if p >= 0 else root)
+            for e0, e1, e2, v, p in edges]))
 
-    def groups(self) -> list[list]:
+    def groups(self) -> list[Candidate]:
         return [self.group(i) for i in range(self.n)]
 
 

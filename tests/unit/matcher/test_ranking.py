@@ -18,7 +18,7 @@ from itertools import pairwise
 import pytest
 
 from fluxinfra.matcher import bytepart, stdsort
-from fluxinfra.matcher.evaluators import _FLAT, Evals
+from fluxinfra.matcher.evaluators import _FLAT, Candidate, Evals
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
     introsort,
@@ -248,8 +248,8 @@ def test_equal_prefix_is_std_sorts_order_of_equal_keys(n: int) -> None:
         assert len(set(equal_prefix(n, 5000))) == 5000
 
 
-def groups_of(scores: list[int], counts: list[int], tag: int) -> list[list]:
-    return [[s, c, 0, 1, False, [[c, c, 1, tag * 100_000 + i, -1]]]
+def groups_of(scores: list[int], counts: list[int], tag: int) -> list[Candidate]:
+    return [Candidate(s, c, 0, 1, False, [[c, c, 1, tag * 100_000 + i, -1]])
             for i, (s, c) in enumerate(zip(scores, counts, strict=True))]
 
 
@@ -268,12 +268,12 @@ def flat(pieces: list[list[list]]) -> Evals:
     ev = Evals()
     for piece in pieces:
         for g in piece:
-            ev.add([g[0], g[1], 0, g[3], g[4], g[5]])
+            ev.add(Candidate(g.score, g.count, 0, g.exclusive, g.root, g.edges))
     return ev
 
 
 def chosen(ev: Evals) -> list[tuple[int, int]]:
-    return [(g[5][0][3], g[2]) for g in ev.eg[:ev.best_i]]
+    return [(g.edges[0][3], g.needs) for g in ev.eg[:ev.best_i]]
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -293,7 +293,7 @@ def test_a_merged_list_ranks_as_the_flat_list(seed: int) -> None:
     assert top.choose_best_k(k, high, runs) == ref.choose_best_k(k, high, runs)
     assert top.best_i == ref.best_i and chosen(top) == chosen(ref)
     if top.best_i < len(ref.eg):  # the next one (the guard reads it) is there too
-        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+        assert top.eg[top.best_i].edges == ref.eg[top.best_i].edges
     # ranked again (or-slots): Fluxion sorts what the first ranking left
     k2 = rng.randint(1, top.qual)
     assert top.choose_best_k(k2, not high) == ref.choose_best_k(k2, not high)
@@ -312,7 +312,7 @@ def test_a_merged_list_reads_each_group_where_the_flat_list_has_it(seed: int) ->
 
     def reads_as_flat() -> None:
         ref = flat(pieces)
-        assert [top.group(i)[5] for i in range(top.n)] == [g[5] for g in ref.eg]
+        assert [top.group(i).edges for i in range(top.n)] == [g.edges for g in ref.eg]
         with pytest.raises(IndexError):
             top.group(top.n)
 
@@ -339,7 +339,7 @@ class _CountedEvals(Evals):
 
     read: list[int] = []
 
-    def group(self, i: int) -> list:
+    def group(self, i: int) -> Candidate:
         self.read.append(i)
         return super().group(i)
 
@@ -376,7 +376,7 @@ def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: in
     read = _CountedEvals.read
     assert len(read) == min(top.best_i + 1, top.n) == len(top.eg)
     if top.best_i < top.n:
-        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+        assert top.eg[top.best_i].edges == ref.eg[top.best_i].edges
 
 
 def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
