@@ -46,6 +46,7 @@ MODULES = (
     "fluxinfra.matcher.traverser.order",
     "fluxinfra.matcher.traverser.text",
     "fluxinfra.matcher.traverser.memo",
+    "fluxinfra.matcher.traverser.update",
     "fluxinfra.matcher.traverser.dfu",
     "fluxinfra.matcher.traverser.flexible",
     "fluxinfra.matcher.express",

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING
 from fluxinfra.matcher.evaluators import MATCH_MET, std_sorted
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner
-from fluxinfra.matcher.traverser.dfu import PRISTINE_NONE_MATCH, RESOURCE_MATCH, X_NJOBS
+from fluxinfra.matcher.traverser.dfu import PRISTINE_NONE_MATCH, RESOURCE_MATCH
 from fluxinfra.matcher.traverser.job import AT_ALLOC
 from fluxinfra.matcher.traverser.memo import ChosenSlot, ReplayedSlots, per_request
 from fluxinfra.matcher.traverser.text import HeldSubtree
+from fluxinfra.matcher.traverser.update import X_NJOBS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (compiled: express.pxd cimports them)
     from fluxinfra.matcher.traverser.dfu import Traverser

@@ -4,7 +4,9 @@ Laid out as flux-sched's ``resource/traversers`` is, one concern per module:
 
 =============  ==============================================================================
 ``dfu``        :class:`Traverser`: the selection walk (``dfu_impl.cpp``: test, prune, score,
-               enforce), the commit and the cancel (``dfu_impl_update.cpp``), re-ranking
+               enforce)
+``update``     ``Booking``, the traverser's books (planners, checkers, aggregates) and the
+               walks that change them: commit, cancel, re-ranking (``dfu_impl_update.cpp``)
 ``flexible``   :class:`FlexibleTraverser`: or-slots and xor-slots (``dfu_flexible.cpp``)
 ``job``        :class:`Meta` (``jobmeta_t``) and :class:`JobState` (what a commit booked)
 ``order``      ``first``'s child order (edge weights), kept sorted in chunks

@@ -1,36 +1,19 @@
 # Declarations Cython reads beside dfu.py when ``fluxinfra compile`` makes it C (the .py
 # stays plain Python; this file is never imported). Traverser is an extension type in the
-# compiled form, so an attribute read through ``self`` is a field of the object. It declares
-# the attributes its hot paths read and keeps a __dict__ for the rest (and for
-# FlexibleTraverser, a Python subclass); tests/unit/matcher/test_declarations.py checks that
-# each declared attribute is one the class sets. ``dict`` fields take only a dict: one a
-# caller may replace by anything else is declared ``object``. The records the walk passes
-# around are declared beside their own modules (job.pxd, order.pxd, memo.pxd,
-# ../evaluators.pxd); Meta is cimported to type the C methods' arguments, the planner types
-# for their typed locals (see planner.pxd).
+# compiled form extending Booking (update.pxd), whose declaration holds the fields the walk
+# reads; the records the walk passes around are declared beside their own modules (job.pxd,
+# order.pxd, memo.pxd, ../evaluators.pxd). Meta is cimported to type the C methods'
+# arguments, the planner type for their typed locals (see planner.pxd).
 
 cimport cython
 
-from fluxinfra.matcher.planner cimport MultiPlanner, Planner
+from fluxinfra.matcher.planner cimport Planner
 from fluxinfra.matcher.traverser.job cimport Meta
+from fluxinfra.matcher.traverser.update cimport Booking
 
 
-cdef class Traverser:
-    cdef dict __dict__
-    cdef public object g, exact_pools, policy, sub, totals, prune_types
-    cdef public dict sched, allocs, resvs, xcheck, agg
-    cdef public object excl_types
-    cdef public dict weights
-    cdef public object _weighted
-    cdef public dict _order_cache, _weigh_type, _policy_cache, _kid_types
-    cdef public object fast, marks, chosen_slots, root_mark, preorder, postorder, _ml
-    cdef public object _shapes, _bulk
-    cdef public dict _post_cache, _inner_cache, _kid_pos, _free, _held_texts
-    cdef public object _held_kids  # (a test double replaces it by a dict subclass)
-    cdef public object _marked_kids
-    cdef public dict _whole, _whole_alloc
-    cdef public object express, post_below, visited
-    cdef public object _dirty
+cdef class Traverser(Booking):
+    cdef public object visited
     # the methods a match calls most, C calls from typed callers (the express lane); a
     # Python subclass may still override them
     @cython.locals(p=Planner)
@@ -38,7 +21,3 @@ cdef class Traverser:
     @cython.locals(p=Planner)
     cpdef _by_excl(self, Meta meta, u, x_in, r)
     cpdef unheld_children(self, u, children, at)
-    @cython.locals(held=MultiPlanner)
-    cpdef rerank(self, u, c, now, totals)
-    cpdef _weigh(self, u, c, avail)
-    cpdef _move_child(self, u, w, c, old, avail)
