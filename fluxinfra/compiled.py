@@ -7,11 +7,12 @@ compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the sourc
 One of them, ``matcher.bytepart`` (the partition of byte keys), is written for it: its
 ``@cython.locals`` types make its loops C, and its ``.pxd`` adds a kernel in C for processors
 with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made from). The
-``.pxd`` files of ``matcher.planner``, ``matcher.traverser`` and ``matcher.express`` declare
-their per-match classes as extension types, so an attribute read through ``self`` is a field
-of the object rather than a look-up (``tests/unit/matcher/test_declarations.py`` keeps them in
-step with the classes); the rest of the code is plain Python, compiled as it is.
-``express.pxd`` cimports ``traverser.pxd`` and both cimport ``planner.pxd``: the express
+``.pxd`` files of ``matcher.planner``, ``matcher.evaluators``, the ``matcher.traverser``
+modules and ``matcher.express`` declare their per-match classes as extension types, so an
+attribute read through ``self`` is a field of the object rather than a look-up
+(``tests/unit/matcher/test_declarations.py`` keeps them in step with the classes); the rest
+of the code is plain Python, compiled as it is. ``express.pxd`` cimports
+``traverser/dfu.pxd`` and ``traverser/job.pxd``, and both cimport ``planner.pxd``: the express
 lane's traverser is a typed field, and the methods a 1-core match calls most are C methods
 (``cpdef``) called directly from typed locals. A module compiled against another's
 declarations has those ``.pxd`` files (direct or through others) in its digest and loads
@@ -40,7 +41,14 @@ __all__ = ["MODULES", "cache_dir", "install", "loaded", "status", "build"]
 #: what is compiled: the per-match path of ``fluxinfra query`` and the matcher's graph reader
 MODULES = (
     "fluxinfra.matcher.planner",
-    "fluxinfra.matcher.traverser",
+    "fluxinfra.matcher.evaluators",
+    "fluxinfra.matcher.traverser.job",
+    "fluxinfra.matcher.traverser.order",
+    "fluxinfra.matcher.traverser.text",
+    "fluxinfra.matcher.traverser.memo",
+    "fluxinfra.matcher.traverser.update",
+    "fluxinfra.matcher.traverser.dfu",
+    "fluxinfra.matcher.traverser.flexible",
     "fluxinfra.matcher.express",
     "fluxinfra.matcher.matcher",
     "fluxinfra.matcher.stdsort",

@@ -1,10 +1,11 @@
 # Declarations Cython reads beside express.py when ``fluxinfra compile`` makes it C (the .py
 # stays plain Python; this file is never imported). Express is an extension type in the
 # compiled form: its caches are fields of the object; a __dict__ keeps anything else. Its
-# traverser is typed (cimported from traverser.pxd), so ``t = self.t`` in its methods is a
-# typed local and ``t.sched``, ``t.agg``, ... are field reads. The compiled express is then
-# built against traverser.pxd's and planner.pxd's layouts: fluxinfra.compiled loads it only
-# beside their compiled forms (its digest covers both .pxd files). The search and the commit
+# traverser is typed (cimported from traverser/dfu.pxd), so ``t = self.t`` in its methods is
+# a typed local and ``t.sched``, ``t.agg``, ... are field reads. The compiled express is then
+# built against the layouts declared in traverser/dfu.pxd, traverser/update.pxd,
+# traverser/job.pxd and planner.pxd: fluxinfra.compiled loads it only beside their compiled
+# forms (its digest covers those .pxd files). The search and the commit
 # of a 1-core slot are C methods whose meta, job and planners are typed, so their fields are
 # read directly and the planners' span methods are C calls (a Python subclass may still
 # override them: the express tests count calls that way).
@@ -12,7 +13,8 @@
 cimport cython
 
 from fluxinfra.matcher.planner cimport MultiPlanner, Planner
-from fluxinfra.matcher.traverser cimport JobState, Meta, Traverser
+from fluxinfra.matcher.traverser.dfu cimport Traverser
+from fluxinfra.matcher.traverser.job cimport JobState, Meta
 
 cdef class Express:
     cdef public Traverser t

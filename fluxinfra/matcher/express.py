@@ -33,32 +33,22 @@ from __future__ import annotations
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from fluxinfra.matcher.evaluators import MATCH_MET, std_sorted
 from fluxinfra.matcher.jobspec import Resource
 from fluxinfra.matcher.planner import MultiPlanner, Planner
+from fluxinfra.matcher.traverser.dfu import PRISTINE_NONE_MATCH, RESOURCE_MATCH
+from fluxinfra.matcher.traverser.job import AT_ALLOC
+from fluxinfra.matcher.traverser.memo import ChosenSlot, ReplayedSlots, per_request
+from fluxinfra.matcher.traverser.text import HeldSubtree
+from fluxinfra.matcher.traverser.update import X_NJOBS
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fluxinfra.matcher.traverser import Meta, Traverser
+if TYPE_CHECKING:  # pragma: no cover - typing only (compiled: express.pxd cimports them)
+    from fluxinfra.matcher.traverser.dfu import Traverser
+    from fluxinfra.matcher.traverser.job import Meta
 
 __all__ = ["Express"]
 
 _MAX_SLOT_TEMPLATES = 4096
-
-# names from traverser.py (which imports this module), bound once by _bind()
-_TRAVERSER = _AT_ALLOC = _PRISTINE_NONE = _RESOURCE_KIND = _MATCH_MET = _REPLAYED = None
-_PER_REQUEST = _HELD = _X_NJOBS = _STD_SORTED = _CHOSEN = None
-
-
-def _bind() -> None:
-    global _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE, _RESOURCE_KIND, _MATCH_MET, _REPLAYED
-    global _PER_REQUEST, _HELD, _X_NJOBS, _STD_SORTED, _CHOSEN
-    if _TRAVERSER is None:
-        from fluxinfra.matcher import traverser as tr
-
-        _TRAVERSER, _AT_ALLOC, _PRISTINE_NONE = tr.Traverser, tr.AT_ALLOC, tr._PRISTINE_NONE
-        _RESOURCE_KIND, _MATCH_MET, _REPLAYED = tr._RESOURCE, tr.MATCH_MET, tr._Replayed
-        _PER_REQUEST, _HELD = tr.per_request, tr._Held
-        _X_NJOBS = tr.X_NJOBS
-        _STD_SORTED, _CHOSEN = tr.std_sorted, tr._Chosen
 
 
 _UNKNOWN = object()  # nothing recorded (yet) under a template key
@@ -72,7 +62,6 @@ class Express:
     """The express lane of one traverser (see the module docstring)."""
 
     def __init__(self, trav: Traverser) -> None:
-        _bind()
         self.t = trav
         #: id(request list) -> (the list, plan or None); a plan is ("A", R, k, ...) or
         #: ("B", S, 1, ...), then caches of tree facts it read: vertex -> passes through
@@ -105,7 +94,7 @@ class Express:
 
     # -- applicability ----------------------------------------------------------------------
     def _plan(self, resources: list[Resource]) -> tuple | None:
-        return _PER_REQUEST(self._plans, resources, self._make_plan)
+        return per_request(self._plans, resources, self._make_plan)
 
     def _make_plan(self, resources: list[Resource]) -> tuple | None:
         t = self.t
@@ -130,14 +119,14 @@ class Express:
         verdicts = plan[3]
         hit = verdicts.get(u)
         if hit is None:
-            hit = verdicts[u] = self.t._test(u, resources, True)[2] == _PRISTINE_NONE
+            hit = verdicts[u] = self.t._test(u, resources, True)[2] == PRISTINE_NONE_MATCH
         return hit
 
     def _now(self, meta: Meta, excl: bool) -> bool:
         """A first-fit allocation now, on a graph the lane knows (each shape asks more)."""
         t = self.t
-        return (t.fast and t.policy.stop_on_k > 0 and type(t) is _TRAVERSER
-                and not t.g.multi_parent and not excl and meta.alloc_type == _AT_ALLOC
+        return (t.fast and t.policy.stop_on_k > 0 and t.visited_free()
+                and not excl and meta.alloc_type == AT_ALLOC
                 and meta.at == meta.now)
 
     # -- selection --------------------------------------------------------------------------
@@ -193,7 +182,7 @@ class Express:
                 self._hit = (marks, node, up)
             return True
         # k > 1: plan A; the root ranks candidates by score as std::sort does
-        best = _STD_SORTED(gathered, _second, t.policy.high)[:k]
+        best = std_sorted(gathered, _second, t.policy.high)[:k]
         t.marks = marks = {}
         for node, _ in best:
             p = parent[node]
@@ -242,7 +231,7 @@ class Express:
             leaves = found
         self._hit = (marks, None, path, leaves)
         t._ml = 0
-        t.chosen_slots = [_CHOSEN(-1, list(found))]
+        t.chosen_slots = [ChosenSlot(-1, list(found))]
         t.root_mark = (1, False)
         t.preorder = t.postorder = 0
         return True
@@ -409,7 +398,7 @@ class Express:
         None when the selection was not such (the general commit runs)."""
         hit, self._hit = self._hit, None
         t = self.t
-        if hit is None or hit[0] is not t.marks or meta.alloc_type != _AT_ALLOC:
+        if hit is None or hit[0] is not t.marks or meta.alloc_type != AT_ALLOC:
             return None
         if hit[1] is None:
             return self._commit_slot(meta, job, hit[2], hit[3])
@@ -425,7 +414,7 @@ class Express:
         depth = len(ancestors) + 1  # the node's level (the root's is 1)
         raw = job.raw_vertices
         # the node, held whole (Traverser._hold_whole): its own span, no aggregates
-        raw.append(_HELD((depth + 1, t, n)))
+        raw.append(HeldSubtree((depth + 1, t, n)))
         pl = t.sched.get(n)
         if pl is None:
             pl = t.sched[n] = Planner(needs)
@@ -459,7 +448,7 @@ class Express:
                 reweigh.append((a, child))
             x = xcheck.get(a)
             if x is None:
-                x = xcheck[a] = Planner(_X_NJOBS)
+                x = xcheck[a] = Planner(X_NJOBS)
             xspans[a] = x.add_span(at, duration, 1)
             if amounts:
                 pl = agg.get(a)
@@ -519,7 +508,7 @@ class Express:
         for a in path:
             x = xcheck.get(a)
             if x is None:
-                x = xcheck[a] = Planner(_X_NJOBS)
+                x = xcheck[a] = Planner(X_NJOBS)
             xspans[a] = x.add_span(at, duration, 1)
             apl = agg.get(a)
             if apl is None:
@@ -648,14 +637,14 @@ class Express:
                     if found is None:
                         return
                     if found[0]:
-                        slots.append(_REPLAYED((t.post_below, c, found[0])))
+                        slots.append(ReplayedSlots((t.post_below, c, found[0])))
                 else:
-                    slots.append(_REPLAYED((t.post_below, c, (found,))))
-                out.append((c, _MATCH_MET + g.id[c] + 1))
+                    slots.append(ReplayedSlots((t.post_below, c, (found,))))
+                out.append((c, MATCH_MET + g.id[c] + 1))
                 return
         # not recorded, or partly used: the general visit's own tests decide; a candidate
         # that survives them needs the general walk
-        want = _RESOURCE_KIND if plan[0] == "A" else _PRISTINE_NONE
+        want = RESOURCE_MATCH if plan[0] == "A" else PRISTINE_NONE_MATCH
         if t._test(c, resources, True)[2] != want:
             raise _Abort
         if t._prune(meta, bool(plan[1].exclusive) if plan[0] == "A" else False, c, resources):

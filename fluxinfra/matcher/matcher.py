@@ -25,6 +25,7 @@ from typing import Any
 from fluxinfra.inputs import INT64_MAX, INT64_MIN, MAX_VERTICES, finite, shown, type_name
 from fluxinfra.matcher import stdsort
 from fluxinfra.matcher.errors import Busy, GraphError, MatcherError, UnknownJob, Unsatisfiable
+from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.graph import CONTAINMENT, ResourceGraph
 from fluxinfra.matcher.jobspec import Jobspec, aggregate
 from fluxinfra.matcher.planner import HORIZON
@@ -38,8 +39,8 @@ from fluxinfra.matcher.traverser import (
     JobState,
     Meta,
     Traverser,
-    _prime_flexible,
     expand_slots,
+    prime_flexible,
 )
 from fluxinfra.matcher.writers import write_jgf, write_rv1
 
@@ -122,7 +123,7 @@ class MatchResult:
     @property
     def raw_emitted(self) -> list:
         """:attr:`emitted` as the commit left it: a subtree held whole may still be one lazy
-        entry (``Traverser``'s ``_Held``, with ``simple_text``) standing for every vertex
+        entry (``Traverser``'s ``HeldSubtree``, with ``simple_text``) standing for every vertex
         below it; :func:`~fluxinfra.matcher.writers.write_simple` takes either form."""
         if self._emitted is None and self._job is not None:
             return self._job.raw_vertices
@@ -178,6 +179,9 @@ class Matcher:
         prune_types = _parse_prune_filters(prune_filters)
         cls = FlexibleTraverser if flexible else Traverser
         self.trav = cls(graph, self.policy, subsystem, prune_types, exact_pools)
+        #: the express lane: whole-node and one-slot first-fit requests without a walk
+        #: (it declines every other request, and every request of a flexible traverser)
+        self.trav.express = Express(self.trav)
         self._kind = "flexible" if flexible else "plain"  # how requests are primed (_need)
         #: exact: Fluxion's full walk step by step (every candidate scored and ranked, every
         #: vertex of a subtree held whole booked); the default chooses the same, faster
@@ -360,7 +364,7 @@ class Matcher:
         kind = self._kind
         memo = js.memo
         if memo.get("primed") != kind:
-            prime = _prime_flexible if kind == "flexible" else aggregate
+            prime = prime_flexible if kind == "flexible" else aggregate
             memo["need"], memo["primed"] = prime(js.resources), kind
         return memo["need"]
 

@@ -18,9 +18,10 @@ from matcher_testlib import check_invariants
 from test_express import random_op, random_recipe
 from test_fast_paths import core_job, nodes_job
 
-from fluxinfra.matcher import Matcher, MatcherError, traverser
+from fluxinfra.matcher import Matcher, MatcherError
 from fluxinfra.matcher.find import find_vertices
 from fluxinfra.matcher.recipe import graph_from_recipe
+from fluxinfra.matcher.traverser import dfu
 
 POLICIES = ["first", "firstnodex", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
             "locality", "variation", "policy=low node_exclusive=true",
@@ -121,15 +122,15 @@ def test_long_candidate_lists_rank_as_fluxion(policy: str, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(2))
 def test_wide_vertices_pass_their_children_up_in_blocks_as_fluxion_walks_them(
         policy: str, seed: int) -> None:
-    # racks of 37 nodes and sockets of 18 cores: more children than traverser._WIDE, so the
-    # default walk passes them up in blocks of traverser._BLOCK (the last one short), each
+    # racks of 37 nodes and sockets of 18 cores: more children than dfu._WIDE, so the
+    # default walk passes them up in blocks of dfu._BLOCK (the last one short), each
     # block reused whole while none of its subtrees changed; the candidates must come out
     # in the order the full walk gathers them child by child
     rng = random.Random(f"wide/{policy}/{seed}")
     recipe = {"cluster": "x", "racks": 1, "nodes_per_rack": 37, "sockets": 1,
               "cores_per_socket": 18, "gpus_per_socket": 1, "memory_per_socket": [1, 4]}
-    assert recipe["nodes_per_rack"] % traverser._BLOCK and \
-        recipe["nodes_per_rack"] > traverser._WIDE < recipe["cores_per_socket"]
+    assert recipe["nodes_per_rack"] % dfu._BLOCK and \
+        recipe["nodes_per_rack"] > dfu._WIDE < recipe["cores_per_socket"]
     ours = Matcher(graph_from_recipe(recipe), policy=policy)
     ref = Matcher(graph_from_recipe(recipe), policy=policy, exact=True)
     for step in range(25):
@@ -137,7 +138,7 @@ def test_wide_vertices_pass_their_children_up_in_blocks_as_fluxion_walks_them(
         assert observe(ours, op) == observe(ref, op), (recipe, step)
         check_invariants(ours)
     blocks = [kept[2] for key, kept in ours.trav._memo.items()
-              if type(key) is tuple and key[0] == traverser._WIDE_KEY]
+              if type(key) is tuple and key[0] == dfu._WIDE_KEY]
     assert blocks and max(map(len, blocks)) == 3  # the block path ran (37 = 16 + 16 + 5)
 
 

@@ -13,9 +13,11 @@ import pytest
 from matcher_testlib import check_invariants
 from test_fast_paths import core_job, nodes_job, outcome, planner_state
 
-from fluxinfra.matcher import Matcher, MatcherError, traverser
+import fluxinfra.matcher.matcher as matcher_module
+from fluxinfra.matcher import Matcher, MatcherError
 from fluxinfra.matcher.express import Express
 from fluxinfra.matcher.recipe import graph_from_recipe
+from fluxinfra.matcher.traverser import dfu
 
 POLICIES = ["first", "firstnodex", "policy=low node_exclusive=true stop_on_1_matches=true",
             "policy=high node_centric=true node_exclusive=true stop_on_1_matches=true"]
@@ -201,7 +203,7 @@ def test_one_slot_express_is_the_traversal(policy: str, monkeypatch) -> None:
             answered.append(super()._commit_slot(*args))
             return answered[-1]
 
-    monkeypatch.setattr(traverser, "Express", Counted)
+    monkeypatch.setattr(matcher_module, "Express", Counted)
     for seed in range(12):
         rng = random.Random(f"slot/{policy}/{seed}")
         replay_both(policy, rng, slot_op, 70)
@@ -254,7 +256,7 @@ def test_one_slot_lane_remembers_busy_leaves_only_while_they_are(policy: str,
             seen.append(before is not None and before[5] > 0)
             return super()._slot_members(u, members, meta)
 
-    monkeypatch.setattr(traverser, "Express", Spied)
+    monkeypatch.setattr(matcher_module, "Express", Spied)
     for seed in range(10):
         specs: dict = {}
         rng = random.Random(f"shared-slot/{policy}/{seed}")
@@ -367,7 +369,7 @@ def test_stamps_made_between_walks_keep_the_walks_memo_true(policy: str, seed: i
     every time), not only the next full walk: the walk's memo must still forget exactly
     the subtrees that changed. Reference: a matcher whose memo is emptied before each step
     (every subtree walked afresh), the lane off."""
-    monkeypatch.setattr(traverser, "_RESTAMP_AT", 1)
+    monkeypatch.setattr(dfu, "_RESTAMP_AT", 1)
     rng = random.Random(f"stamps/{policy}/{seed}")
     recipe = random_recipe(rng)
     kept = Matcher(graph_from_recipe(recipe), policy=policy)
@@ -388,7 +390,7 @@ def test_a_stream_the_lane_serves_keeps_few_changes_waiting(monkeypatch) -> None
     """Whole-node jobs the express lane answers (no full walk after the first) and their
     cancels: the changed vertices waiting for a stamp stay under ``_RESTAMP_AT`` plus one
     job's worth, where they used to grow with every job until a walk."""
-    monkeypatch.setattr(traverser, "_RESTAMP_AT", 16)
+    monkeypatch.setattr(dfu, "_RESTAMP_AT", 16)
     recipe = {"cluster": "c", "racks": 2, "nodes_per_rack": 8, "sockets": 2,
               "cores_per_socket": 4, "gpus_per_socket": 1, "memory_per_socket": [2, 8]}
     m = Matcher(graph_from_recipe(recipe), policy="firstnodex")

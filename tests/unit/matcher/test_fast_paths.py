@@ -1,7 +1,7 @@
 """Fast mode's shortcuts choose exactly what the plain fast traversal chooses.
 
 * whole free subtrees replayed by shape (``Traverser._template_key`` / ``_replay``);
-* children held whole skipped by a set lookup (``_HeldKids``);
+* children held whole skipped by a set lookup (``HeldKids``);
 * held subtrees listed lazily (``JobState.vertices``), ``first``'s order kept incrementally,
   the commit walk over marked children only.
 
@@ -158,9 +158,9 @@ def test_first_order_kept_incrementally_matches_a_fresh_sort() -> None:
 
 
 def test_a_full_template_table_starts_over(monkeypatch) -> None:
-    from fluxinfra.matcher import traverser
+    from fluxinfra.matcher.traverser import dfu
 
-    monkeypatch.setattr(traverser, "MAX_TEMPLATES", 1)
+    monkeypatch.setattr(dfu, "MAX_TEMPLATES", 1)
     ops = [lambda m: m.match(nodes_job(2, 8)), lambda m: m.match(nodes_job(2, 3)),
            lambda m: m.match(nodes_job(1, 5)), lambda m: m.match(nodes_job(2, 8))]
     fast = run_both("low", ops)

@@ -264,11 +264,13 @@ def test_a_query_session_freezes_nothing_itself(tmp_path) -> None:
         gc.set_threshold(*before)
 
 
-def _kept_groups(root) -> list[list]:
-    """Every candidate group ([score, count, needs, exclusive, root, edges]) reachable from
-    ``root``'s references (not through modules or callables: the matcher's own data)."""
+def _kept_groups(root) -> list:
+    """Every candidate group (an evaluators.Candidate) reachable from ``root``'s references
+    (not through modules or callables: the matcher's own data)."""
     import gc
     import types
+
+    from fluxinfra.matcher.evaluators import Candidate
 
     seen, todo, out = set(), [root], []
     while todo:
@@ -277,8 +279,7 @@ def _kept_groups(root) -> list[list]:
                 or callable(obj)):
             continue
         seen.add(id(obj))
-        if (type(obj) is list and len(obj) == 6 and type(obj[0]) is int
-                and type(obj[3]) is bool and type(obj[4]) is bool):
+        if type(obj) is Candidate:
             out.append(obj)
         todo.extend(gc.get_referents(obj))
     return out
@@ -308,6 +309,6 @@ def test_the_groups_a_matcher_keeps_hold_their_edges_out_of_the_collectors_sight
     groups = _kept_groups(m)
     assert groups  # (the walk keeps some)
     for group in groups:
-        edges = group[5]
+        edges = group.edges
         assert type(edges) is tuple and not gc.is_tracked(edges), group
         assert all(type(e) is tuple and not gc.is_tracked(e) for e in edges), group

@@ -1,5 +1,5 @@
-"""``first``'s chunked child order (``traverser._Order``) behaves like the flat sorted lists it
-replaced: the same iteration order after any sequence of removals and insertions, ties
+"""``first``'s chunked child order (``traverser.order.ChildOrder``) behaves like the flat sorted
+lists it replaced: the same iteration order after any sequence of removals and insertions, ties
 included, and the same answer when a child is not where its key says."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from bisect import bisect_left, bisect_right
 
 import pytest
 
-from fluxinfra.matcher.traverser import _Order
+from fluxinfra.matcher.traverser.order import ChildOrder
 
 
 class FlatOrder:
@@ -39,7 +39,7 @@ def test_chunked_order_is_the_flat_order(seed: int) -> None:
     spread = rng.choice([3, 50, 10**6])  # few distinct keys: many ties
     pairs = sorted((rng.randrange(spread), c) for c in range(n))
     kids, keys = [c for _, c in pairs], [k for k, _ in pairs]
-    chunked, flat = _Order(kids, keys), FlatOrder(kids, keys)
+    chunked, flat = ChildOrder(kids, keys), FlatOrder(kids, keys)
     where = dict(zip(kids, keys, strict=True))
     for _ in range(3000):
         if where and rng.random() < 0.5:
@@ -59,4 +59,4 @@ def test_chunked_order_is_the_flat_order(seed: int) -> None:
         assert list(chunked) == flat.kids
     assert chunked.lists() == (flat.kids, flat.keys)
     assert len(chunked) == len(flat.kids)
-    assert all(len(kc) <= 2 * _Order.SIZE for kc in chunked.kchunks)
+    assert all(len(kc) <= 2 * ChildOrder.SIZE for kc in chunked.kchunks)

@@ -2,7 +2,7 @@
 
 ``stdsort.sorted_prefix`` and ``stdsort.equal_prefix`` give the first elements of libstdc++'s
 ``std::sort`` without sorting the rest; a candidate list merged by reference from remembered
-subtrees (``_Evals`` parts) is ranked from its scores alone. Each must give exactly what
+subtrees (``Evals`` parts) is ranked from its scores alone. Each must give exactly what
 ``introsort`` (the replay of std::sort) of the whole flat list gives. The prefixes are checked
 both ways they can be worked out: in plain Python and, where numpy is installed, vectorized
 (which the matcher uses from ``stdsort.VECTOR_FROM`` keys on, from ``BYTES_FROM`` for byte
@@ -18,6 +18,7 @@ from itertools import pairwise
 import pytest
 
 from fluxinfra.matcher import bytepart, stdsort
+from fluxinfra.matcher.evaluators import _FLAT, Candidate, Evals
 from fluxinfra.matcher.stdsort import (
     equal_prefix,
     introsort,
@@ -25,7 +26,6 @@ from fluxinfra.matcher.stdsort import (
     sorted_prefix_bytes,
     sorted_prefix_words,
 )
-from fluxinfra.matcher.traverser import _FLAT, _Evals
 
 HAVE_NUMPY = stdsort.vectorized()
 
@@ -248,32 +248,32 @@ def test_equal_prefix_is_std_sorts_order_of_equal_keys(n: int) -> None:
         assert len(set(equal_prefix(n, 5000))) == 5000
 
 
-def groups_of(scores: list[int], counts: list[int], tag: int) -> list[list]:
-    return [[s, c, 0, 1, False, [[c, c, 1, tag * 100_000 + i, -1]]]
+def groups_of(scores: list[int], counts: list[int], tag: int) -> list[Candidate]:
+    return [Candidate(s, c, 0, 1, False, [[c, c, 1, tag * 100_000 + i, -1]])
             for i, (s, c) in enumerate(zip(scores, counts, strict=True))]
 
 
-def merged(pieces: list[list[list]]) -> _Evals:
+def merged(pieces: list[list[list]]) -> Evals:
     """A candidate list built as the full walk builds it from remembered subtrees."""
-    top = _Evals()
+    top = Evals()
     for piece in pieces:
-        part = _Evals()
+        part = Evals()
         for g in piece:
             part.add(g)
         top.merge(part, kept=True)
     return top
 
 
-def flat(pieces: list[list[list]]) -> _Evals:
-    ev = _Evals()
+def flat(pieces: list[list[list]]) -> Evals:
+    ev = Evals()
     for piece in pieces:
         for g in piece:
-            ev.add([g[0], g[1], 0, g[3], g[4], g[5]])
+            ev.add(Candidate(g.score, g.count, 0, g.exclusive, g.root, g.edges))
     return ev
 
 
-def chosen(ev: _Evals) -> list[tuple[int, int]]:
-    return [(g[5][0][3], g[2]) for g in ev.eg[:ev.best_i]]
+def chosen(ev: Evals) -> list[tuple[int, int]]:
+    return [(g.edges[0][3], g.needs) for g in ev.eg[:ev.best_i]]
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -293,7 +293,7 @@ def test_a_merged_list_ranks_as_the_flat_list(seed: int) -> None:
     assert top.choose_best_k(k, high, runs) == ref.choose_best_k(k, high, runs)
     assert top.best_i == ref.best_i and chosen(top) == chosen(ref)
     if top.best_i < len(ref.eg):  # the next one (the guard reads it) is there too
-        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+        assert top.eg[top.best_i].edges == ref.eg[top.best_i].edges
     # ranked again (or-slots): Fluxion sorts what the first ranking left
     k2 = rng.randint(1, top.qual)
     assert top.choose_best_k(k2, not high) == ref.choose_best_k(k2, not high)
@@ -312,7 +312,7 @@ def test_a_merged_list_reads_each_group_where_the_flat_list_has_it(seed: int) ->
 
     def reads_as_flat() -> None:
         ref = flat(pieces)
-        assert [top.group(i)[5] for i in range(top.n)] == [g[5] for g in ref.eg]
+        assert [top.group(i).edges for i in range(top.n)] == [g.edges for g in ref.eg]
         with pytest.raises(IndexError):
             top.group(top.n)
 
@@ -326,20 +326,20 @@ def test_a_merged_list_reads_each_group_where_the_flat_list_has_it(seed: int) ->
             pieces.append(extra)
             reads_as_flat()
         more = groups_of([3] * _FLAT, [1] * _FLAT, len(pieces))
-        part = _Evals()
+        part = Evals()
         for g in more:
             part.add(g)
         top.merge(part, kept=True)
         pieces.append(more)
 
 
-class _CountedEvals(_Evals):
-    """An _Evals part that counts the groups read from it (as a remembered node's lazy
+class _CountedEvals(Evals):
+    """An Evals part that counts the groups read from it (as a remembered node's lazy
     part builds each group it is asked for: its vertices' post-order, then the edges)."""
 
     read: list[int] = []
 
-    def group(self, i: int) -> list:
+    def group(self, i: int) -> Candidate:
         self.read.append(i)
         return super().group(i)
 
@@ -354,7 +354,7 @@ def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: in
     monkeypatch.setattr(_CountedEvals, "read", [])
     spread = rng.choice([1, 2, 5, 40, 200])
     pieces = []
-    top = _Evals()
+    top = Evals()
     tags = rng.randint(3, 30)
     while len(pieces) < tags or top.n <= _FLAT:  # (longer than _FLAT: ranked merged)
         tag = len(pieces)
@@ -376,7 +376,7 @@ def test_a_merged_ranking_reads_the_chosen_groups_and_the_next_one_only(seed: in
     read = _CountedEvals.read
     assert len(read) == min(top.best_i + 1, top.n) == len(top.eg)
     if top.best_i < top.n:
-        assert top.eg[top.best_i][5] == ref.eg[top.best_i][5]
+        assert top.eg[top.best_i].edges == ref.eg[top.best_i].edges
 
 
 def test_a_list_longer_than_flat_is_merged_by_reference() -> None:
@@ -390,7 +390,7 @@ def test_run_ranks_are_the_runs_in_reverse_order() -> None:
     0 the highest run) as the per-run definition gives them, on random score sets."""
     import random
 
-    from fluxinfra.matcher.traverser import _run_ranks, _score_runs_of
+    from fluxinfra.matcher.evaluators import _run_ranks, _score_runs_of
 
     rng = random.Random(12)
     for _ in range(500):
@@ -405,7 +405,7 @@ def test_runs_read_in_group_order_and_joined_over_parts_are_the_run_ranks() -> N
     the runs read off the list, or joined from the runs of the pieces it is cut into (a
     root's list is its racks' lists), give each group the rank worked out through the sorted
     distinct scores; any other list is left to that general path (None)."""
-    from fluxinfra.matcher.traverser import _join_runs, _run_ranks, _runs_of
+    from fluxinfra.matcher.evaluators import _join_runs, _run_ranks, _runs_of
 
     def keys(runs: tuple) -> list[int]:  # as _choose_merged reads them
         direction, _, _, lengths = runs
