@@ -92,11 +92,12 @@ def test_garbage_an_earlier_freeze_kept_is_collected_at_the_next(cluster, monkey
     assert gone() is None
 
 
-def test_fluxinfra_match_settles_the_collector_beside_a_large_graph(monkeypatch, collector,
-                                                                    capsys) -> None:
+@pytest.mark.parametrize("command", ["match", "query"])
+def test_a_command_settles_the_collector_beside_a_large_graph(command, monkeypatch, collector,
+                                                              tmp_path, capsys) -> None:
     """The command owns its process: it freezes and raises the thresholds (the limit lowered
     so the example graph counts as large), with the collector still paused from the load."""
-    from fluxinfra.cli import match
+    from fluxinfra.cli import match, query
 
     monkeypatch.setattr(gcpolicy, "LARGE_GRAPH", 10)
     seen: list[bool] = []
@@ -104,8 +105,17 @@ def test_fluxinfra_match_settles_the_collector_beside_a_large_graph(monkeypatch,
     monkeypatch.setattr(gcpolicy, "tune_for",
                         lambda m: seen.append(gc.isenabled()) or tune_for(m))
     gc.set_threshold(700, 10, 10)
-    assert match.main([str(EXAMPLES / "graph.json"), str(EXAMPLES / "job.yaml")]) == 0
-    assert '"status": "ALLOCATED"' in capsys.readouterr().out
+    graph, job = str(EXAMPLES / "graph.json"), str(EXAMPLES / "job.yaml")
+    if command == "match":
+        assert match.main([graph, job]) == 0
+        assert '"status": "ALLOCATED"' in capsys.readouterr().out
+    else:
+        cmds = tmp_path / "cmds.in"
+        cmds.write_text(f"match allocate {job}\nquit\n")
+        assert query.main(["-L", graph, "-f", "jgf", "--commands", str(cmds)]) == 0
+        assert "ALLOCATED" in capsys.readouterr().out
     assert seen == [False]
     assert gc.get_freeze_count() > 0
-    assert gc.get_threshold() == (1_000, 1_000, 100)
+    # (query, a batch, then sets its own thresholds: query._batch_gc)
+    assert gc.get_threshold() == {"match": (1_000, 1_000, 100),
+                                  "query": (10_000, 100, 100)}[command]
