@@ -119,3 +119,17 @@ def test_a_command_settles_the_collector_beside_a_large_graph(command, monkeypat
     # (query, a batch, then sets its own thresholds: query._batch_gc)
     assert gc.get_threshold() == {"match": (1_000, 1_000, 100),
                                   "query": (10_000, 100, 100)}[command]
+
+
+def test_only_the_policy_module_and_the_commands_change_the_collector() -> None:
+    """Library code never freezes, unfreezes or sets thresholds: those calls live in this
+    policy module, for the commands to make, and in ``fluxinfra/cli`` (``collector_paused``
+    only pauses, and restores what it found)."""
+    import re
+
+    package = Path(__file__).resolve().parents[3] / "fluxinfra"
+    call = re.compile(r"\bgc\.(freeze|unfreeze|set_threshold)\(")
+    offenders = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
+                 if call.search(path.read_text(encoding="utf-8"))
+                 and path.name != "gcpolicy.py" and path.parent.name != "cli"]
+    assert offenders == []
