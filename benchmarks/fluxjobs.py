@@ -89,7 +89,7 @@ def bench_webhook(requests: int) -> list[dict[str, Any]]:
                              "max_ms": round(worst * 1e3, 3)})
             hist = server.metrics.latency  # type: ignore[attr-defined]
             rows.append({"scenario": "webhook server-side mean", "requests": hist.count,
-                         "p50_ms": round(hist._sum / hist.count * 1e3, 3)})
+                         "p50_ms": round(hist.sum / hist.count * 1e3, 3)})
         finally:
             server.shutdown()
             server.server_close()

@@ -192,7 +192,7 @@ def run_stream(matcher, stream: str, cap: int, steady: int, budget_s: float) -> 
 
 def worker(config: dict) -> dict:
     """Read one machine's GRUG file and run every policy x stream on it (own process)."""
-    from fluxinfra.matcher import Matcher, load_graph
+    from fluxinfra.matcher import Matcher, gcpolicy, load_graph
 
     size = config["size"]
     text = Path(config["grug"]).read_text()
@@ -209,6 +209,7 @@ def worker(config: dict) -> dict:
         except Exception as exc:  # report and go on: a missing policy is a table cell
             entry["error"] = f"{type(exc).__name__}: {exc}"
             continue
+        gcpolicy.tune_for(matcher)  # as the service and the scheduler do beside their matcher
         for stream in config["streams"]:
             try:
                 entry[stream] = run_stream(matcher, stream, config["cap"], config["steady"],

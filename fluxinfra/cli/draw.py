@@ -214,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from fluxinfra.cli.graphs import load_graph_file
-    from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher import Matcher, gcpolicy
     from fluxinfra.matcher.errors import Busy, JobspecError, Unsatisfiable
     from fluxinfra.matcher.readers import collector_paused
 
@@ -226,6 +226,7 @@ def main(argv: list[str]) -> int:
     with collector_paused():  # from the load to the matcher, as in ``fluxinfra match``
         graph = load_graph_file(args.graph, args.format_in)
         matcher = Matcher(graph, policy=args.policy)
+        gcpolicy.tune_for(matcher)  # this command owns its process
     for path in args.jobspecs:
         text = read_text(path, f"jobspec {path}", JobspecError)
         try:

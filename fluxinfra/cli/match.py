@@ -16,7 +16,7 @@ import sys
 
 from fluxinfra.cli.graphs import LOAD_FORMATS, load_graph_file
 from fluxinfra.inputs import decode, read_bytes, read_stream
-from fluxinfra.matcher import Busy, Matcher, Unsatisfiable
+from fluxinfra.matcher import Busy, Matcher, Unsatisfiable, gcpolicy
 from fluxinfra.matcher.errors import JobspecError
 from fluxinfra.matcher.matcher import OPS
 from fluxinfra.matcher.readers import collector_paused
@@ -54,15 +54,15 @@ def _jobspec_text(path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    # the collector stays paused from the load to the matcher, as in ``fluxinfra query``:
-    # a large graph's matcher freezes what is alive, and a young collection before that
-    # would walk every object the load made
+    # the collector stays paused from the load until the graph is frozen, as in
+    # ``fluxinfra query``: a young collection before that would walk every object the load made
     with collector_paused():
         graph = load_graph_file(opts.graph, opts.format_in,
                                 hint="the order is: fluxinfra match GRAPH JOBSPEC")
         text = _jobspec_text(opts.jobspec)
         matcher = Matcher(graph, policy=opts.policy, subsystem=opts.subsystem,
                           exact_pools=opts.exact_pools)
+        gcpolicy.tune_for(matcher)  # this command owns its process
     indent = opts.indent or None
     try:
         result = matcher.match(text, op=opts.op)

@@ -39,6 +39,7 @@ from fluxinfra.inputs import (
     parse_json,
     read_bytes,
 )
+from fluxinfra.matcher import gcpolicy
 from fluxinfra.matcher.errors import (
     Busy,
     GraphError,
@@ -762,13 +763,14 @@ class _QueryParser(argparse.ArgumentParser):
 
 
 def open_session(opts, out: TextIO, err: TextIO | None = None,
-                 stdout: TextIO | None = None) -> QuerySession:
+                 stdout: TextIO | None = None, *, tune_collector: bool = False) -> QuerySession:
     """Load the graph and build a session from parsed options (shared with the replay test).
 
-    The collector stays paused from the load to the matcher (:func:`collector_paused`): a
-    large graph's Matcher freezes what is alive (``freeze_alive``), and collecting before
-    that would walk every object the load made (about 0.2 s at 16,384 nodes) to find next
-    to nothing."""
+    The collector stays paused from the load to the matcher (:func:`collector_paused`).
+    ``tune_collector`` (the command, which owns its process): beside a large graph, what is
+    alive is then frozen and the thresholds raised (:func:`gcpolicy.tune_for`) while the
+    collector is still paused, since collecting before that would walk every object the load
+    made (about 0.2 s at 16,384 nodes) to find next to nothing."""
     from fluxinfra.cli.graphs import load_graph_file
 
     kwargs = {}
@@ -785,6 +787,8 @@ def open_session(opts, out: TextIO, err: TextIO | None = None,
         matcher = Matcher(graph, policy=opts.match_policy, subsystem=subsystems[0],
                           prune_filters=opts.prune_filters,
                           flexible=opts.traverser_policy == "flexible")
+        if tune_collector:
+            gcpolicy.tune_for(matcher)
     return QuerySession(matcher, out, opts.match_format, err, stdout)
 
 
@@ -849,8 +853,9 @@ def _batch_gc() -> None:
     10,000 allocations rather than 700. A match makes no reference cycles, yet the
     collector's default thresholds re-scan the jobs' surviving objects every few hundred
     matches: about a third of a first-fit match's cost in a long command file. It still runs,
-    less often. A large graph's matcher has already moved the graph out of the collector's
-    sight (``freeze_alive``); a small one is left in sight, where scanning it costs little.
+    less often. Beside a large graph, :func:`open_session` has already moved the graph out of
+    the collector's sight (``gcpolicy.tune_for``); a small one is left in sight, where
+    scanning it costs little.
     (Freezing every session as well would keep an in-process replay's earlier sessions for
     good, or cost a full collection per session to avoid that: twice the conformance suite's
     time.)"""
@@ -861,7 +866,8 @@ def _session(opts) -> None:
     if opts.graph_format and not opts.graph_output:
         sys.stderr.write(f"WARN: -g {opts.graph_format} without -o writes nothing (as in "
                          "resource-query); add -o BASENAME\n")
-    session = open_session(opts, sys.stdout)  # the graph first, then -t: resource-query's order
+    # the graph first, then -t: resource-query's order
+    session = open_session(opts, sys.stdout, tune_collector=True)
     _batch_gc()
     if opts.test_output:
         try:

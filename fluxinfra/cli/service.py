@@ -92,19 +92,22 @@ def main(argv: list[str]) -> int:
     for flag, value in (("--port", args.port), ("--health-port", args.health_port)):
         if value is not None and not 0 <= value <= 65535:
             raise ConfigError(f"{flag} {value}: not a TCP port; use 0..65535")
-    from fluxinfra.matcher import Matcher
+    from fluxinfra.matcher import Matcher, gcpolicy
     from fluxinfra.matcher.readers import collector_paused
     from fluxinfra.service.server import new_epoch, serve, serve_health
     from fluxinfra.service.tls import read_tls_dir
 
     tls = read_tls_dir(args.tls_dir, "--tls-dir") if args.tls_dir else None
     with termination_signals() as wait_for_signal:  # before gRPC starts any thread
-        with collector_paused():  # from the build to the matcher, as in ``fluxinfra match``
+        with collector_paused():  # from the build to the freeze, as in ``fluxinfra match``
             matcher = Matcher(build_graph(args), policy=args.policy)
+            gcpolicy.tune_for(matcher)  # this command owns its process
         epoch = new_epoch()
         try:
+            # and each matcher a load_nodes call builds is settled the same way
             server, port = serve(matcher, host=args.host, port=args.port, workers=args.workers,
-                                 policy=args.policy, tls=tls, epoch=epoch)
+                                 policy=args.policy, tls=tls, epoch=epoch,
+                                 on_matcher=gcpolicy.tune_for)
         except OSError as exc:
             raise ConfigError(str(exc)) from None
         servers = [server]

@@ -31,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     from fluxinfra.errors import ConfigError
+    from fluxinfra.matcher import gcpolicy
     from fluxinfra.scheduler.simulator import compare, format_table, load_workload
 
     if args.reserve_depth < 0:
@@ -38,7 +39,8 @@ def main(argv: list[str]) -> int:
     workload = load_workload(args.workload)
     policies = args.policies or ["first"]
     results = compare(workload, policies, baseline=not args.no_baseline,
-                      reserve_depth=args.reserve_depth)
+                      reserve_depth=args.reserve_depth,
+                      on_matcher=gcpolicy.tune_for)  # this command owns its process
     if args.json:
         json.dump([{"allocator": r.allocator, "makespan": r.makespan,
                     "utilisation": r.utilisation, "waits": r.wait_stats(),

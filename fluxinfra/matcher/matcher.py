@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import copy
-import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,10 +43,8 @@ from fluxinfra.matcher.traverser import (
 )
 from fluxinfra.matcher.writers import write_jgf, write_rv1
 
-__all__ = ["Matcher", "MatchResult", "OPS", "freeze_alive"]
+__all__ = ["Matcher", "MatchResult", "OPS"]
 
-#: above this many vertices the cyclic GC is told to leave the (long-lived) graph alone
-LARGE_GRAPH = 50_000
 #: parsed requests kept by Matcher._parse
 _MAX_PARSED = 256
 
@@ -70,19 +67,6 @@ def check_jobid(jobid: Any, what: str = "job id") -> int:
         raise MatcherError(f"{what}: {jobid} is outside Fluxion's job ids (64-bit signed "
                            f"integers); give one from 1 to {INT64_MAX}")
     return jobid
-
-
-def freeze_alive() -> None:
-    """Move what is alive out of the cyclic collector's sight (``gc.freeze``). Frozen objects
-    are never collected, so what an earlier freeze kept and is garbage in cycles by now (the
-    matcher a service replaced when the cluster changed, the sessions of an in-process
-    replay) would stay for good, and each freeze would add to it: when anything is frozen,
-    it is unfrozen and collected first (a full collection: about 0.1 s beside a
-    16,384-node graph). The first freeze of a process skips that."""
-    if gc.get_freeze_count():
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
 
 
 @dataclass(slots=True)
@@ -146,7 +130,10 @@ class MatchResult:
 
 
 class Matcher:
-    """Match jobspecs against one graph, keeping allocations and reservations over time."""
+    """Match jobspecs against one graph, keeping allocations and reservations over time.
+
+    Building one changes nothing process-wide: a command that owns its process settles the
+    cyclic collector beside a large graph with :func:`fluxinfra.matcher.gcpolicy.tune_for`."""
 
     def __init__(self, graph: ResourceGraph, policy: str = "first", *,
                  subsystem: str = CONTAINMENT, prune_filters: str | None = None,
@@ -154,23 +141,6 @@ class Matcher:
                  flexible: bool = False) -> None:
         if not graph.finalized:
             graph.finalize()
-        if len(graph) > LARGE_GRAPH:
-            # a million-vertex graph is long-lived: keep the cyclic GC from re-scanning it
-            # (gen-2 collections otherwise add 100 ms pauses to random matches)
-            freeze_alive()
-            # and collect the older generations less often: a middle-generation collection
-            # walks every survivor since the last one and a full one every object the matcher
-            # made since the freeze (74-120 ms at 16,384 nodes): at CPython's defaults
-            # (700, 10, 10) they landed on random matches, a 64-node fill's p99 29-146 ms.
-            # Young collections stay small (each costs a fraction of a microsecond per young
-            # object, so 10,000 of them made a pause of milliseconds in one match in ten of a
-            # 64-node fill) and the middle generation comes once per million allocations, as
-            # with (10,000, 100). Only ever raised (never lowered); `fluxinfra query`, a
-            # batch, sets its own (docs/design/matcher-performance.md).
-            limits = gc.get_threshold()
-            if limits[0]:  # (0: the host turned automatic collection off; leave it so)
-                gc.set_threshold(max(limits[0], 1_000), max(limits[1], 1_000),
-                                 max(limits[2], 100))
         if subsystem not in graph.children:
             raise GraphError(f"subsystem {shown(subsystem)} is not in the graph "
                              f"(it has {', '.join(sorted(graph.children))})")

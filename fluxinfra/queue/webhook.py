@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import CollectorRegistry, generate_latest
+
 from fluxinfra.k8s.config import dns1123_label
 from fluxinfra.kube import shapes
 from fluxinfra.queue.api import (
@@ -56,6 +58,7 @@ from fluxinfra.queue.api import (
     LABEL_QUEUE_NAME,
     OPT_OUT_VALUE,
 )
+from fluxinfra.scheduler.metrics import CONTENT_TYPE, Counter, Histogram
 from fluxinfra.scheduler.pods import PodSpecError, check_pod, pod_info
 
 __all__ = ["NotAdmissionReview", "WebhookConfig", "WebhookMetrics", "read_request", "review",
@@ -355,20 +358,21 @@ def _review(request: _Request, config: WebhookConfig) -> dict[str, Any]:
 # -- the HTTPS server ----------------------------------------------------------------------------
 
 class WebhookMetrics:
-    """Requests by verdict and their handling time (Prometheus text, no dependencies)."""
+    """Requests by verdict and their handling time (``prometheus_client``, in the webhook's
+    own registry)."""
 
     def __init__(self) -> None:
-        from fluxinfra.scheduler.metrics import Counter, Histogram
-
         p = "fluxinfra_queue_webhook_"
+        self.registry = r = CollectorRegistry()
         self.requests = Counter(p + "requests_total", "AdmissionReviews answered, by kind, "
-                                "operation and verdict.")
+                                "operation and verdict.", r, ["allowed", "kind", "operation"])
         self.latency = Histogram(p + "duration_seconds", "Time to read, answer and write one "
-                                 "AdmissionReview.", buckets=(0.0001, 0.00025, 0.0005, 0.001,
-                                                              0.0025, 0.005, 0.01, 0.025, 0.1))
+                                 "AdmissionReview.", r, buckets=(0.0001, 0.00025, 0.0005, 0.001,
+                                                                 0.0025, 0.005, 0.01, 0.025,
+                                                                 0.1))
 
     def render(self) -> str:
-        return "\n".join(self.requests.render() + self.latency.render()) + "\n"
+        return generate_latest(self.registry).decode()
 
 
 def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -426,7 +430,7 @@ def _handler(config: WebhookConfig, metrics: WebhookMetrics) -> type[BaseHTTPReq
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path.startswith("/metrics"):
-                self._reply(200, metrics.render().encode(), "text/plain; version=0.0.4")
+                self._reply(200, metrics.render().encode(), CONTENT_TYPE)
             elif self.path.startswith(("/healthz", "/readyz", "/livez")):
                 self._reply(200, b"ok\n", "text/plain")
             else:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,10 +109,16 @@ def _slot_nodes(slots: list[dict[str, Any]]) -> list[str]:
 
 
 class InProcessBackend:
-    """A :class:`~fluxinfra.matcher.Matcher` over the pool graph, in this process."""
+    """A :class:`~fluxinfra.matcher.Matcher` over the pool graph, in this process.
 
-    def __init__(self, policy: str = "first") -> None:
+    ``on_matcher`` is called with each matcher :meth:`load` builds (the scheduler's command,
+    which owns its process, settles the collector there:
+    :func:`fluxinfra.matcher.gcpolicy.tune_for`)."""
+
+    def __init__(self, policy: str = "first",
+                 on_matcher: Callable[[Any], Any] | None = None) -> None:
         self.policy = policy
+        self.on_matcher = on_matcher
         self.matcher: Any = None
         self.levels: tuple[TopologyLevel, ...] = ()
 
@@ -124,6 +131,8 @@ class InProcessBackend:
         graph, ranks = pool_graph(nodes, levels, ranks=ranks)
         self.matcher = Matcher(graph, policy=self.policy, exact_pools=True,
                                prune_filters=PRUNE_FILTERS)
+        if self.on_matcher is not None:
+            self.on_matcher(self.matcher)
         return ranks
 
     def match(self, jobspec: dict[str, Any], op: str, jobid: int,

@@ -130,11 +130,12 @@ def main(argv: list[str]) -> int:
 def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
               wait_for_signal: Callable[[], int]) -> int:
     """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
+    from fluxinfra.matcher import gcpolicy
     from fluxinfra.scheduler.allocator import SpreadAllocator
     from fluxinfra.scheduler.binder import KubeBinder
     from fluxinfra.scheduler.client import Timeouts, connect
     from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
-    from fluxinfra.scheduler.fluxion import FluxionAllocator, RemoteBackend
+    from fluxinfra.scheduler.fluxion import FluxionAllocator, InProcessBackend, RemoteBackend
     from fluxinfra.scheduler.kube import KINDS
     from fluxinfra.scheduler.leader import LeaderElector
     from fluxinfra.scheduler.metrics import Metrics, serve_http
@@ -150,7 +151,10 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
         backend = RemoteBackend(args.fluxion_service, tls=tls)
         allocator = FluxionAllocator(args.policy, backend, levels=levels)
     else:
-        allocator = FluxionAllocator(args.policy, levels=levels)
+        # this command owns its process: the collector is settled beside each matcher built
+        allocator = FluxionAllocator(
+            args.policy, InProcessBackend(args.policy, on_matcher=gcpolicy.tune_for),
+            levels=levels)
     # as many event senders as bind workers (a bind's Event goes out as fast as the bind), and
     # a pooled connection for each watch, bind worker and sender, the Lease and a spare
     senders = args.bind_workers

@@ -47,6 +47,7 @@ import itertools
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -410,12 +411,15 @@ class Simulation:
 
 
 def compare(workload: Workload, policies: list[str], *, baseline: bool = True,
-            reserve_depth: int = 1) -> list[SimResult]:
-    """Replay ``workload`` under each Fluxion policy (and the spread baseline)."""
-    from fluxinfra.scheduler.fluxion import FluxionAllocator
+            reserve_depth: int = 1,
+            on_matcher: Callable[[Any], Any] | None = None) -> list[SimResult]:
+    """Replay ``workload`` under each Fluxion policy (and the spread baseline).
+    ``on_matcher``: called with each matcher built (``InProcessBackend``'s)."""
+    from fluxinfra.scheduler.fluxion import FluxionAllocator, InProcessBackend
 
     results = []
-    allocators: list[Allocator] = [FluxionAllocator(p) for p in policies]
+    allocators: list[Allocator] = [FluxionAllocator(p, InProcessBackend(p, on_matcher))
+                                   for p in policies]
     if baseline:
         allocators.append(SpreadAllocator())
     for allocator in allocators:

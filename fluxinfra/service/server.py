@@ -169,8 +169,13 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
     """
 
     def __init__(self, matcher: Matcher, policy: str = "first", epoch: str | None = None,
-                 busy_wait: float = 60.0) -> None:
+                 busy_wait: float = 60.0,
+                 on_matcher: Callable[[Matcher], Any] | None = None) -> None:
         self.matcher = matcher
+        #: called with each matcher a ``load_nodes`` call builds, before it is swapped in
+        #: (``fluxinfra service`` settles the collector there: a library user's process is
+        #: left alone)
+        self.on_matcher = on_matcher
         self.policy = policy
         self.lock = threading.Lock()
         self.started = time.time()
@@ -337,7 +342,10 @@ class FluxionServicer(pb_grpc.FluxcliServiceServicer):
                 doc = json_field(request.load_nodes.nodes_json, "load_nodes.nodes_json",
                                  "a list of Node objects")
                 check_nodes(doc)
-                return matcher_from_nodes(doc, self.policy)
+                matcher = matcher_from_nodes(doc, self.policy)
+                if self.on_matcher is not None:
+                    self.on_matcher(matcher)
+                return matcher
             if change == "add_subgraph":
                 return check_jgf(json_field(request.add_subgraph.jgf, "add_subgraph.jgf",
                                             "JGF"), "add_subgraph.jgf", MAX_GRAPH_VERTICES)
@@ -440,14 +448,16 @@ def graph_jgf(graph: Any) -> dict[str, Any]:
 
 def serve(matcher: Matcher, *, host: str = "[::]", port: int = 4242, workers: int = 8,
           policy: str = "first", tls: TlsFiles | None = None,
-          epoch: str | None = None, busy_wait: float = 60.0) -> tuple[grpc.Server, int]:
+          epoch: str | None = None, busy_wait: float = 60.0,
+          on_matcher: Callable[[Matcher], Any] | None = None) -> tuple[grpc.Server, int]:
     """Start the service (non-blocking); returns the server and the bound port (``port=0`` picks
     a free one). With ``tls`` the port speaks only mutual TLS: clients must present a
     certificate signed by ``tls.ca``. ``busy_wait``: how long a call waits for the matcher
-    while another holds it (then ``UNAVAILABLE``)."""
+    while another holds it (then ``UNAVAILABLE``). ``on_matcher``: called with each matcher
+    a ``load_nodes`` call builds (:attr:`FluxionServicer.on_matcher`)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
                          options=MESSAGE_OPTIONS)
-    add_servicer(FluxionServicer(matcher, policy, epoch, busy_wait), server)
+    add_servicer(FluxionServicer(matcher, policy, epoch, busy_wait, on_matcher), server)
     return server, _start(server, host, port, tls)
 
 

@@ -129,6 +129,32 @@ def test_fluxinfra_output_into_head_ends_quietly(tmp_path):
     assert proc.stderr == f"status {SIGPIPE_STATUS}\n", proc.stderr
 
 
+def test_a_query_skips_teardown_only_after_every_line_is_out(tmp_path):
+    """`fluxinfra query` ends without the interpreter's teardown, after flushing: through a
+    pipe (block-buffered stdout) whose reader takes everything, and into its -t file, every
+    line arrives, as the in-process entry point (which returns normally) writes them."""
+    cmds = tmp_path / "cmds.in"
+    cmds.write_text("find status=up\nmatch allocate examples/job.yaml\n" * 60 + "quit\n")
+    query = f"query -L examples/graph.json -f jgf --commands {cmds}"
+    # stdout block-buffered, as for a user (whatever this test's own environment says)
+    quick_exit = "env -u PYTHONUNBUFFERED fluxinfra"
+    in_process = ("env -u PYTHONUNBUFFERED python -c "
+                  "'import sys; from fluxinfra.cli import main; sys.exit(main())'")
+    piped = _piped(f"{quick_exit} {query} | head -n 1000000")
+    returned = _piped(f"{in_process} {query}")
+    assert piped.stderr == returned.stderr == "status 0\n"
+    lines = piped.stdout.splitlines()
+    assert len(piped.stdout) > 2 * 65536  # past any pipe buffer
+    assert lines == returned.stdout.splitlines()
+    assert lines[-1] == "INFO: ============================="  # the last find's banner
+    quick = _piped(f"{quick_exit} {query} -t {tmp_path / 'quick.out'}")
+    slow = _piped(f"{in_process} {query} -t {tmp_path / 'slow.out'}")
+    assert quick.stderr == slow.stderr == "status 0\n"
+    out = (tmp_path / "quick.out").read_text()
+    assert len(out) > 2 * 65536 and out.endswith("INFO: =============================\n")
+    assert out == (tmp_path / "slow.out").read_text()
+
+
 def test_colour_only_on_a_terminal(monkeypatch):
     class Tty:
         def isatty(self):

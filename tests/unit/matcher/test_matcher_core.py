@@ -182,74 +182,11 @@ def test_a_repeated_request_is_parsed_once_and_a_mutated_one_again():
         m.match(spec)
 
 
-def test_a_large_graph_keeps_the_cyclic_collector_off_the_matchers_state(cluster,
-                                                                        monkeypatch):
-    """On a graph past LARGE_GRAPH vertices the matcher freezes what exists and raises (never
-    lowers) the collection thresholds of the older generations, the young one only a little
-    (its pause grows with it): at 16,384 nodes collections at CPython's defaults were 5-120
-    ms pauses in random matches. The matcher's own arguments are untouched by it (``now``
-    stays the caller's)."""
-    import gc
-
-    import fluxinfra.matcher.matcher as mm
-
-    monkeypatch.setattr(mm, "LARGE_GRAPH", 10)
-    before = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 10, 10)
-        m = Matcher(cluster, policy="first", now=7)
-        assert m.now == 7
-        assert gc.get_threshold() == (1_000, 1_000, 100)
-        assert gc.get_freeze_count() > 0
-        gc.set_threshold(50_000, 5_000, 200)
-        Matcher(cluster, policy="first")
-        assert gc.get_threshold() == (50_000, 5_000, 200)  # higher already: left alone
-        gc.set_threshold(0, 10, 10)
-        Matcher(cluster, policy="first")
-        assert gc.get_threshold() == (0, 10, 10)  # automatic collection off: left off
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
-
-
-class _Cycle:
-    """An object in a reference cycle: only the cyclic collector frees it."""
-
-    def __init__(self) -> None:
-        self.me = self
-
-
-def test_garbage_an_earlier_freeze_kept_is_collected_at_the_next(cluster, monkeypatch):
-    """Frozen objects are never collected: what was alive at one large matcher's freeze (the
-    matcher a service replaces when the cluster changes, an in-process replay's earlier
-    sessions) and is garbage in a cycle by the next must be collected then, or every freeze
-    adds to what the process keeps for good (the conformance replays grew to 12 GB)."""
-    import gc
-    import weakref
-
-    import fluxinfra.matcher.matcher as mm
-
-    monkeypatch.setattr(mm, "LARGE_GRAPH", 10)
-    before = gc.get_threshold()
-    try:
-        Matcher(cluster, policy="first")  # (something frozen before, as in a process that
-        old = _Cycle()                    # already made one)
-        gone = weakref.ref(old)
-        Matcher(cluster, policy="first")  # alive now: frozen
-        del old
-        gc.collect()
-        assert gone() is not None  # frozen garbage: a collection does not see it
-        Matcher(cluster, policy="first")
-        assert gone() is None
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
-
-
 def test_a_query_session_freezes_nothing_itself(tmp_path) -> None:
-    """`fluxinfra query` raises the collection thresholds but leaves freezing to the large
-    graph's matcher: a session on a small graph (hundreds of them in one process in the
-    replays) freezes nothing that would outlive it."""
+    """`fluxinfra query` raises the collection thresholds but leaves freezing to the step
+    that settles the collector beside a large graph (``gcpolicy.tune_for``): a session on a
+    small graph (hundreds of them in one process in the replays) freezes nothing that would
+    outlive it."""
     import gc
 
     from fluxinfra.cli import query

@@ -224,3 +224,17 @@ def test_the_service_gets_nodes_without_their_bulk() -> None:
     assert len(full) > 4
     assert [(full.type[v], full.name[v], full.size[v]) for v in range(len(full))] == \
         [(lean.type[v], lean.name[v], lean.size[v]) for v in range(len(lean))]
+
+
+def test_the_in_process_backend_hands_each_matcher_it_builds_to_its_owner() -> None:
+    """``InProcessBackend(on_matcher=...)``: the scheduler's command settles the collector
+    there (a library user's process is left alone); each rebuild builds a new matcher."""
+    from fluxinfra.scheduler.fluxion import InProcessBackend
+
+    built: list = []
+    a = FluxionAllocator("first", InProcessBackend("first", on_matcher=built.append))
+    a.set_nodes(nodes(2))
+    assert built == [a.backend.matcher]
+    a.set_nodes(nodes(3))
+    assert len(built) == 2 and built[-1] is a.backend.matcher is not built[0]
+    assert place(a, 12, cpu(1000)).nodes == ["n0"] * 4 + ["n1"] * 4 + ["n2"] * 4

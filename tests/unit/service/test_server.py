@@ -301,6 +301,23 @@ def test_load_nodes_larger_than_grpcs_default_4_mib_is_accepted(client: FluxionC
     assert client.dump()["stat"]["vertices"] > 600
 
 
+def test_each_matcher_load_nodes_builds_goes_to_on_matcher_before_it_serves() -> None:
+    """``serve(on_matcher=...)``: what ``fluxinfra service`` settles the collector with; the
+    matcher it is handed is the one the next calls use."""
+    built: list[Matcher] = []
+    matcher = Matcher(graph_from_k8s(k8s_nodes(1), [], subtract_pods=False), policy="first")
+    srv, port = serve(matcher, host="127.0.0.1", port=0, workers=2, on_matcher=built.append)
+    try:
+        with FluxionClient(f"127.0.0.1:{port}", timeout=10) as c:
+            c.load_nodes(k8s_nodes(3, cpu="2"))
+            assert len(built) == 1 and built[0] is not matcher
+            assert sorted(n for n in built[0].graph.name if n.startswith("node")) == \
+                ["node0", "node1", "node2"]
+            assert c.dump()["stat"]["vertices"] == len(built[0].graph)
+    finally:
+        srv.stop(grace=None)
+
+
 def test_grpc_limits_are_not_mistaken_for_busy(server: str) -> None:
     from fluxinfra.service.client import ServiceError
 
