@@ -4,9 +4,10 @@ Pods opt in with ``spec.schedulerName: <schedulerName>``. The Deployment runs ``
 scheduler --scheduler-name N --policy P --port HTTP --leader-elect --lease-namespace NS
 --lease-name N-scheduler`` (``/healthz``, ``/metrics``) with exactly the RBAC a binder needs: pods
 get/list/watch/patch, ``pods/binding`` create, ``pods/status`` patch, nodes get/list/watch, events
-create (core and events.k8s.io), PodGroups and their status (scheduling.x-k8s.io), and a namespaced
-Role on the one Lease the replicas elect their leader with. Optionally installs the PodGroup CRD
-(the scheduler-plugins shape: minMember, minResources, scheduleTimeoutSeconds).
+create (core and events.k8s.io) and patch (events.k8s.io: a repeated Event's series), PodGroups
+and their status (scheduling.x-k8s.io), and a namespaced Role on the one Lease the replicas
+elect their leader with. Optionally installs the PodGroup CRD (the scheduler-plugins shape:
+minMember, minResources, scheduleTimeoutSeconds).
 
 High availability: only the Lease holder schedules; the other replicas stand by, healthy, and
 take over within the lease duration (``fluxinfra.scheduler.leader``). So rollouts surge (one new
@@ -114,7 +115,8 @@ def scheduler_rules() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        # patch: a repeated Event grows the first one's series (as kube-scheduler's)
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "update", "patch"]},
         {"apiGroups": [PODGROUP_GROUP], "resources": ["podgroups/status"],

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -257,8 +258,20 @@ class Bed:
         proc.signal(sig)
         if not wait_until(lambda: not proc.alive(), 15):
             proc.stop(timeout=5)
+        # the port can outlive the killed process by a moment (the new server then fails to
+        # bind): wait for it, and start again if it was still taken, as a supervisor would
+        port = self.layout.ports[name.removeprefix("kube-").replace("-", "_")]
+        wait_until(lambda: all(_port_free(a, port) for a in (self.layout.node_ip,
+                                                             "127.0.0.1")), 15)
         cp = ControlPlane(self.layout, self.pki, node_monitor_grace=self.record["grace"])
-        self._proc(getattr(cp, starters[name])())
+        for attempt in range(5):
+            try:
+                self._proc(getattr(cp, starters[name])())
+                break
+            except CommandError as err:
+                if "address already in use" not in str(err) or attempt == 4:
+                    raise
+                time.sleep(1)
         return time.monotonic() - began
 
     def add_hollow_nodes(self, nodes: list[dict[str, Any]]) -> list[str]:
@@ -514,3 +527,14 @@ def all_beds() -> list[str]:
 
 
 __all__ += ["all_beds", "preflight", "registry_root"]
+
+
+def _port_free(address: str, port: int) -> bool:
+    """Whether a server could listen on ``address:port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((address, port))
+        except OSError:
+            return False
+    return True

@@ -243,7 +243,8 @@ def test_scheduler_rbac_is_exactly_what_a_binder_needs(recorded):
         expected |= {("policy", "poddisruptionbudgets", v) for v in ("list", "watch")}
         expected |= {("", "pods/binding", "create"), ("", "pods/status", "patch")}
         expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
-        expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}
+        expected |= {("", "events", "create"), ("events.k8s.io", "events", "create"),
+                     ("events.k8s.io", "events", "patch")}
         expected |= {("scheduling.x-k8s.io", "podgroups", v)
                      for v in ("get", "list", "watch", "update", "patch")}
         expected |= {("scheduling.x-k8s.io", "podgroups/status", v)
