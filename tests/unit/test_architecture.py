@@ -58,10 +58,7 @@ KNOWN_EDGES = {
 #: (importing module, imported module, name) -> why
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: modules importing each other -> why
-KNOWN_MODULE_CYCLES = {
-    frozenset({"fluxinfra.matcher.express", "fluxinfra.matcher.traverser"}):
-        "express binds traverser's globals at first use; the traverser's split removes it",
-}
+KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _name(path: Path) -> str:
