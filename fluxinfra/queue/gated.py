@@ -87,11 +87,14 @@ class GatedPods:
             self.new_groups.add(group)
 
     def _waiting_pods(self, group_key: str) -> list[dict[str, Any]]:
-        """The group's gated pods still waiting (not finished, not being deleted)."""
+        """The group's gated pods still waiting (not finished, not being deleted). A pod
+        without a uid (none the API server hands out) cannot be named by its FluxJob's
+        ownerReferences, so it is left out."""
         pods = []
         for uid in self._index.get(group_key, ()):
             pod = self.books.pods.get(uid)
             if (pod is not None and uid not in self.books.pod_unit and gated(pod)
+                    and isinstance(meta(pod).get("uid"), str) and meta(pod)["uid"]
                     and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
                     and not meta(pod).get("deletionTimestamp")):
                 pods.append(pod)

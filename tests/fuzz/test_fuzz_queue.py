@@ -147,6 +147,9 @@ def watch_events(draw) -> tuple[str, str, Any]:
 @example([("fluxjobqueues", "ADDED", {**QUEUE, "spec": {"maxRunning": "four"}})])
 @example([("priorityclasses", "ADDED", {**PRIORITY, "value": "1000"})])
 @example([("pods", "ADDED", {**GATED, "spec": {**GATED["spec"], "schedulingGates": [GATE]}})])
+# a gated pod without a uid: its FluxJob could not name it as an owner (KeyError before)
+@example([("pods", "ADDED", {**GATED, "metadata": {k: v for k, v in GATED["metadata"].items()
+                                                   if k != "uid"}})])
 @example([("pods", "ADDED", {**GATED, "spec": {**GATED["spec"], "containers": [
     {"name": "c", "image": "busybox", "resources": True}]}})])
 def test_queue_watch_events(events: list[tuple[str, str, Any]]) -> None:
