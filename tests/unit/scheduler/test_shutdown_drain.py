@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -116,8 +117,10 @@ def test_shutdown_writes_every_pending_event_and_status_in_order(
             last[path] = body["status"]["scheduled"]
     assert set(last.values()) == {16}, "a PodGroup's status was written out of order"
     assert len(SlowWriteServer.connections) <= 10, "more connections than the pool keeps"
-    assert any(f"pending Events and status writes sent in {took:.2f}"[:45] in r.getMessage()
-               for r in caplog.records)
+    # the drain's own figure is measured inside the test's: read it, do not match its digits
+    said = [float(m[1]) for r in caplog.records if (m := re.search(
+        r"pending Events and status writes sent in ([\d.]+) s", r.getMessage()))]
+    assert said and said[0] <= took + 0.01, (said, took)
 
 
 def test_writes_left_when_the_grace_runs_out_are_counted_and_logged(
