@@ -453,14 +453,18 @@ def cmd_exec(inst: Instance, args: list[str]) -> int:
     running = dict(procs)
     while running:
         time.sleep(0.05)
+        # exits first, then the brokers: an exit seen on a rank that is now lost may have
+        # happened after its path to this client died, and then its status never arrives
+        exited = {rank for rank, proc in running.items() if proc.poll() is not None}
         lost = inst.lost()
         for rank, proc in list(running.items()):
-            if rank in lost and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)  # the node went down with its broker
-                proc.wait()
+            if rank in lost:
+                if rank not in exited:
+                    _killpg(proc.pid, signal.SIGKILL)  # the node went down with its broker
+                    proc.wait()
                 error(rank, "No route to host", 68)
                 del running[rank]
-            elif proc.poll() is not None:
+            elif rank in exited:
                 del running[rank]
     for t in threads:
         t.join()
