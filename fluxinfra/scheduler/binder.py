@@ -15,6 +15,11 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
   queue is full, whoever reports waits for room for up to ``backpressure`` seconds (the loop
   then schedules no faster than the writes are taken); only then is the write dropped and
   counted (``source="event_dropped"``).
+- **A PodGroup's status writes coalesce**: while one is queued and not yet taken by its
+  sender, a newer status for the same PodGroup replaces it (the sender writes the newest), as a
+  controller's work queue holds a key once. A gang bound in several batches while the API
+  server is behind then costs one or two status patches instead of one per batch; with the
+  senders idle each status goes out as it comes.
 - **A repeated Event becomes a series**, as client-go's ``events.k8s.io`` broadcaster (which
   kube-scheduler uses) records it: the first is created; a repeat within
   :data:`SERIES_WINDOW` (same object, reason, action, controller, type and note) patches that
@@ -112,6 +117,8 @@ class KubeBinder:
         self._queues: list[queue.Queue[Callable[[], None] | None]] = []
         self._senders: list[threading.Thread] = []
         self._lock = threading.Lock()
+        #: PodGroup key -> the newest status not yet taken by its sender (one write queued)
+        self._statuses: dict[str, tuple[str, str, dict[str, Any]]] = {}
         self._in_flight = 0     #: writes a sender has taken and not finished
         self.sent = 0           #: writes made (answered, or failed and counted)
         if async_events:
@@ -147,11 +154,12 @@ class KubeBinder:
         return [done(self._bind_one(a)) for a in assignments]
 
     # -- reporting ------------------------------------------------------------------------------
-    def _submit(self, key: str, send: Callable[[], None]) -> None:
-        """Send now, or queue for the sender that owns ``key`` (the object written about)."""
+    def _submit(self, key: str, send: Callable[[], None]) -> bool:
+        """Send now, or queue for the sender that owns ``key`` (the object written about);
+        False when the write was dropped (its queue stayed full)."""
         if not self._queues:
             self._safely(send)
-            return
+            return True
         # a full queue holds the loop back (up to ``backpressure`` seconds) rather than lose
         # the write: scheduling slows to the rate the API server takes the writes; a sender
         # (writing a series' count) never waits for its own queue
@@ -161,6 +169,8 @@ class KubeBinder:
                                                             block=wait > 0)
         except queue.Full:
             self.metrics.errors.inc(source="event_dropped")
+            return False
+        return True
 
     def _safely(self, send: Callable[[], None]) -> None:
         try:
@@ -344,8 +354,25 @@ class KubeBinder:
         self._event(f"{namespace}/{name}", namespace, event)
 
     def podgroup_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self._submit(f"{namespace}/{name}", lambda: self.api.patch_podgroup_status(
-            namespace, name, {"status": status}))
+        key = f"{namespace}/{name}"
+        if not self._queues:
+            self._safely(lambda: self.api.patch_podgroup_status(namespace, name,
+                                                                {"status": status}))
+            return
+        with self._lock:
+            queued = key in self._statuses
+            self._statuses[key] = (namespace, name, status)
+        if queued:
+            self.metrics.status_coalesced.inc()
+            return  # the write already queued sends this newer status
+
+        def send() -> None:
+            with self._lock:
+                namespace, name, status = self._statuses.pop(key)
+            self.api.patch_podgroup_status(namespace, name, {"status": status})
+        if not self._submit(key, send):
+            with self._lock:  # dropped (counted): the next status is queued afresh
+                self._statuses.pop(key, None)
 
     def node_event(self, name: str, uid: str, reason: str, note: str) -> None:
         event = node_event(name, uid, reason, note, self.controller, self.instance)

@@ -154,6 +154,9 @@ class Metrics:
         self.matcher_replays = Counter(p + "matcher_replays_total",
                                        "Times every allocation was replayed into a Fluxion "
                                        "service that had lost them (restarted).", r)
+        self.status_coalesced = Counter(p + "podgroup_status_coalesced_total",
+                                        "PodGroup statuses folded into a write of the same "
+                                        "PodGroup still queued (one patch sent the newest).", r)
         self.loop_wakeups = Counter(p + "loop_wakeups_total",
                                     "Times the scheduling loop woke (events or timed work).", r)
         self.healthy = Gauge(p + "healthy", "1 when /healthz answers 200, else 0.", r)

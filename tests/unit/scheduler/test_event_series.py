@@ -1,10 +1,12 @@
 """A repeated Event is one ``events.k8s.io/v1`` Event with a ``series``, as client-go's event
 broadcaster (kube-scheduler's) writes it: created once, its count patched at once on the first
-repeat, then at most every ``SERIES_REFRESH`` seconds, and at shutdown. The API double checks
-every Event and patch against the Kubernetes schemas."""
+repeat, then at most every ``SERIES_REFRESH`` seconds, and at shutdown. A PodGroup status still
+queued is replaced by a newer one. The API double checks every Event and patch against the
+Kubernetes schemas."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -13,7 +15,7 @@ from fluxinfra.scheduler import binder as binder_module
 from fluxinfra.scheduler.binder import SERIES_REFRESH, SERIES_WINDOW, KubeBinder
 from fluxinfra.scheduler.pods import PodInfo, Request
 
-from .kube_double import KubeApiDouble
+from .kube_double import KubeApiDouble, make_podgroup
 
 
 class Clock:
@@ -125,3 +127,64 @@ def test_shutdown_writes_every_grown_series(api: KubeApiDouble, clock: Clock) ->
     failed(binder, name="p1")
     assert binder.drain(time.monotonic() + 10) == 0
     assert sorted(counts(api)) == [1, 4]
+
+
+class SlowStatusApi(KubeApiDouble):
+    """The API double whose PodGroup status patches wait at a gate: an API server that is
+    behind, so the binder's queue holds writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def patch_podgroup_status(self, namespace, name, patch) -> None:
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        super().patch_podgroup_status(namespace, name, patch)
+
+
+def status(scheduled: int) -> dict:
+    return {"phase": "Scheduled" if scheduled >= 16 else "Scheduling",
+            "scheduled": scheduled, "running": 0, "succeeded": 0, "failed": 0}
+
+
+def test_a_queued_podgroup_status_is_replaced_by_a_newer_one() -> None:
+    api = SlowStatusApi()
+    for name in ("pg", "other"):
+        api.create("podgroups", make_podgroup(name, 16, "ns"))
+    binder = KubeBinder(api, async_events=True, senders=1)
+    try:
+        binder.podgroup_status("ns", "pg", status(0))
+        assert api.entered.wait(5), "the first status is taken by the sender at once"
+        for scheduled in (3, 7, 12):  # queued behind it, each replacing the last
+            binder.podgroup_status("ns", "pg", status(scheduled))
+        binder.podgroup_status("ns", "other", status(4))
+        binder.podgroup_status("ns", "pg", status(16))
+        api.gate.set()
+        binder.flush()
+    finally:
+        binder.close()
+    sent = [(name, patch["status"]["scheduled"]) for _, name, patch in api.podgroup_patches]
+    assert sent == [("pg", 0), ("pg", 16), ("other", 4)]
+    assert api.get("podgroups", "ns/pg")["status"]["scheduled"] == 16
+    assert binder.metrics.status_coalesced.value() == 3
+
+
+def test_a_status_whose_queued_write_was_dropped_is_queued_again() -> None:
+    api = SlowStatusApi()
+    api.create("podgroups", make_podgroup("pg", 16, "ns"))
+    binder = KubeBinder(api, async_events=True, senders=1, event_queue=1, backpressure=0.05)
+    try:
+        binder.podgroup_status("ns", "pg", status(0))
+        assert api.entered.wait(5)
+        binder.pod_event(pod("p1"), "Scheduled", "assigned", "Binding")  # fills the queue
+        binder.podgroup_status("ns", "pg", status(5))  # dropped: the queue stays full
+        assert binder.metrics.errors.value(source="event_dropped") == 1
+        api.gate.set()
+        binder.flush()
+        binder.podgroup_status("ns", "pg", status(16))  # not folded into the lost write
+        binder.flush()
+    finally:
+        binder.close()
+    assert [p["status"]["scheduled"] for _, _, p in api.podgroup_patches] == [0, 16]
