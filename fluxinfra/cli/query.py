@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from fluxinfra.cli import filewatch
 from fluxinfra.errors import FluxinfraError
 from fluxinfra.inputs import (
     INT64_MAX,
@@ -60,7 +59,8 @@ __all__ = ["main", "QuerySession", "build_parser", "SUBSYSTEMS"]
 SUBSYSTEMS = {"C": "containment", "P": "power", "IB": "ibnet", "V": "virtual1"}
 _BAR = "INFO: =============================\n"
 _LEADING_INT = re.compile(r"\s*([-+]?)0*([0-9]*)")
-#: a jobspec file unchanged for this long (ns) when read is remembered until its stat changes
+#: a jobspec file whose times are this much (ns) before its read is remembered until its
+#: stat changes
 _SETTLED_NS = 2_000_000_000
 #: most bytes of command input one read takes
 _CHUNK = 1 << 16
@@ -102,14 +102,13 @@ class QuerySession:
         self._leaked = 0
         #: command word -> handler (built once: the loop looks one up per line)
         self._handlers = self._commands()
-        #: jobspec path -> ((size, mtime, inode), text, watch generation it was checked at or
-        #: None): a command file names the same few jobspecs thousands of times; a file
-        #: changed since is read again
-        self._texts: dict[str, tuple[tuple[int, int, int], str, int | None]] = {}
-        self._watch = filewatch.shared()
-        #: what the watch said after the last read of the command input (see _input), or
-        #: None: ask it at each command
-        self._gen: int | None = None
+        #: jobspec path -> (its stat identity, its text, the read of the command input its
+        #: identity was last compared at, or None): a command file names the same few
+        #: jobspecs thousands of times; a file changed since is read again
+        self._texts: dict[str, tuple[tuple[int, ...], str, int | None]] = {}
+        self._reads = 0  # reads of command input so far (see _input)
+        #: the read the commands now running came from, or None: compare at each command
+        self._read: int | None = None
 
     # -- dispatch ---------------------------------------------------------------------------
     def run(self, lines) -> None:
@@ -132,17 +131,15 @@ class QuerySession:
     def _input(self, lines):
         """The command lines of ``lines``. A file or pipe (a text stream with a binary buffer)
         is read here, one read of up to _CHUNK bytes at a time (what is there: a terminal
-        gives a line, a pipe what was written), and the file watch is asked once per read
-        rather than once per command: a command sees every change to a jobspec made before
-        it was read, the order a driver that edits a file, then sends the command naming it,
-        sets up. A change made while the commands read with it run was not made before them
-        (their writer sent them first). Each ask is a system call: about 1 us in a tight
-        loop, yet 5-8 us timed between 1-core ``first`` matches of 0.11 ms at 16,384 nodes
-        (likely the caches it leaves cold; not measured). Anything else (a list of lines):
-        the watch is asked at each command."""
+        gives a line, a pipe what was written), and each remembered jobspec file is compared
+        with its ``stat`` once per read rather than once per command (see _jobspec_text): a
+        command sees every change to a jobspec made before it was read, the order a driver
+        that edits a file, then sends the command naming it, sets up. A change made while the
+        commands read with it run was not made before them (their writer sent them first).
+        Anything else (a list of lines): the file is compared at each command."""
         buffer = getattr(lines, "buffer", None)
         if not isinstance(lines, io.TextIOWrapper) or not hasattr(buffer, "read1"):
-            self._gen = None
+            self._read = None
             yield from lines
             return
         # decoded as the stream would (its encoding and universal newlines), bytes that are
@@ -150,14 +147,14 @@ class QuerySession:
         errors = lines.errors if lines.errors not in (None, "strict") else "surrogateescape"
         decoder = io.IncrementalNewlineDecoder(
             codecs.getincrementaldecoder(lines.encoding)(errors), True)
-        watch = self._watch
         tail = ""
         skipping = False  # within a line too long to take, until its end
         try:
             while True:
                 data = buffer.read1(_CHUNK)
                 text = tail + decoder.decode(data, not data)
-                self._gen = watch.generation()  # (after the read: what came before it)
+                self._reads += 1  # (after the read: what changed before it is seen)
+                self._read = self._reads
                 complete = text.split("\n")
                 tail = complete.pop()
                 if skipping and complete:
@@ -174,7 +171,7 @@ class QuerySession:
                         yield tail
                     return
         finally:
-            self._gen = None
+            self._read = None
 
     def _commands(self):
         return {"match": self.cmd_match, "m": self.cmd_match,
@@ -230,40 +227,34 @@ class QuerySession:
 
     def _jobspec_text(self, path: str) -> str:
         """The text of jobspec file ``path`` as resource-query reads it, command by command,
-        but read again only when the file changed (its size, modification time or inode
-        differ from the last read, or the watch below reported a change); raises OSError.
-        Only a file last modified a while before it was read is remembered (git's "racy
-        clean" rule): file times tick coarsely, so a file rewritten just after it was read
-        could keep its time; one settled for _SETTLED_NS cannot be rewritten without its
-        time moving. A remembered file that inotify watches (:mod:`fluxinfra.cli.filewatch`)
-        is not even ``stat``-ed again while no change was reported on its path before the
-        command was read (see _input)."""
+        but read again only when the file changed: its ``stat`` identity (size, modification
+        and change times, inode, device) differs from the last read's. Any write, truncation,
+        ``utime`` (a rewrite that sets the time back, as ``cp -p`` or ``rsync -t`` do),
+        rename over it, replaced directory on its path or re-pointed symbolic link moves one
+        of them. Only a file whose times are a while before it was read is remembered (git's
+        "racy clean" rule): file times tick coarsely, so a file rewritten just after it was
+        read could keep them; one settled for _SETTLED_NS cannot change without its change
+        time moving. The identity is compared once per read of the command input (see
+        _input), else at every command. Raises OSError."""
         texts = self._texts
         hit = texts.get(path)
-        watch = self._watch
-        if hit is not None and hit[2] is not None:
-            seen = self._gen
-            if hit[2] == (seen if seen is not None else watch.generation()):
-                return hit[1]
-        gen = watch.generation() if watch.add(path) else None  # (watched before reading)
-        if gen is not None and self._gen is not None:
-            self._gen = gen  # (newer than the read's: as good for the commands after it)
+        read = self._read
+        if hit is not None and read is not None and hit[2] == read:
+            return hit[1]
         now = time.time_ns()
         try:
             st = os.stat(path)
         except ValueError:  # (a NUL byte in the name)
             raise FileNotFoundError(path) from None
-        ident = (st.st_size, st.st_mtime_ns, st.st_ino)
-        if hit is not None and hit[0] == ident and (gen is None or hit[2] is None):
-            # (a file the watch saw may have changed is read again: a rewrite that sets
-            # the time back, as cp -p or rsync -t do, keeps size, time and inode)
-            texts[path] = (ident, hit[1], gen)
+        ident = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        if hit is not None and hit[0] == ident:
+            texts[path] = (ident, hit[1], read)
             return hit[1]
         text = decode(_read_file(path), f"jobspec {path}", JobspecError)
-        if st.st_mtime_ns < now - _SETTLED_NS:
+        if max(st.st_mtime_ns, st.st_ctime_ns) < now - _SETTLED_NS:
             if len(texts) >= 256:
                 texts.clear()  # many distinct files: start over rather than grow
-            texts[path] = (ident, text, gen)
+            texts[path] = (ident, text, read)
         else:
             texts.pop(path, None)
         return text
