@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from fluxinfra.cli import query
+from fluxinfra.cli import query_session
 from fluxinfra.cli.query import build_parser, open_session
 from fluxinfra.matcher.recipe import recipe_to_grug
 
@@ -52,7 +52,7 @@ def ripen() -> None:
 
 @pytest.fixture
 def short_settling(monkeypatch):
-    monkeypatch.setattr(query, "_SETTLED_NS", SETTLE_NS)
+    monkeypatch.setattr(query_session, "_SETTLED_NS", SETTLE_NS)
 
 
 class Counting:
@@ -199,7 +199,7 @@ def test_a_driver_s_edit_before_its_next_command_is_seen(tmp_path):
     spec = tmp_path / "job.json"
     spec.write_text(jobspec(1))
     when = settle(spec)
-    settled_at = time.time() + query._SETTLED_NS / 1e9 + 0.2
+    settled_at = time.time() + query_session._SETTLED_NS / 1e9 + 0.2
     grug = tmp_path / "m.graphml"
     grug.write_text(recipe_to_grug(RECIPE))
     proc = subprocess.Popen([sys.executable, "-m", "fluxinfra", "query", "-L", str(grug), "-f",
