@@ -59,6 +59,7 @@ MODULES = (
     "fluxinfra.matcher.graph",
     "fluxinfra.matcher.grug",
     "fluxinfra.cli.query",
+    "fluxinfra.cli.query_session",
 )
 
 #: Cython's compiler directives. Annotations stay documentation: a parameter annotated

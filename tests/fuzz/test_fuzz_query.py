@@ -14,7 +14,7 @@ from fuzzlib import EDGE_INTS, fuzz
 from hypothesis import example
 from hypothesis import strategies as st
 
-from fluxinfra.cli.query import QuerySession
+from fluxinfra.cli.query_session import QuerySession
 from fluxinfra.matcher import Matcher, load_graph
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fluxinfra.cli.query import QuerySession
+from fluxinfra.cli.query_session import QuerySession
 from fluxinfra.inputs import INT64_MAX, MAX_VERTICES
 from fluxinfra.matcher import Matcher, load_graph
 from fluxinfra.matcher.errors import GraphError, JobspecError, MatcherError
