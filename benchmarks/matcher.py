@@ -616,6 +616,10 @@ def compiled_line() -> str:
                 "(fluxinfra compile; FLUXINFRA_PURE_PYTHON=1 measures plain Python)")
     if set(states.values()) == {"off"}:
         return "ours: plain Python (FLUXINFRA_PURE_PYTHON is set)"
+    stale = sum(state == "stale" for state in states.values())
+    if stale:
+        return (f"ours: {stale} of {len(states)} hot modules compiled from OLDER sources "
+                "(not the code measured here: run make setup)")
     return (f"ours: plain Python ({done} of {len(states)} hot modules compiled: run "
             "fluxinfra compile)")
 

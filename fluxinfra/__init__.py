@@ -11,13 +11,18 @@ Subpackages, one concern each (the map and the dependency direction: docs/design
 - ``fluxinfra.distribute`` content fanned out to every node through the Flux broker tree.
 - ``fluxinfra.cli``       the ``fluxinfra`` command; nothing imports it.
 
-Importing this package does no work: subpackages are imported only when used. It only lets
-the matcher's compiled modules be found, where this environment has them (one ``stat``:
-:mod:`fluxinfra.compiled`).
+Importing this package does no work and changes nothing outside it: subpackages are imported
+only when used, and the matcher's compiled modules, where the build made them, are found by
+Python's own import beside their ``.py`` files. The one exception is asked for by name:
+``FLUXINFRA_PURE_PYTHON=1`` installs a finder that loads those modules' ``.py`` instead
+(:mod:`fluxinfra.compiled`).
 """
 
-from fluxinfra import compiled as _compiled
+import os as _os
 
 __version__ = "0.1.0"
 
-_compiled.install()
+if _os.environ.get("FLUXINFRA_PURE_PYTHON", "") not in ("", "0"):
+    from fluxinfra import compiled as _compiled
+
+    _compiled.install()

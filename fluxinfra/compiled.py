@@ -1,9 +1,14 @@
 """The matcher's hot modules compiled from their own, unchanged Python source (Cython).
 
-The matcher is Python; nothing in it needs a compiler. Where one is at hand, ``make setup``
-(``fluxinfra compile``) compiles the modules in :data:`MODULES` with Cython,
-as they are, into extension modules kept with the environment (``<sys.prefix>/fluxinfra-
-compiled``, or ``$FLUXINFRA_COMPILED_DIR``), each under the SHA-256 of the source it came from.
+The matcher is Python; nothing in it needs a compiler. The package's own build (``setup.py``:
+setuptools ``ext_modules`` made by ``cythonize``) compiles the modules in :data:`MODULES`, as
+they are, into extension modules placed beside their ``.py`` files: in a wheel
+(``pip wheel .``, ``pip install .``) or in place in a source checkout (``make setup``, which
+runs ``fluxinfra compile``). Python's own import then loads the extension (``planner.cpython-
+311-...so``) rather than the ``.py`` beside it; nothing is installed on ``sys.meta_path``.
+Without Cython or a C compiler, or with ``FLUXINFRA_BUILD_PURE=1`` at build time, the build is
+plain Python, with the same answers.
+
 One of them, ``matcher.bytepart`` (the partition of byte keys), is written for it: its
 ``@cython.locals`` types make its loops C, and its ``.pxd`` adds a kernel in C for processors
 with AVX2 (a ``.pxd`` beside a module is part of what its compiled form is made from). The
@@ -14,29 +19,37 @@ attribute read through ``self`` is a field of the object rather than a look-up
 of the code is plain Python, compiled as it is. ``express.pxd`` cimports
 ``traverser/dfu.pxd`` and ``traverser/job.pxd``, and both cimport ``planner.pxd``: the express
 lane's traverser is a typed field, and the methods a 1-core match calls most are C methods
-(``cpdef``) called directly from typed locals. A module compiled against another's
-declarations has those ``.pxd`` files (direct or through others) in its digest and loads
-compiled only beside their modules' compiled forms (else it loads as Python; ``--status``
-says ``waiting``).
-An import of one of those modules then loads the compiled form if, and only if, one was made
-from the source file as it is now; an edited file, a missing build or another interpreter
-loads the ``.py`` as before. The same source, the same answers (the test suite runs both
-ways); the compiled form saves part of the interpreter's dispatch (measured: 6-10% of a match
-in a fill, 20-27% of a steady cancel + match pair; docs/matcher.md).
+(``cpdef``) called directly from typed locals. The compiled forms are built together (one
+that fails to compile leaves all of them plain Python): a compiled module checks, when
+imported, that the types it cimports have the layout it was compiled against.
 
-``FLUXINFRA_PURE_PYTHON=1`` turns the compiled forms off for a process. ``fluxinfra compile
---status`` says which modules a process would load compiled.
+The build records, in ``_build_digests.json`` beside the top package's ``__init__.py``, the
+SHA-256 of the sources each compiled form was made from (its ``.py``, its ``.pxd``, the
+``.pxd`` files it cimports, and the compiler directives and flags). :func:`status` compares it
+with the sources as they are: an in-place build older than an edit is ``stale`` (it would run
+the old code), which the test suite refuses to run on (``tests/conftest.py``) and
+``make setup`` rebuilds. The compiled form saves part of the interpreter's dispatch
+(measured: 6-10% of a match in a fill, 20-27% of a steady cancel + match pair;
+docs/matcher.md).
+
+``FLUXINFRA_PURE_PYTHON=1`` is the explicit choice of plain Python for a process (the test
+suite's second pass runs so): with it, and only with it, ``import fluxinfra`` puts a finder
+first on ``sys.meta_path`` (:func:`install`) that loads the ``.py`` of each of
+:data:`MODULES` where an extension is beside it. ``fluxinfra compile --status`` says, per
+module, which form a process loads and whether it matches its source.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
-__all__ = ["MODULES", "cache_dir", "install", "loaded", "status", "build"]
+__all__ = ["MODULES", "DIRECTIVES", "CFLAGS", "RECORD", "digest", "status", "loaded",
+           "install", "pure_python"]
 
 #: what is compiled: the per-match path of ``fluxinfra query`` and the matcher's graph reader
 MODULES = (
@@ -71,72 +84,76 @@ DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": True}
 #: one argument too few) is an error, not a warning
 CFLAGS = ["-Werror=incompatible-pointer-types"]
 
-#: part of every digest: changing how modules are compiled makes new ones
+#: the build's record of what each compiled form was made from, beside the top package's
+#: ``__init__.py``: ``{module: digest}``
+RECORD = "_build_digests.json"
+
+#: part of every digest: changing how modules are compiled makes the built ones stale
 _RECIPE = repr((sorted(DIRECTIVES.items()), CFLAGS)).encode()
 
-#: compiled forms kept per module (of its most recent sources)
-_KEEP = 4
 
-_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's (.cpython-311-...so)
-
-
-def cache_dir() -> Path:
-    """Where the compiled modules of this environment are kept."""
-    given = os.environ.get("FLUXINFRA_COMPILED_DIR")
-    return Path(given) if given else Path(sys.prefix) / "fluxinfra-compiled"
+def pure_python() -> bool:
+    """``FLUXINFRA_PURE_PYTHON`` asks this process for plain Python."""
+    return os.environ.get("FLUXINFRA_PURE_PYTHON", "") not in ("", "0")
 
 
-def _digest(source: bytes) -> str:
-    import hashlib  # (here: `import fluxinfra` installs the finder and should stay cheap)
+def source_root(name: str) -> Path | None:
+    """The directory holding module ``name``'s top package (None: not a plain package on
+    disk). Imports nothing."""
+    import importlib.util
 
-    return hashlib.sha256(_RECIPE + b"\0" + source).hexdigest()[:24]
-
-
-def _target(root: Path, name: str, source: bytes) -> Path:
-    """The compiled form of module ``name`` made from ``source``."""
-    return root / f"{name}-{_digest(source)}" / (name.rpartition(".")[2] + _SUFFIX)
-
-
-def _current(root: Path, name: str) -> tuple[Path, Path, dict[str, Path]] | None:
-    """(the ``.py`` of module ``name``, where the compiled form of its current source goes,
-    the ``.pxd`` of each module whose types it cimports), or None when the module is not a
-    plain, readable ``.py`` file here."""
-    source = _source_path(name)
-    if source is None:
+    top = name.partition(".")[0]
+    module = sys.modules.get(top)
+    origin = getattr(module, "__file__", None) if module is not None else None
+    if origin is None:
+        spec = importlib.util.find_spec(top)
+        origin = spec.origin if spec is not None else None
+    if not origin or not origin.endswith("__init__.py"):
         return None
-    try:
-        declared, deps = _declarations(source)
-        return source, _target(root, name, source.read_bytes() + declared), deps
-    except OSError:
-        return None
+    return Path(origin).parent.parent
 
 
-def _declarations(source: Path) -> tuple[bytes, dict[str, Path]]:
-    """The ``.pxd`` beside a module's source (C declarations Cython reads with it: part of
-    what the compiled form is made from) and those of the modules it ``cimport``s (their
-    types' layouts are compiled into it), or nothing; and where the latter are."""
-    try:
-        own = source.with_suffix(".pxd").read_bytes()
-    except FileNotFoundError:
-        return b"", {}
-    out = [b"\0pxd\0", own]
-    deps = _cimported(own)
-    for name, (_, text) in deps.items():
-        out += [b"\0", name.encode(), b"\0", text]
-    return b"".join(out), {name: path for name, (path, _) in deps.items()}
+def _py(root: Path, name: str) -> Path:
+    return root.joinpath(*name.split(".")).with_suffix(".py")
+
+
+def extension(root: Path, name: str) -> Path | None:
+    """The extension module of ``name`` beside its ``.py`` that Python's import would load
+    (the first of this interpreter's suffixes present), or None."""
+    base = root.joinpath(*name.split("."))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = base.with_name(base.name + suffix)
+        if path.is_file():
+            return path
+    return None
+
+
+def digest(root: Path, name: str) -> str:
+    """The SHA-256 (24 hex digits) of what module ``name``'s compiled form is made from:
+    the directives and flags, its ``.py``, the ``.pxd`` beside it and those it cimports
+    (directly or through others: their types' layouts are compiled into it). Raises
+    OSError when its ``.py`` cannot be read."""
+    import hashlib
+
+    source = _py(root, name)
+    parts = [_RECIPE, b"\0", source.read_bytes()]
+    own = _read(source.with_suffix(".pxd"))
+    if own:
+        parts += [b"\0pxd\0", own]
+        for dep, (_, text) in cimported(root, own).items():
+            parts += [b"\0", dep.encode(), b"\0", text]
+    return hashlib.sha256(b"".join(parts)).hexdigest()[:24]
 
 
 #: ``from <module> cimport ...`` / ``cimport <module>`` in a .pxd
 _CIMPORT = re.compile(rb"^\s*(?:from\s+([\w.]+)\s+cimport|cimport\s+([\w.]+))", re.M)
 
 
-def _cimported(pxd: bytes) -> dict[str, tuple[Path, bytes]]:
-    """The modules of this environment whose declarations (a ``.pxd`` beside their ``.py``)
-    a ``.pxd`` cimports, directly or through theirs, each with that ``.pxd`` (path and text):
-    their compiled forms must be the ones loaded beside it (a compiled module checks, when
-    imported, that a cimported type has the layout it was compiled against, and calls its C
-    methods through the declared table). Cython's own declarations (``libc``, ``cpython``)
-    are not modules here."""
+def cimported(root: Path, pxd: bytes) -> dict[str, tuple[Path, bytes]]:
+    """The modules under ``root`` whose declarations (a ``.pxd`` beside their ``.py``) a
+    ``.pxd`` cimports, directly or through theirs, each with that ``.pxd`` (path and text):
+    their compiled forms are built with it. Cython's own declarations (``libc``,
+    ``cpython``) are not modules here."""
     out: dict[str, tuple[Path, bytes]] = {}
     todo = [pxd]
     while todo:
@@ -144,15 +161,9 @@ def _cimported(pxd: bytes) -> dict[str, tuple[Path, bytes]]:
             name = (m[1] or m[2]).decode()
             if name in out or "." not in name:
                 continue
-            try:
-                source = _source_path(name)
-            except (ImportError, ValueError):
-                continue
-            if source is None:
-                continue
-            path = source.with_suffix(".pxd")
+            path = _py(root, name).with_suffix(".pxd")
             text = _read(path)
-            if text:
+            if text and _py(root, name).is_file():
                 out[name] = (path, text)
                 todo.append(text)
     return out
@@ -165,178 +176,79 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _source_path(name: str) -> Path | None:
-    """The ``.py`` file the normal import of ``name`` would read (None: not a plain file)."""
-    import importlib.util
-
-    parent = name.rpartition(".")[0]
-    package = sys.modules.get(parent)
-    if package is not None:
-        where = package.__path__
-    else:  # (not imported: its spec says where it is, without importing it)
-        found = importlib.util.find_spec(parent)
-        where = found.submodule_search_locations if found is not None else None
-    if not where:
-        return None
-    spec = importlib.machinery.PathFinder.find_spec(name, where)
-    if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
-        return None
-    return Path(spec.origin)
+def recorded(root: Path, top: str) -> dict[str, str]:
+    """The build's record of package ``top`` under ``root`` (empty: none, or unreadable)."""
+    try:
+        data = json.loads((root / top / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
-class _Finder:
-    """A meta-path finder for :data:`MODULES`: the compiled form when it was made from the
-    source file as it is, else nothing (the normal finders load the ``.py``)."""
+def status(names: tuple[str, ...] = MODULES) -> dict[str, str]:
+    """Per module: ``compiled`` (an extension beside its ``.py``, built from its files as they
+    are: what an import loads), ``stale`` (an extension built from other sources, or not
+    recorded by the build: an import loads it, old code and all), ``missing`` (none: it loads
+    as Python) or ``off`` (``FLUXINFRA_PURE_PYTHON``: it loads as Python)."""
+    if pure_python():
+        return dict.fromkeys(names, "off")
+    out = {}
+    records: dict[tuple[Path, str], dict[str, str]] = {}
+    for name in names:
+        root = source_root(name)
+        built = extension(root, name) if root is not None else None
+        if built is None:
+            out[name] = "missing"
+            continue
+        top = name.partition(".")[0]
+        record = records.setdefault((root, top), recorded(root, top))
+        try:
+            same = record.get(name) == digest(root, name)
+        except OSError:  # (no .py beside it: nothing to compare with)
+            same = False
+        out[name] = "compiled" if same else "stale"
+    return out
 
-    def __init__(self, root: Path, names: tuple[str, ...] = MODULES) -> None:
-        self.root = root
+
+def loaded() -> dict[str, bool]:
+    """Each of :data:`MODULES` this process has imported: compiled (True) or Python (False)."""
+    return {name: _is_extension(sys.modules[name]) for name in MODULES if name in sys.modules}
+
+
+def _is_extension(module) -> bool:
+    file = getattr(module, "__file__", None) or ""
+    return file.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+class _PurePython:
+    """A meta-path finder for :data:`MODULES`: the ``.py`` file of the module, where one is
+    in its package (the extension beside it is passed over). Installed only by the explicit
+    ``FLUXINFRA_PURE_PYTHON`` (:func:`install`)."""
+
+    def __init__(self, names: tuple[str, ...] = MODULES) -> None:
         self.names = frozenset(names)
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.names:
+        if name not in self.names or not path:
             return None
-        current = _current(self.root, name)
-        if current is None or not current[1].is_file():
-            return None
-        for dep in current[2]:
-            # a module compiled against another's types loads only beside that one's
-            # compiled form (the .py of either, once edited, is loaded as Python: both are)
-            if not self._compiled(dep):
-                return None
         import importlib.util
 
-        built = current[1]
-        loader = importlib.machinery.ExtensionFileLoader(name, str(built))
-        return importlib.util.spec_from_file_location(name, built, loader=loader)
-
-    def _compiled(self, name: str) -> bool:
-        """Module ``name`` is, or will be when imported, its compiled form."""
-        if name not in self.names:
-            return False
-        module = sys.modules.get(name)
-        if module is not None:
-            return (getattr(module, "__file__", None) or "").endswith(_SUFFIX)
-        current = _current(self.root, name)
-        return current is not None and current[1].is_file()
+        leaf = name.rpartition(".")[2] + ".py"
+        for folder in path:
+            source = Path(folder) / leaf
+            if source.is_file():
+                return importlib.util.spec_from_file_location(name, source)
+        return None
 
     def invalidate_caches(self) -> None:
         pass
 
 
-def _off() -> bool:
-    return os.environ.get("FLUXINFRA_PURE_PYTHON", "") not in ("", "0")
-
-
 def install() -> None:
-    """Put the finder first on ``sys.meta_path`` (once; only if this environment has compiled
-    modules and ``FLUXINFRA_PURE_PYTHON`` is not set). Costs one ``stat``."""
-    if _off():
+    """With ``FLUXINFRA_PURE_PYTHON`` set, put the plain-Python finder first on
+    ``sys.meta_path`` (once); without it, nothing: Python's import loads the compiled
+    forms the build placed beside the sources."""
+    if not pure_python():
         return
-    if any(isinstance(f, _Finder) for f in sys.meta_path):
-        return
-    root = cache_dir()
-    if root.is_dir():
-        sys.meta_path.insert(0, _Finder(root))
-
-
-def loaded() -> dict[str, bool]:
-    """Each of :data:`MODULES` this process has imported: compiled (True) or Python (False)."""
-    return {name: sys.modules[name].__file__.endswith(_SUFFIX)
-            for name in MODULES if name in sys.modules}
-
-
-def status(names: tuple[str, ...] = MODULES, root: Path | None = None) -> dict[str, str]:
-    """Per module: ``compiled`` (a compiled form of the current source exists), ``waiting``
-    (one exists, but a module whose types it cimports has none: it loads as Python until
-    that one is compiled), ``stale`` (only of other sources), ``missing`` (none) or ``off``
-    (FLUXINFRA_PURE_PYTHON)."""
-    off = _off()
-    root = root or cache_dir()
-    finder = _Finder(root, tuple(names))
-    out = {}
-    for name in names:
-        current = None if off else _current(root, name)
-        if off:
-            out[name] = "off"
-        elif current is not None and current[1].is_file():
-            waits = [dep for dep in current[2] if not finder._compiled(dep)]
-            out[name] = "waiting" if waits else "compiled"
-        elif any(root.glob(f"{name}-*")):
-            out[name] = "stale"
-        else:
-            out[name] = "missing"
-    return out
-
-
-def build(names: tuple[str, ...] = MODULES, root: Path | None = None, jobs: int = 2,
-          log=sys.stderr) -> list[str]:
-    """Compile each of ``names`` whose current source has no compiled form yet; drop the
-    forms of all but the most recent sources. Returns the names compiled. Raises
-    RuntimeError (with the compiler's words) when Cython or the C compiler fails,
-    ModuleNotFoundError without Cython (the ``compiled`` extra)."""
-    import shutil
-    import tempfile
-
-    from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-
-    root = root or cache_dir()
-    todo = []
-    for name in names:
-        current = _current(root, name)
-        if current is None:
-            raise RuntimeError(f"{name} is not a plain, readable .py file here; cannot "
-                               "compile it")
-        if not current[1].is_file():
-            todo.append((name, *current))
-    if not todo:
-        return []
-    with tempfile.TemporaryDirectory(prefix="fluxinfra-cython-") as tmp:
-        work = Path(tmp)
-        exts = []
-        for name, source, _, deps in todo:
-            # the module's own name and source; the C file is written in the scratch folder
-            copy = work / "src" / Path(*name.split(".")).with_suffix(".py")
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, copy)
-            pxd = source.with_suffix(".pxd")
-            if pxd.is_file():  # (read with it: bytepart's SIMD kernel, the classes' layouts)
-                shutil.copyfile(pxd, copy.with_suffix(".pxd"))
-                for dep, dep_pxd in deps.items():  # (the types it compiles against)
-                    dep_copy = work / "src" / Path(*dep.split(".")).with_suffix(".pxd")
-                    dep_copy.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(dep_pxd, dep_copy)
-            exts.append(Extension(name, [str(copy)], extra_compile_args=CFLAGS))
-        for pkg in {p.parent for p in (work / "src").rglob("*.py")}:
-            for up in (pkg, *pkg.parents):
-                if up == work / "src":
-                    break
-                (up / "__init__.py").touch(exist_ok=True)
-        try:
-            modules = cythonize(exts, compiler_directives=DIRECTIVES, quiet=True,
-                                nthreads=jobs, build_dir=str(work / "c"))
-        except Exception as exc:  # Cython's CompileError (its messages went to stderr)
-            raise RuntimeError(f"Cython could not compile "
-                               f"{', '.join(t[0] for t in todo)}: {exc}") from exc
-        dist = Distribution({"name": "fluxinfra-compiled", "ext_modules": modules})
-        cmd = dist.get_command_obj("build_ext")
-        cmd.build_lib, cmd.build_temp, cmd.parallel = str(work / "lib"), str(work / "o"), jobs
-        cmd.ensure_finalized()
-        try:
-            cmd.run()
-        except Exception as exc:  # distutils' CompileError / LinkError carry the compiler's words
-            raise RuntimeError(f"compiling {', '.join(t[0] for t in todo)} failed: {exc}") \
-                from exc
-        for name, _, target, _ in todo:
-            made = Path(cmd.get_ext_fullpath(name))
-            # the forms of a few recent sources stay (switching branches back and forth
-            # compiles nothing again), the oldest go
-            older = sorted(root.glob(f"{name}-*"), key=lambda p: p.stat().st_mtime)
-            for old in older[:max(0, len(older) - _KEEP + 1)]:
-                shutil.rmtree(old, ignore_errors=True)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-            shutil.copyfile(made, partial)
-            partial.replace(target)  # whole or not at all: a finder never sees half a file
-            print(f"compiled {name}", file=log)
-    return [t[0] for t in todo]
+    if not any(isinstance(f, _PurePython) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PurePython())

@@ -136,7 +136,7 @@ def _fluxinfra_double(root: Path, state: str, compile_rc: int) -> None:
         if [ "$2" = --status ]; then
           echo "compiled  fluxinfra.matcher.planner"
           echo "{state:9} fluxinfra.matcher.traverser"
-          echo "(kept in somewhere)"; exit 0
+          echo "(built in place by fluxinfra compile: somewhere)"; exit 0
         fi
         i=0; while [ $i -lt 50 ]; do echo "traverser.c:$i: warning: noise"; i=$((i+1)); done
         echo "gcc: the last line"
