@@ -55,6 +55,7 @@ MODULES = (
     "fluxinfra.matcher.register",
     "fluxinfra.matcher.elastic",
     "fluxinfra.matcher.stdsort",
+    "fluxinfra.matcher.prefixsort",
     "fluxinfra.matcher.bytepart",
     "fluxinfra.matcher.policies",
     "fluxinfra.matcher.jobspec",

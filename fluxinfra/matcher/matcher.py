@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from fluxinfra.inputs import INT64_MAX, shown, type_name
-from fluxinfra.matcher import stdsort
+from fluxinfra.matcher import prefixsort
 from fluxinfra.matcher.elastic import GraphEdits
 from fluxinfra.matcher.errors import Busy, GraphError, MatcherError, UnknownJob, Unsatisfiable
 from fluxinfra.matcher.express import Express
@@ -94,11 +94,11 @@ class Matcher(Registration, GraphEdits):
         self.exact = bool(exact)
         self.trav.fast = not self.exact
         if (self.exact or not self.policy.stop_on_k) and max(
-                graph.subtree_totals(graph.root).values(), default=0) >= stdsort.BYTES_FROM:
+                graph.subtree_totals(graph.root).values(), default=0) >= prefixsort.BYTES_FROM:
             # a ranking policy on a machine this big ranks lists long enough for numpy (its
             # cores under low/high, its nodes under locality): import it now, once per process
             # (about 60 ms), not in the first match that needs it (when it is installed)
-            stdsort.vectorized()
+            prefixsort.vectorized()
         self.jobs: dict[int, JobState] = {}
         self.results: dict[int, MatchResult] = {}
         self.now = now
