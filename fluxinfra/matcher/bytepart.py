@@ -7,7 +7,7 @@ ranking partitions a few million of them: in Python or numpy that is most of a m
 module is the partition and the trace back of positions, typed in Cython's pure Python mode:
 ``fluxinfra compile`` makes it C (the ``# cython:`` line above turns off index checks: every
 index here stays inside the array it reads, by libstdc++'s own guards). Uncompiled it is the
-same algorithm in plain Python, right but slow; ``stdsort`` uses it only compiled
+same algorithm in plain Python, right but slow; ``prefixsort`` uses it only compiled
 (:data:`COMPILED`), and the tests run it both ways against ``stdsort.introsort``.
 
 One partition is ``std::__unguarded_partition_pivot``: the median of three moved to ``first``,

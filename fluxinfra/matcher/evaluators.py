@@ -24,13 +24,8 @@ from bisect import bisect_right
 from itertools import accumulate, chain, groupby, islice, repeat
 from operator import add, attrgetter, gt, lt, sub
 
-from fluxinfra.matcher.stdsort import (
-    equal_prefix,
-    introsort,
-    sorted_prefix,
-    sorted_prefix_bytes,
-    sorted_prefix_words,
-)
+from fluxinfra.matcher.prefixsort import sorted_prefix, sorted_prefix_bytes, sorted_prefix_words
+from fluxinfra.matcher.stdsort import equal_prefix, introsort
 
 __all__ = ["Candidate", "Evals", "Scoring", "std_sorted", "worse", "score_runs", "perf_class",
            "cmod", "MATCH_MET", "MATCH_UNMET"]
@@ -266,7 +261,7 @@ class Evals:
 
     def _choose_merged(self, k: int, high: bool, runs: bool) -> bool:
         """choose_best_k over a large concatenation: std::sort's first groups worked out from
-        the scores alone (see stdsort.sorted_prefix), then only those groups read."""
+        the scores alone (see prefixsort.sorted_prefix), then only those groups read."""
         n = self.n
         in_order = None
         if runs:

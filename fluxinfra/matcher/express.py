@@ -26,6 +26,13 @@ general traversal runs instead — and, for shape B, teaches the express lane th
 
 ``tests/unit/matcher/test_express.py`` replays random operation sequences on random graphs with
 and without this lane and requires identical results and identical planner state after every step.
+
+Why this file is long (about 800 lines): it is one concern, the lane, and nearly all of it is
+the methods of one class, which ``express.pxd`` declares a compiled extension type; Cython
+keeps an extension type's methods in the type's own module. Its sections run in the order a
+request meets them: the plan and ``select``, shape C's search, the commit of each shape, the
+walk of shapes A and B with the traversal's pruning checks, and what the lane remembers
+between matches (``freed``, ``learn``, ``forget``).
 """
 
 from __future__ import annotations

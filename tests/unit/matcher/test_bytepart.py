@@ -120,7 +120,7 @@ def test_trace_gives_each_positions_original_index_after_a_chain(shape: str) -> 
 
 
 def test_it_is_compiled_where_fluxinfra_compile_made_it() -> None:
-    """COMPILED says what this process loaded (so stdsort uses the kernel only as C)."""
+    """COMPILED says what this process loaded (so prefixsort uses the kernel only as C)."""
     assert compiled.loaded()["fluxinfra.matcher.bytepart"] is bytepart.COMPILED
 
 
@@ -139,14 +139,14 @@ def test_the_avx2_kernel_is_on_wherever_it_can_be() -> None:
 
 def test_without_cython_installed_it_runs_as_python() -> None:
     """The scheduler image has no Cython: the module imports its stand-in for Cython's
-    names, runs as Python, and stdsort leaves it alone."""
+    names, runs as Python, and prefixsort leaves it alone."""
     code = ("import sys; sys.modules['cython'] = None\n"
-            "from fluxinfra.matcher import bytepart, stdsort\n"
+            "from fluxinfra.matcher import bytepart, prefixsort\n"
             "from array import array\n"
             "v = bytearray(b'\\x05\\x01' * 20)\n"
             "cut = bytepart.partition(v, 0, 40, array('i', bytes(80)), array('i', bytes(80)),"
             " 0, bytearray(8), bytearray(8))[0]\n"
-            "print(bytepart.COMPILED, stdsort.TYPED, bytepart.cython.__name__, cut)\n")
+            "print(bytepart.COMPILED, prefixsort.TYPED, bytepart.cython.__name__, cut)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "FLUXINFRA_PURE_PYTHON": "1"})
     cut = branching_partition(bytearray(b"\x05\x01" * 20), 0, 40)[0]

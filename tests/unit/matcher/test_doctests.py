@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["fluxinfra.matcher", "fluxinfra.matcher.planner", "fluxinfra.matcher.jobspec",
            "fluxinfra.matcher.policies", "fluxinfra.matcher.graph", "fluxinfra.matcher.matcher",
-           "fluxinfra.matcher.stdsort", "fluxinfra.matcher.rv1exec",
+           "fluxinfra.matcher.result", "fluxinfra.matcher.register", "fluxinfra.matcher.elastic",
+           "fluxinfra.matcher.stdsort", "fluxinfra.matcher.prefixsort", "fluxinfra.matcher.rv1exec",
            "fluxinfra.matcher.gcpolicy"]
 
 

@@ -111,3 +111,18 @@ def test_the_express_lane_sits_above_the_traverser() -> None:
     assert "fluxinfra.matcher.traverser.dfu" in imported(lane)
     users = {name for name in MODULES if lane in imported(name)}
     assert users == {"fluxinfra.matcher.matcher"}, users
+
+
+#: a module longer than this says in its docstring why it is one file
+LONGEST = 800
+
+
+def test_a_long_module_says_why_it_is_one_file() -> None:
+    """Each concern has a module of its own; one longer than LONGEST lines is a single
+    concern that cannot be cut (the methods of one compiled extension type stay in its
+    module), and its docstring says so."""
+    unexplained = [name for name, path in MODULES.items()
+                   if len(path.read_text().splitlines()) > LONGEST
+                   and "Why this file is long" not in (ast.get_docstring(
+                       ast.parse(path.read_text())) or "")]
+    assert unexplained == []

@@ -1,11 +1,11 @@
 """Ranking candidates as Fluxion does, without sorting them all.
 
-``stdsort.sorted_prefix`` and ``stdsort.equal_prefix`` give the first elements of libstdc++'s
+``prefixsort.sorted_prefix`` and ``stdsort.equal_prefix`` give the first elements of libstdc++'s
 ``std::sort`` without sorting the rest; a candidate list merged by reference from remembered
 subtrees (``Evals`` parts) is ranked from its scores alone. Each must give exactly what
 ``introsort`` (the replay of std::sort) of the whole flat list gives. The prefixes are checked
 both ways they can be worked out: in plain Python and, where numpy is installed, vectorized
-(which the matcher uses from ``stdsort.VECTOR_FROM`` keys on, from ``BYTES_FROM`` for byte
+(which the matcher uses from ``prefixsort.VECTOR_FROM`` keys on, from ``BYTES_FROM`` for byte
 keys; here from the first key), and for byte keys also mixed: numpy partitioning the parts of
 ``PART_FROM`` keys or more, plain Python the shorter ones, in one ranking.
 """
@@ -17,17 +17,12 @@ from itertools import pairwise
 
 import pytest
 
-from fluxinfra.matcher import bytepart, stdsort
+from fluxinfra.matcher import bytepart, prefixsort
 from fluxinfra.matcher.evaluators import _FLAT, Candidate, Evals
-from fluxinfra.matcher.stdsort import (
-    equal_prefix,
-    introsort,
-    sorted_prefix,
-    sorted_prefix_bytes,
-    sorted_prefix_words,
-)
+from fluxinfra.matcher.prefixsort import sorted_prefix, sorted_prefix_bytes, sorted_prefix_words
+from fluxinfra.matcher.stdsort import equal_prefix, introsort
 
-HAVE_NUMPY = stdsort.vectorized()
+HAVE_NUMPY = prefixsort.vectorized()
 
 
 @pytest.fixture(params=["python", "numpy", "mixed", "typed"])
@@ -37,19 +32,19 @@ def way(request, monkeypatch) -> str:
     or (``typed``) byte keys with ``bytepart``'s kernel, compiled where ``fluxinfra compile``
     made it C and as Python where not (the numpy ways are skipped, saying so, where numpy is
     not installed: ``pip install 'fluxinfra[fast]'``)."""
-    monkeypatch.setattr(stdsort, "TYPED", request.param == "typed")
+    monkeypatch.setattr(prefixsort, "TYPED", request.param == "typed")
     if request.param == "typed":
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+        monkeypatch.setattr(prefixsort, "VECTOR_FROM", 1 << 62)
+        monkeypatch.setattr(prefixsort, "BYTES_FROM", 1 << 62)
     elif request.param != "python":
         if not HAVE_NUMPY:
             pytest.skip("numpy is not installed: the vectorized ranking is not available")
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", 0)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", 0)
-        monkeypatch.setattr(stdsort, "PART_FROM", 40 if request.param == "mixed" else 0)
+        monkeypatch.setattr(prefixsort, "VECTOR_FROM", 0)
+        monkeypatch.setattr(prefixsort, "BYTES_FROM", 0)
+        monkeypatch.setattr(prefixsort, "PART_FROM", 40 if request.param == "mixed" else 0)
     else:
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", 1 << 62)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", 1 << 62)
+        monkeypatch.setattr(prefixsort, "VECTOR_FROM", 1 << 62)
+        monkeypatch.setattr(prefixsort, "BYTES_FROM", 1 << 62)
     used = {"numpy": 0, "python": 0, "typed": 0}
 
     def counted(name: str, real):
@@ -58,10 +53,10 @@ def way(request, monkeypatch) -> str:
             return real(*args)
         return run
 
-    monkeypatch.setattr(stdsort, "_sorted_prefix_np",
-                        counted("numpy", stdsort._sorted_prefix_np))
+    monkeypatch.setattr(prefixsort, "_sorted_prefix_np",
+                        counted("numpy", prefixsort._sorted_prefix_np))
     for name in ("_partition_masked", "_partition_pair"):  # the plain Python ways
-        monkeypatch.setattr(stdsort, name, counted("python", getattr(stdsort, name)))
+        monkeypatch.setattr(prefixsort, name, counted("python", getattr(prefixsort, name)))
     monkeypatch.setattr(bytepart, "partition", counted("typed", bytepart.partition))
     yield request.param
     # (typed: byte keys only; other keys are partitioned in plain Python)
@@ -163,8 +158,8 @@ def test_prefix_past_the_depth_limit_is_std_sorts_front(n: int, way: str, monkey
     keys = killer(n)
     want = std_order(keys)
     heaps = []
-    real = stdsort._heapsort
-    monkeypatch.setattr(stdsort, "_heapsort", lambda *a: heaps.append(1) or real(*a))
+    real = prefixsort._heapsort
+    monkeypatch.setattr(prefixsort, "_heapsort", lambda *a: heaps.append(1) or real(*a))
     for k in (1, n // 2, n):
         for prefix in (sorted_prefix, sorted_prefix_words, sorted_prefix_bytes):
             got = prefix(bytes(keys) if prefix is sorted_prefix_bytes else keys,
@@ -178,9 +173,9 @@ def test_vectorized_rankings_of_growing_lengths_reuse_their_buffers(monkeypatch)
     one a few keys longer than the last gets new ones (the masks are sized by the keys)."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
-    monkeypatch.setattr(stdsort, "TYPED", False)
-    monkeypatch.setattr(stdsort, "BYTES_FROM", 0)
-    monkeypatch.setattr(stdsort, "PART_FROM", 0)
+    monkeypatch.setattr(prefixsort, "TYPED", False)
+    monkeypatch.setattr(prefixsort, "BYTES_FROM", 0)
+    monkeypatch.setattr(prefixsort, "PART_FROM", 0)
     rng = random.Random("grow")
     for n in (1000, 1001, 1020, 1064, 500, 1100):
         keys = [rng.randrange(4) for _ in range(n)]
@@ -196,20 +191,20 @@ def test_a_byte_ranking_partitions_long_parts_with_numpy_and_short_ones_in_pytho
     Python, and gives std::sort's front."""
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
-    monkeypatch.setattr(stdsort, "TYPED", False)
+    monkeypatch.setattr(prefixsort, "TYPED", False)
     rng = random.Random(f"mixed/{seed}")
     keys = [rng.randrange(rng.choice([2, 3, 16, 255])) for _ in range(16_384)]
     want = std_order(keys)
     used = {"_partition_np": [], "_partition_masked": []}
     for name, sizes in used.items():
-        real = getattr(stdsort, name)
-        monkeypatch.setattr(stdsort, name, lambda *a, real=real, sizes=sizes:
+        real = getattr(prefixsort, name)
+        monkeypatch.setattr(prefixsort, name, lambda *a, real=real, sizes=sizes:
                             sizes.append(a[3] - a[2]) or real(*a))
     for k in (1, 70, 600):
         got = sorted_prefix_bytes(bytes(keys), lambda order, k=k: len(order) >= k)
         assert got == want[:len(got)] and len(got) >= k
     assert used["_partition_np"] and used["_partition_masked"]
-    assert min(used["_partition_np"]) >= stdsort.PART_FROM > max(used["_partition_masked"])
+    assert min(used["_partition_np"]) >= prefixsort.PART_FROM > max(used["_partition_masked"])
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -220,7 +215,7 @@ def test_vectorized_prefix_of_long_lists_is_the_python_prefix(seed: int) -> None
     if not HAVE_NUMPY:
         pytest.skip("numpy is not installed: the vectorized ranking is not available")
     rng = random.Random(f"long/{seed}")
-    n = rng.choice([stdsort.VECTOR_FROM, 3 * stdsort._NEAR_FROM, 300_000])
+    n = rng.choice([prefixsort.VECTOR_FROM, 3 * prefixsort._NEAR_FROM, 300_000])
     if seed % 2:
         keys = [c for _ in range(n // 64 + 1) for c in range(64) if rng.random() > 0.1][:n]
     else:
@@ -228,10 +223,10 @@ def test_vectorized_prefix_of_long_lists_is_the_python_prefix(seed: int) -> None
     for k in (1, 2, 300):
         def enough(order, k=k):
             return len(order) >= k
-        stdsort.vectorized(False)
+        prefixsort.vectorized(False)
         want = sorted_prefix_bytes(bytes(keys), enough)
         words = sorted_prefix_words([key * 257 for key in keys], enough)
-        stdsort.vectorized(True)
+        prefixsort.vectorized(True)
         assert sorted_prefix_bytes(bytes(keys), enough) == want
         assert sorted_prefix_words([key * 257 for key in keys], enough) == words == want
 
@@ -457,12 +452,12 @@ def test_a_machine_ranked_with_numpy_or_typed_allocates_what_it_does_in_python(p
             "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
     node = {**core, "resources": [{"type": "node", "count": 1, "exclusive": True,
                                    "with": core["resources"]}]}
-    monkeypatch.setattr(stdsort, "_NEAR_FROM", 4096)
+    monkeypatch.setattr(prefixsort, "_NEAR_FROM", 4096)
 
     def run(vector_from: int, typed: bool = False) -> list:
-        monkeypatch.setattr(stdsort, "TYPED", typed)
-        monkeypatch.setattr(stdsort, "VECTOR_FROM", vector_from)
-        monkeypatch.setattr(stdsort, "BYTES_FROM", vector_from)
+        monkeypatch.setattr(prefixsort, "TYPED", typed)
+        monkeypatch.setattr(prefixsort, "VECTOR_FROM", vector_from)
+        monkeypatch.setattr(prefixsort, "BYTES_FROM", vector_from)
         m = Matcher(load_graph(recipe_to_grug(recipe), fmt="grug"), policy=policy)
         out = []
         for i in range(24):
@@ -474,8 +469,8 @@ def test_a_machine_ranked_with_numpy_or_typed_allocates_what_it_does_in_python(p
         return out
 
     used = []
-    real = stdsort._sorted_prefix_np
-    monkeypatch.setattr(stdsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
+    real = prefixsort._sorted_prefix_np
+    monkeypatch.setattr(prefixsort, "_sorted_prefix_np", lambda *a: used.append(1) or real(*a))
     typed = []
     monkeypatch.setattr(bytepart, "partition",
                         lambda *a, real=bytepart.partition: typed.append(1) or real(*a))
@@ -499,14 +494,14 @@ def test_a_matcher_that_will_rank_long_lists_imports_numpy_when_it_is_made(polic
 
     graph = load_graph(recipe_to_grug({"cluster": "t", "racks": 1, "nodes_per_rack": 4,
                                        "sockets": 1, "cores_per_socket": 8}), fmt="grug")
-    monkeypatch.setattr(stdsort, "BYTES_FROM", 32)  # 32 cores
-    monkeypatch.setattr(stdsort, "_np_module", None)  # not looked for yet
+    monkeypatch.setattr(prefixsort, "BYTES_FROM", 32)  # 32 cores
+    monkeypatch.setattr(prefixsort, "_np_module", None)  # not looked for yet
     Matcher(graph, policy=policy)
-    assert (stdsort._np_module is not None) == looked
-    monkeypatch.setattr(stdsort, "BYTES_FROM", 33)
-    monkeypatch.setattr(stdsort, "_np_module", None)
+    assert (prefixsort._np_module is not None) == looked
+    monkeypatch.setattr(prefixsort, "BYTES_FROM", 33)
+    monkeypatch.setattr(prefixsort, "_np_module", None)
     Matcher(graph, policy=policy)
-    assert stdsort._np_module is None  # fewer: nothing that long to rank
+    assert prefixsort._np_module is None  # fewer: nothing that long to rank
 
 
 @pytest.mark.parametrize("seed", range(8))
