@@ -16,6 +16,9 @@ Fluxion service (none of which may import another for this), and the graphs buil
   load), node inventories, their differences and node insertion plans.
 - :mod:`~fluxinfra.kube.pools` - Nodes -> the scheduler's exact graph: one pool per resource
   name per node, under configurable topology levels, and the jobspecs and JGFs that go with it.
+- :mod:`~fluxinfra.kube.fluxjob` - the queue's API: its labels, the scheduling gate, the
+  FluxJob and FluxJobQueue custom resources (CRDs and object builders), read by the queue and
+  by the Pulumi component that installs them.
 
 The matcher knows no Kubernetes: this package builds on it (the graphs are the matcher's
 :class:`~fluxinfra.matcher.graph.ResourceGraph`), never the other way round. Besides the

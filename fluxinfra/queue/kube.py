@@ -5,7 +5,7 @@ The queue runs inside the scheduler, so its API object is the scheduler's
 what the queue alone reads and writes:
 
 - list and watch ``jobs`` (batch/v1), ``fluxjobs`` and ``fluxjobqueues``
-  (:mod:`fluxinfra.queue.api`) and ``priorityclasses`` (a Job's pods get their priority from
+  (:mod:`fluxinfra.kube.fluxjob`) and ``priorityclasses`` (a Job's pods get their priority from
   one; the pods do not exist yet when the queue orders the Job);
 - create a FluxJob, merge-patch a FluxJob's or FluxJobQueue's status;
 - merge-patch a Job (un-suspend with the chosen nodes pinned), JSON-patch a pod (remove the gate).
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from fluxinfra.queue.api import GROUP, PLURAL, QUEUE_PLURAL, VERSION
+from fluxinfra.kube.fluxjob import GROUP, PLURAL, QUEUE_PLURAL, VERSION
 from fluxinfra.scheduler.client import ClientKubeApi, api_error
 from fluxinfra.scheduler.kube import KubeApi
 

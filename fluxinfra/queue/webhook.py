@@ -3,7 +3,7 @@
 :func:`review` is a pure function of one AdmissionReview (no API calls, no side effects, so
 ``sideEffects: None`` is true and dry runs are safe); :func:`serve` runs it behind TLS.
 
-What it does to objects that opted in (:mod:`fluxinfra.queue.api`):
+What it does to objects that opted in (:mod:`fluxinfra.kube.fluxjob`):
 
 - **batch Job, CREATE**: ``spec.suspend: true``, the pod template's ``schedulerName`` set to the
   scheduler's, the Job labelled with its queue. A Job owned by another controller (JobSet,
@@ -51,7 +51,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from fluxinfra.k8s.config import dns1123_label
 from fluxinfra.kube import shapes
-from fluxinfra.queue.api import (
+from fluxinfra.kube.fluxjob import (
     DEFAULT_QUEUE,
     GATE,
     LABEL_FLUXJOB,

@@ -44,9 +44,6 @@ _MAKES_CLI_CALLS = {"cli", "__main__"}
 #: (importing module, imported module) -> why it is still so: an import up a layer, or one
 #: that closes a circle between packages
 KNOWN_EDGES = {
-    ("fluxinfra.k8s.queue", "fluxinfra.queue.api"):
-        "the FluxQueue component installs the CRDs and labels queue/api.py defines; that API "
-        "(pure data) belongs where both sides import it (kube/), not in the controller's package",
     ("fluxinfra.queue.webhook", "fluxinfra.k8s.config"):
         "closes the circle k8s <-> queue: the webhook checks names with k8s.config's "
         "dns1123_label; a Kubernetes naming rule belongs in kube/",

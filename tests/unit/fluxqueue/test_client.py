@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fluxinfra.queue.api import fluxjob_object
+from fluxinfra.kube.fluxjob import fluxjob_object
 from fluxinfra.queue.kube import QueueClient
 from fluxinfra.scheduler.client import ClientKubeApi
 from fluxinfra.scheduler.kube import ApiError
