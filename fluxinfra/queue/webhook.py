@@ -49,7 +49,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from fluxinfra.k8s.config import dns1123_label
 from fluxinfra.kube import shapes
 from fluxinfra.kube.fluxjob import (
     DEFAULT_QUEUE,
@@ -58,6 +57,7 @@ from fluxinfra.kube.fluxjob import (
     LABEL_QUEUE_NAME,
     OPT_OUT_VALUE,
 )
+from fluxinfra.kube.names import is_dns1123_label
 from fluxinfra.scheduler.metrics import CONTENT_TYPE, Counter, Histogram
 from fluxinfra.scheduler.pods import PodSpecError, check_pod, pod_info
 
@@ -95,7 +95,7 @@ class Refused(Exception):
 
 def _queue_name(meta: dict[str, Any], where: str) -> str:
     value = (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or DEFAULT_QUEUE
-    if dns1123_label()(value) is not None:
+    if not is_dns1123_label(value):
         raise Refused(f"{where}.labels[{LABEL_QUEUE_NAME}]: {value!r} is not a queue name; use "
                       "a DNS-1123 label (lower-case letters, digits, '-'), e.g. 'default'")
     return value

@@ -44,9 +44,6 @@ _MAKES_CLI_CALLS = {"cli", "__main__"}
 #: (importing module, imported module) -> why it is still so: an import up a layer, or one
 #: that closes a circle between packages
 KNOWN_EDGES = {
-    ("fluxinfra.queue.webhook", "fluxinfra.k8s.config"):
-        "closes the circle k8s <-> queue: the webhook checks names with k8s.config's "
-        "dns1123_label; a Kubernetes naming rule belongs in kube/",
     **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
         "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
         "the wiring belongs in cli or a main above both (the scheduler core's split)"
