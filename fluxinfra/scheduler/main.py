@@ -261,10 +261,10 @@ def _runner(args: argparse.Namespace, api: Any, core: Any, core_binder: Any, met
     if not args.queue:
         return Runner(api, core, **robust), metrics
     from fluxinfra.queue.controller import QueueConfig, QueueCore
-    from fluxinfra.queue.kube import QUEUE_KINDS, QueueClient
+    from fluxinfra.queue.kube import QUEUE_CONNECTIONS, QUEUE_KINDS, QueueClient
     from fluxinfra.queue.metrics import QueueMetrics, combined
 
-    queue_api = QueueClient.wrap(api)
+    queue_api = QueueClient.on_settings_of(api, connections=QUEUE_CONNECTIONS)
     if args.queue_config:
         from fluxinfra.queue.configured import parse_queue_config, start_keeping
 
