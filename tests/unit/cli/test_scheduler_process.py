@@ -4,7 +4,6 @@ while the scheduler package itself never names it."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,18 +42,13 @@ def test_the_scheduler_alone_has_no_queue_flags() -> None:
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_a_bad_queue_config_stops_the_process_naming_the_flag(name: str, tmp_path) -> None:
+def test_a_bad_queue_config_stops_the_process_naming_the_flag(name: str, tmp_path,
+                                                             unreachable_kubeconfig) -> None:
     """The queue's flags reach the queue through the hook: its configuration is read after the
     client is made (no request is sent) and before anything serves or leads."""
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    proc = _run([*COMMANDS[name], "--kubeconfig", str(kubeconfig), "--no-leader-elect",
-                 "--port", "0", "--queue", "--queue-config", "[{\"name\": \"q\"}]"], env=env)
+    proc = _run([*COMMANDS[name], "--kubeconfig", str(unreachable_kubeconfig), "--port", "0",
+                 "--no-leader-elect", "--queue", "--queue-config", '[{"name": "q"}]'], env=env)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("fluxinfra scheduler: error: --queue-config[0]:"), proc.stderr
