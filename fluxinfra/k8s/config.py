@@ -28,6 +28,13 @@ from typing import Any
 
 from fluxinfra.errors import ConfigError
 from fluxinfra.inputs import check_plain, parse_json
+from fluxinfra.kube.names import (
+    DNS1123_SUBDOMAIN_RULE,
+    LABEL_MAX,
+    dns1123_label_rule,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+)
 
 __all__ = [
     "KNOWN_POLICIES",
@@ -214,22 +221,17 @@ def one_of(*choices: str) -> Check:
     return check
 
 
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def dns1123_label(max_len: int = 63) -> Check:
+def dns1123_label(max_len: int = LABEL_MAX) -> Check:
+    """A Kubernetes name of at most ``max_len`` characters (:mod:`fluxinfra.kube.names`)."""
     def check(value: str) -> str | None:
-        if len(value) <= max_len and _LABEL.fullmatch(value):
-            return None
-        return (f"a DNS-1123 label: lower-case letters, digits and '-', starting and ending with "
-                f"a letter or digit, at most {max_len} characters")
+        return None if is_dns1123_label(value, max_len) else \
+            dns1123_label_rule(max_len)
     return check
 
 
 def dns1123_subdomain(value: str) -> str | None:
-    if len(value) <= 253 and all(_LABEL.fullmatch(p) for p in value.split(".")):
-        return None
-    return "a DNS-1123 subdomain: dot-separated labels of [a-z0-9-], at most 253 characters"
+    """An object name (:mod:`fluxinfra.kube.names`)."""
+    return None if is_dns1123_subdomain(value) else DNS1123_SUBDOMAIN_RULE
 
 
 def match_policy(value: str) -> str | None:

@@ -2,9 +2,9 @@
 
 What it declares (docs/queue.md explains the design):
 
-- the ``FluxJob`` and ``FluxJobQueue`` CRDs (:mod:`fluxinfra.queue.api`, the API definition:
-  the one module of the queue this component imports); the configured queues are not objects
-  here: the scheduler gets them (``--queue-config``) and its queue controller creates them
+- the ``FluxJob`` and ``FluxJobQueue`` CRDs (:mod:`fluxinfra.kube.fluxjob`, the API
+  definition; this component never imports the queue itself); the configured queues are not
+  objects here: the scheduler gets them (``--queue-config``) and its queue controller creates them
   (:mod:`fluxinfra.queue.configured`), so one ``kubectl apply -k`` of a render works on an
   empty cluster (a FluxJobQueue beside its CRD in one request is refused);
 - the webhook: a Deployment of ``fluxinfra queue webhook`` (stateless, ``webhookReplicas``
@@ -48,8 +48,7 @@ from fluxinfra.k8s.config import (
     resource_requirements,
 )
 from fluxinfra.k8s.resources import declare, declare_all
-from fluxinfra.pki import make_service_tls
-from fluxinfra.queue.api import (
+from fluxinfra.kube.fluxjob import (
     GATE,
     GROUP,
     LABEL_FLUXJOB,
@@ -62,6 +61,7 @@ from fluxinfra.queue.api import (
     fluxjob_crd,
     fluxjobqueue_crd,
 )
+from fluxinfra.pki import make_service_tls
 
 __all__ = ["CERTS_PURPOSE", "FluxQueue", "FluxQueueArgs", "WebhookCerts", "cert_outputs",
            "controller_rules", "queue_manifests", "webhook_names"]

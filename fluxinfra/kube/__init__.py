@@ -1,5 +1,6 @@
-"""Kubernetes objects as fluxinfra reads them, shared by the scheduler, the queue and the
-Fluxion service (none of which may import another for this), and the graphs built from them.
+"""Kubernetes objects as fluxinfra reads them, shared by the scheduler, the queue, the
+Fluxion service and the Pulumi components (none of which may import another for this), and
+the graphs built from them.
 
 - :mod:`~fluxinfra.kube.quantity` - Kubernetes quantities (``"1500m"``, ``"16Gi"``) as exact
   numbers, rounded as Kubernetes rounds.
@@ -16,6 +17,11 @@ Fluxion service (none of which may import another for this), and the graphs buil
   load), node inventories, their differences and node insertion plans.
 - :mod:`~fluxinfra.kube.pools` - Nodes -> the scheduler's exact graph: one pool per resource
   name per node, under configurable topology levels, and the jobspecs and JGFs that go with it.
+- :mod:`~fluxinfra.kube.names` - Kubernetes naming rules (DNS-1123 labels and subdomains),
+  the one copy the stack's checks, the queue's webhook and the test bed use.
+- :mod:`~fluxinfra.kube.fluxjob` - the queue's API: its labels, the scheduling gate, the
+  FluxJob and FluxJobQueue custom resources (CRDs and object builders), read by the queue and
+  by the Pulumi component that installs them.
 
 The matcher knows no Kubernetes: this package builds on it (the graphs are the matcher's
 :class:`~fluxinfra.matcher.graph.ResourceGraph`), never the other way round. Besides the

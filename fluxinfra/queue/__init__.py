@@ -19,9 +19,10 @@ The flow (docs/queue.md has the user's view, side by side with fluxqueue and Kue
    and the core's binder (:mod:`~fluxinfra.queue.binding`);
 3. :mod:`~fluxinfra.queue.policy` - per-namespace queues (``FluxJobQueue``: how many running,
    cores, memory, GPUs) and the order people see;
-4. :mod:`~fluxinfra.queue.api` - the API definition: labels, annotations, the FluxJob and
-   FluxJobQueue CRDs (structural schemas) and object builders; a leaf that the Pulumi component
-   (:mod:`fluxinfra.k8s.queue`) imports;
+4. :mod:`~fluxinfra.kube.fluxjob` (beside the other Kubernetes objects, not in this package) -
+   the API definition: labels, annotations, the FluxJob and FluxJobQueue CRDs (structural
+   schemas) and object builders; the Pulumi component (:mod:`fluxinfra.k8s.queue`) installs
+   them from there without importing the queue;
 5. :mod:`~fluxinfra.queue.kube` - the queue's narrow interface to the API server and its client;
 6. :mod:`~fluxinfra.queue.cli` - ``fluxinfra queue`` and the ``kubectl flux-queue`` plugin.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluxinfra.queue import api as q
+from fluxinfra.kube import fluxjob as q
 from fluxinfra.queue.context import QueueContext
 from fluxinfra.queue.policy import Usage, demand, limits_of, order_key, over
 from fluxinfra.queue.workload import Unit

@@ -33,7 +33,7 @@ from typing import Any
 
 from fluxinfra.console import format_table
 from fluxinfra.errors import ConfigError, FluxinfraError
-from fluxinfra.queue.api import GROUP, PLURAL, STATES, VERSION
+from fluxinfra.kube.fluxjob import GROUP, PLURAL, STATES, VERSION
 from fluxinfra.scheduler.events import parse_time
 
 __all__ = ["main", "plugin_main", "table"]

@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from fluxinfra.errors import ConfigError
-from fluxinfra.queue.api import API_VERSION, GROUP, QUEUE_KIND, QUEUE_PLURAL, VERSION
+from fluxinfra.kube.fluxjob import API_VERSION, GROUP, QUEUE_KIND, QUEUE_PLURAL, VERSION
 
 __all__ = ["LIMITS", "ensure_queues", "parse_queue_config", "start_keeping"]
 

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from fluxinfra.queue import api as q
+from fluxinfra.kube import fluxjob as q
 from fluxinfra.queue import objects
 from fluxinfra.queue.admission import Admission
 from fluxinfra.queue.binding import QueueBinder

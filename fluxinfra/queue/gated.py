@@ -20,8 +20,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from fluxinfra.kube import fluxjob as q
 from fluxinfra.kube.resources import pod_requests
-from fluxinfra.queue import api as q
 from fluxinfra.queue.context import QueueContext
 from fluxinfra.queue.placement import jobspec_text
 from fluxinfra.queue.workload import (

@@ -5,7 +5,7 @@ The queue runs inside the scheduler, so its API object is the scheduler's
 what the queue alone reads and writes:
 
 - list and watch ``jobs`` (batch/v1), ``fluxjobs`` and ``fluxjobqueues``
-  (:mod:`fluxinfra.queue.api`) and ``priorityclasses`` (a Job's pods get their priority from
+  (:mod:`fluxinfra.kube.fluxjob`) and ``priorityclasses`` (a Job's pods get their priority from
   one; the pods do not exist yet when the queue orders the Job);
 - create a FluxJob, merge-patch a FluxJob's or FluxJobQueue's status;
 - merge-patch a Job (un-suspend with the chosen nodes pinned), JSON-patch a pod (remove the gate).
@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from fluxinfra.queue.api import GROUP, PLURAL, QUEUE_PLURAL, VERSION
+from fluxinfra.kube.fluxjob import GROUP, PLURAL, QUEUE_PLURAL, VERSION
 from fluxinfra.scheduler.client import ClientKubeApi, api_error
 from fluxinfra.scheduler.kube import KubeApi
 
-__all__ = ["QUEUE_KINDS", "QueueApi", "QueueClient"]
+__all__ = ["QUEUE_CONNECTIONS", "QUEUE_KINDS", "QueueApi", "QueueClient"]
 
 #: What the queue watches besides the scheduler's kinds.
 QUEUE_KINDS = ("priorityclasses", "fluxjobqueues", "jobs", "fluxjobs")
@@ -50,8 +50,20 @@ class QueueApi(KubeApi, Protocol):
         ...
 
 
+#: The queue client's connection pool: ``QueueClient.on_settings_of(scheduler_api,
+#: connections=QUEUE_CONNECTIONS)``. The runner's watches each hold a pooled connection for as
+#: long as they stream (seven kinds with the queue's), and the client's default pool is ``5 x
+#: cores`` deep: on a small machine the queue's parallel writes found it empty, opened a new
+#: TLS connection per request and dropped it again afterwards (urllib3 keeps at most
+#: ``maxsize``).
+QUEUE_CONNECTIONS = 32
+
+
 class QueueClient(ClientKubeApi):
-    """:class:`QueueApi` over the official ``kubernetes`` client (raw JSON, no models)."""
+    """:class:`QueueApi` over the official ``kubernetes`` client (raw JSON, no models).
+
+    The process that hosts the queue makes it on the scheduler's client's settings with a pool
+    of its own: ``QueueClient.on_settings_of(api, connections=QUEUE_CONNECTIONS)``."""
 
     def __init__(self, api_client: Any, **kwargs: Any) -> None:
         from kubernetes import client
@@ -59,31 +71,6 @@ class QueueClient(ClientKubeApi):
         super().__init__(api_client, **kwargs)
         self._batch = client.BatchV1Api(api_client)
         self._scheduling = client.SchedulingV1Api(api_client)
-
-    @classmethod
-    def wrap(cls, base: ClientKubeApi, connections: int = 32) -> QueueClient:
-        """The queue's API with the scheduler's settings (server, credentials, timeouts) on
-        a connection pool of its own, ``connections`` deep.
-
-        The runner's watches each hold a pooled connection for as long as they stream (seven
-        kinds with the queue's), and the client's default pool is ``5 x cores`` deep: on a
-        small machine the queue's parallel writes found it empty, opened a new TLS connection
-        per request and dropped it again afterwards (urllib3 keeps at most ``maxsize``).
-        """
-        import copy
-
-        from kubernetes import client
-
-        settings = copy.copy(base._core.api_client.configuration)
-        settings.connection_pool_maxsize = connections
-        api_client = client.ApiClient(settings)
-        api = cls.__new__(cls)
-        ClientKubeApi.__init__(api, api_client)
-        for name, value in base.__dict__.items():
-            api.__dict__.setdefault(name, value)
-        api._batch = client.BatchV1Api(api_client)
-        api._scheduling = client.SchedulingV1Api(api_client)
-        return api
 
     def custom_objects(self) -> Any:
         """The ``CustomObjectsApi`` on this client's connections (the configured queues)."""

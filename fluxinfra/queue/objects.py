@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fluxinfra.kube import shapes
-from fluxinfra.queue.api import API_VERSION
+from fluxinfra.kube.fluxjob import API_VERSION
 from fluxinfra.scheduler.pods import PodSpecError, check_pod, object_identity
 
 __all__ = ["API_VERSIONS", "KINDS", "identity", "pod_problem", "problem"]

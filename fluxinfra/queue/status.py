@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fluxinfra.queue import api as q
+from fluxinfra.kube import fluxjob as q
 from fluxinfra.queue.metrics import QueueMetrics
 from fluxinfra.queue.workload import QueueConfig, Unit, Workloads, log
 from fluxinfra.queue.writes import Writes

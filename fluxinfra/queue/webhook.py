@@ -3,7 +3,7 @@
 :func:`review` is a pure function of one AdmissionReview (no API calls, no side effects, so
 ``sideEffects: None`` is true and dry runs are safe); :func:`serve` runs it behind TLS.
 
-What it does to objects that opted in (:mod:`fluxinfra.queue.api`):
+What it does to objects that opted in (:mod:`fluxinfra.kube.fluxjob`):
 
 - **batch Job, CREATE**: ``spec.suspend: true``, the pod template's ``schedulerName`` set to the
   scheduler's, the Job labelled with its queue. A Job owned by another controller (JobSet,
@@ -49,15 +49,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from fluxinfra.k8s.config import dns1123_label
 from fluxinfra.kube import shapes
-from fluxinfra.queue.api import (
+from fluxinfra.kube.fluxjob import (
     DEFAULT_QUEUE,
     GATE,
     LABEL_FLUXJOB,
     LABEL_QUEUE_NAME,
     OPT_OUT_VALUE,
 )
+from fluxinfra.kube.names import is_dns1123_label
 from fluxinfra.scheduler.metrics import CONTENT_TYPE, Counter, Histogram
 from fluxinfra.scheduler.pods import PodSpecError, check_pod, pod_info
 
@@ -95,7 +95,7 @@ class Refused(Exception):
 
 def _queue_name(meta: dict[str, Any], where: str) -> str:
     value = (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or DEFAULT_QUEUE
-    if dns1123_label()(value) is not None:
+    if not is_dns1123_label(value):
         raise Refused(f"{where}.labels[{LABEL_QUEUE_NAME}]: {value!r} is not a queue name; use "
                       "a DNS-1123 label (lower-case letters, digits, '-'), e.g. 'default'")
     return value

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fluxinfra.queue import api as q
+from fluxinfra.kube import fluxjob as q
 from fluxinfra.scheduler.events import micro_time
 
 __all__ = ["CoreFeed", "Integration", "QueueConfig", "Slot", "Unit",

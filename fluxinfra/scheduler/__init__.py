@@ -20,7 +20,9 @@ Modules, from the cluster inwards (docs/scheduler.md has the user's view):
 - :mod:`~fluxinfra.scheduler.pods`, :mod:`~fluxinfra.scheduler.events`,
   :mod:`~fluxinfra.scheduler.metrics` - what is read from pods, what users see;
 - :mod:`~fluxinfra.scheduler.simulator` - the core replaying a workload in simulated time;
-- :mod:`~fluxinfra.scheduler.main` - ``fluxinfra scheduler`` / ``python -m fluxinfra.scheduler``.
+- :mod:`~fluxinfra.scheduler.main` - the scheduler's process (flags, serving, leading,
+  shutdown), with what it hosts handed in: ``fluxinfra scheduler`` and ``python -m
+  fluxinfra.scheduler`` (:mod:`fluxinfra.cli.scheduler`) hand in the queue.
 
 Importing this package has no side effects and loads no Kubernetes or gRPC code.
 """

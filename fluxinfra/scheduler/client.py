@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from fluxinfra.scheduler.informer import strip_bulk
 from fluxinfra.scheduler.kube import (
@@ -134,7 +134,12 @@ def api_error(exc: Exception) -> ApiError:
 
 
 class ClientKubeApi:
-    """The production :class:`~fluxinfra.scheduler.kube.KubeApi`."""
+    """The production :class:`~fluxinfra.scheduler.kube.KubeApi`.
+
+    ``api_client`` (the ``kubernetes`` client's ``ApiClient``: server, credentials, retries,
+    keep-alive and its connection pool), ``timeouts`` and ``page_size`` are its settings;
+    :meth:`on_settings_of` makes another client on the same settings with a pool of its own.
+    """
 
     def __init__(self, api_client: Any, *, timeouts: Timeouts | None = None,
                  page_size: int = 500) -> None:
@@ -142,6 +147,7 @@ class ClientKubeApi:
 
         if page_size < 1:
             raise ValueError(f"page_size {page_size}: use >= 1")
+        self.api_client = api_client
         self._core = client.CoreV1Api(api_client)
         self._events = client.EventsV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
@@ -152,6 +158,25 @@ class ClientKubeApi:
         self.pages = 0
         self.restarts = 0
         self._policy = client.PolicyV1Api(api_client)
+
+    @classmethod
+    def on_settings_of(cls, other: ClientKubeApi, *, connections: int) -> Self:
+        """A client of this class with ``other``'s settings (server, credentials, retries,
+        keep-alive, timeouts, page size) on a connection pool of its own, ``connections`` deep.
+
+        For work a process runs beside the scheduler on the same server (the queue's
+        controller): its requests then neither wait for nor crowd out the connections the
+        scheduler's watches, binds and Events hold. ``other`` is left as it is."""
+        import copy
+
+        from kubernetes import client
+
+        if connections < 1:
+            raise ValueError(f"connections {connections}: use >= 1")
+        settings = copy.copy(other.api_client.configuration)
+        settings.connection_pool_maxsize = connections
+        return cls(client.ApiClient(settings), timeouts=other.timeouts,
+                   page_size=other.page_size)
 
     def _lister(self, kind: Kind) -> tuple[Any, tuple[Any, ...]]:
         if kind == "nodes":

@@ -1,8 +1,13 @@
-"""The scheduler's entry point: ``fluxinfra scheduler`` and ``python -m fluxinfra.scheduler``.
+"""The scheduler's process: its flags, start-up, serving, leading and shutdown.
 
 Pods opt in with ``spec.schedulerName: <--scheduler-name>``. The scheduler lists nodes, PodGroups
 and pods, registers every running pod, then watches and binds; ``/healthz`` answers 200 once that
 start-up is done, ``/metrics`` serves Prometheus text. See docs/scheduler.md.
+
+What the process hosts beside the scheduler, on the scheduler's core and books, is handed in
+as a :class:`Hosted` (its flags, the core's binder, the runner): the commands ``fluxinfra
+scheduler`` and ``python -m fluxinfra.scheduler`` (:mod:`fluxinfra.cli.scheduler`, above both)
+hand in the queue, which this package never imports.
 """
 
 from __future__ import annotations
@@ -15,15 +20,56 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from fluxinfra.errors import ConfigError, FluxinfraError
 from fluxinfra.signals import termination_signals
 
-__all__ = ["main", "parser", "run"]
+__all__ = ["Hosted", "SchedulerParts", "main", "parser", "run", "start"]
 
 
-def parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class SchedulerParts:
+    """The scheduler's parts, built from its flags, that what it hosts builds on."""
+
+    #: the scheduler's :class:`~fluxinfra.scheduler.client.ClientKubeApi`
+    api: Any
+    #: the :class:`~fluxinfra.scheduler.core.SchedulerCore`
+    core: Any
+    #: the core's binder (:meth:`Hosted.binder`'s answer)
+    binder: Any
+    #: the scheduler's :class:`~fluxinfra.scheduler.metrics.Metrics`
+    metrics: Any
+    #: this replica's name in Events and Leases (``$POD_NAME`` or ``<scheduler>-<host>``)
+    instance: str
+    #: ``--default-duration`` in seconds
+    default_duration: int
+    #: the :class:`~fluxinfra.scheduler.runner.Runner`'s keyword arguments from the flags
+    #: (resync, watch and stall timeouts, the backend's sync, the metrics)
+    runner_settings: dict[str, Any]
+
+
+class Hosted(Protocol):
+    """Work the scheduler's process runs beside the scheduler, on its core and books."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add its flags (``--help`` lists them before ``--log-level``)."""
+        ...
+
+    def binder(self, args: argparse.Namespace, binder: Any) -> Any:
+        """The binder the core is built with: the scheduler's ``binder``, or one in front of
+        it."""
+        ...
+
+    def runner(self, args: argparse.Namespace, parts: SchedulerParts) -> tuple[Any, Any] | None:
+        """The runner that hosts it and what ``/metrics`` serves; ``None`` when ``args`` leave
+        it off (the scheduler's own runner then). A :class:`~fluxinfra.errors.ConfigError`
+        stops the process before it serves or leads."""
+        ...
+
+
+def parser(hosted: Hosted | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fluxinfra scheduler",
                                 description="Fluxion's policies as a Kubernetes scheduler.")
     p.add_argument("--scheduler-name", default="fluxion",
@@ -77,19 +123,21 @@ def parser() -> argparse.ArgumentParser:
                         "PodGroup sets no scheduleTimeoutSeconds")
     p.add_argument("--no-preemption", dest="preemption", action="store_false",
                    help="never evict lower-priority pods (default: DefaultPreemption)")
-    p.add_argument("--queue", action="store_true",
-                   help="host the Fluxion queue (FluxJobs, suspended Jobs, gated pods; "
-                        "docs/queue.md): needs its CRDs installed")
-    p.add_argument("--queue-config", metavar="JSON", default="",
-                   help="with --queue: the stack's FluxJobQueues as a JSON list of {namespace, "
-                        "name, maxRunning, maxCores, maxMemory, maxGPUs}; the controller "
-                        "creates them and keeps their limits")
+    if hosted is not None:
+        hosted.add_arguments(p)
     p.add_argument("--log-level", default="info", help="debug, info, warning, error")
     return p
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str], hosted: Hosted | None = None) -> int:
+    """:func:`start` on ``argv`` parsed with :func:`parser` (``hosted``'s flags included)."""
+    return start(parser(hosted).parse_args(argv), hosted)
+
+
+def start(args: argparse.Namespace, hosted: Hosted | None = None) -> int:
+    """Run the scheduler (and ``hosted`` beside it) on flags :func:`parser` parsed, until a
+    signal or the lost Lease stops it: 0 when stopped, 1 when the Lease was lost; bad flags
+    raise a :class:`~fluxinfra.errors.ConfigError`."""
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from fluxinfra.scheduler.pods import PodSpecError, parse_duration
@@ -124,11 +172,11 @@ def main(argv: list[str]) -> int:
     except FluxinfraError as exc:
         raise ConfigError(f"--topology {args.topology!r}: {exc}") from None
     with termination_signals() as wait_for_signal:  # before any thread exists
-        return _schedule(args, default_duration, levels, wait_for_signal)
+        return _schedule(args, default_duration, levels, wait_for_signal, hosted)
 
 
 def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
-              wait_for_signal: Callable[[], int]) -> int:
+              wait_for_signal: Callable[[], int], hosted: Hosted | None) -> int:
     """Build the scheduler, serve /healthz and /metrics, (lead and) run until told to stop."""
     from fluxinfra.matcher import gcpolicy
     from fluxinfra.scheduler.allocator import SpreadAllocator
@@ -170,19 +218,18 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
                              bind_timeout=args.bind_timeout, preemption=args.preemption)
-    core_binder: Any = binder
-    if args.queue:  # the queue's binder in front of ours: it takes the queue's own pods
-        from fluxinfra.queue.binding import QueueBinder
-
-        core_binder = QueueBinder(binder)
+    core_binder = hosted.binder(args, binder) if hosted is not None else binder
     core = SchedulerCore(allocator, core_binder, config, metrics)
     log = logging.getLogger("fluxinfra.scheduler")
     sync_backend = None
     if backend is not None:
         sync_backend = _replay_reporter(allocator, backend, api, args.scheduler_name, instance)
         metrics.matcher_replays.set_function(lambda: allocator.replays)
-    runner, served = _runner(args, api, core, core_binder, metrics, instance, default_duration,
-                             sync_backend)
+    runner, served = _runner(args, hosted, SchedulerParts(
+        api, core, core_binder, metrics, instance, default_duration,
+        {"resync_seconds": args.resync, "watch_timeout": args.watch_timeout,
+         "stall_seconds": args.stall_timeout, "sync_backend": sync_backend,
+         "metrics": metrics}))
     elect = bool(os.environ.get("POD_NAMESPACE")) if args.leader_elect is None \
         else args.leader_elect
     elector = LeaderElector(api, args.lease_namespace,
@@ -248,34 +295,14 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
     return 1 if lost else 0
 
 
-def _runner(args: argparse.Namespace, api: Any, core: Any, core_binder: Any, metrics: Any,
-            instance: str, default_duration: int, sync_backend: Callable[[int], bool] | None
-            ) -> tuple[Any, Any]:
-    """The runner, hosting the queue when ``--queue`` asks for it (``core`` built with the
-    queue's binder, ``core_binder``); and what /metrics serves."""
+def _runner(args: argparse.Namespace, hosted: Hosted | None,
+            parts: SchedulerParts) -> tuple[Any, Any]:
+    """The runner (``hosted``'s when it runs) and what /metrics serves."""
     from fluxinfra.scheduler.runner import Runner
 
-    robust = {"resync_seconds": args.resync, "watch_timeout": args.watch_timeout,
-              "stall_seconds": args.stall_timeout, "sync_backend": sync_backend,
-              "metrics": metrics}
-    if not args.queue:
-        return Runner(api, core, **robust), metrics
-    from fluxinfra.queue.controller import QueueConfig, QueueCore
-    from fluxinfra.queue.kube import QUEUE_KINDS, QueueClient
-    from fluxinfra.queue.metrics import QueueMetrics, combined
-
-    queue_api = QueueClient.wrap(api)
-    if args.queue_config:
-        from fluxinfra.queue.configured import parse_queue_config, start_keeping
-
-        start_keeping(queue_api.custom_objects(), parse_queue_config(args.queue_config),
-                      manager=args.scheduler_name)
-    queue_metrics = QueueMetrics()
-    hosted = QueueCore(core, queue_api, QueueConfig(
-        scheduler_name=args.scheduler_name, default_duration=default_duration,
-        instance=instance, async_events=True), queue_metrics, binder=core_binder)
-    runner = Runner(queue_api, hosted, hosted_kinds=QUEUE_KINDS, **robust)
-    return runner, combined(metrics, queue_metrics)
+    if hosted is not None and (built := hosted.runner(args, parts)) is not None:
+        return built
+    return Runner(parts.api, parts.core, **parts.runner_settings), parts.metrics
 
 
 def _exit_later(seconds: float, why: str) -> None:
@@ -317,10 +344,11 @@ def _replay_reporter(allocator: Any, backend: Any, api: Any, scheduler_name: str
     return sync
 
 
-def run(argv: list[str] | None = None) -> int:
-    """``python -m fluxinfra.scheduler``: like the CLI, one line on stderr and exit 2 on errors."""
+def run(argv: list[str] | None = None, hosted: Hosted | None = None) -> int:
+    """:func:`main` as a program (``python -m fluxinfra.scheduler``): like the CLI, one line on
+    stderr and exit 2 on errors."""
     try:
-        return main(list(sys.argv[1:] if argv is None else argv))
+        return main(list(sys.argv[1:] if argv is None else argv), hosted)
     except FluxinfraError as exc:
         print(f"fluxinfra scheduler: error: {exc}", file=sys.stderr)
         return 2

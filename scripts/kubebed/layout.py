@@ -41,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fluxinfra.kube.names import is_dns1123_label
+
 __all__ = ["MAX_NODES", "MAX_SLOT", "NODE_OVERLAYS", "Layout", "LayoutError", "NodeSpec",
            "allocate", "bed_records", "find_binary", "lock", "registry_root", "release",
            "require_binary"]
@@ -52,7 +54,8 @@ PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler
               "kubelet_healthz")
 SERVICE_CIDR = "10.96.0.0/24"
 CGROUP_FS = Path("/sys/fs/cgroup")
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+#: A bed name becomes part of node names: a DNS-1123 label this long at most.
+NAME_MAX = 32
 #: The lock stays behind like apt's /tmp/fluxinfra-apt.lock: deleting a lock file that others
 #: may hold open would let two processes hold "the" lock at once.
 LOCK_FILE = Path(os.environ.get("FLUXINFRA_KUBE_LOCK", "/tmp/fluxinfra-kube.lock"))
@@ -272,7 +275,7 @@ def _taken(layout: Layout, used: set[int]) -> str | None:
 
 def allocate(name: str, state_dir: Path | None = None) -> Layout:
     """Register bed ``name`` in the lowest free slot and return its layout."""
-    if not NAME_RE.match(name):
+    if not is_dns1123_label(name, NAME_MAX):
         raise LayoutError(f"bed name {name!r}: use 1-32 lowercase letters, digits and '-' "
                           "(it becomes part of a node name)")
     root = registry_root()

@@ -22,8 +22,8 @@ from e2e_cluster import REPO, Cluster, wait_for
 from kubebed.hollow import RUN_SECONDS
 
 from fluxinfra.k8s.queue import FluxQueueArgs, webhook_configuration
+from fluxinfra.kube.fluxjob import fluxjob_crd, fluxjobqueue_crd
 from fluxinfra.pki import make_service_tls
-from fluxinfra.queue.api import fluxjob_crd, fluxjobqueue_crd
 
 __all__ = ["SCHEDULER", "Queue", "job_yaml", "reached", "running_queue"]
 

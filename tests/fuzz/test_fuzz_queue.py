@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from services_fuzz import broken, fuzz, json_values
 from test_fuzz_scheduler import NODES, RecordingBinder, Records
 
+from fluxinfra.kube.fluxjob import API_VERSION, GATE, LABEL_QUEUE_NAME
 from fluxinfra.queue import objects
-from fluxinfra.queue.api import API_VERSION, GATE, LABEL_QUEUE_NAME
 from fluxinfra.queue.binding import QueueBinder
 from fluxinfra.queue.controller import QueueConfig, QueueCore
 from fluxinfra.queue.kube import QUEUE_KINDS

@@ -7,7 +7,8 @@ ones inside functions, which are dependencies all the same):
   objects become graphs in ``kube``), ``kube`` builds on the matcher's graph, the ``k8s``
   components never import the scheduler, service or queue they deploy, the scheduler never
   imports the queue, the service never imports the scheduler or the queue, and nothing imports
-  ``cli``;
+  ``cli``; a program (a ``__main__`` module, ``python -m fluxinfra...``) is above every
+  layer: it may import ``cli``, and nothing imports it;
 - no private name (``_x``) imported across packages;
 - inside the scheduler, the core's pieces import downwards only: config, then the cache and the
   scheduling queue, the gangs, binding, the cycle, and the core on top.
@@ -43,18 +44,7 @@ _MAKES_CLI_CALLS = {"cli", "__main__"}
 
 #: (importing module, imported module) -> why it is still so: an import up a layer, or one
 #: that closes a circle between packages
-KNOWN_EDGES = {
-    ("fluxinfra.k8s.queue", "fluxinfra.queue.api"):
-        "the FluxQueue component installs the CRDs and labels queue/api.py defines; that API "
-        "(pure data) belongs where both sides import it (kube/), not in the controller's package",
-    ("fluxinfra.queue.webhook", "fluxinfra.k8s.config"):
-        "closes the circle k8s <-> queue: the webhook checks names with k8s.config's "
-        "dns1123_label; a Kubernetes naming rule belongs in kube/",
-    **{("fluxinfra.scheduler.main", f"fluxinfra.queue.{module}"):
-        "the scheduler's process hosts the queue by importing it lazily in scheduler/main.py; "
-        "the wiring belongs in cli or a main above both (the scheduler core's split)"
-       for module in ("binding", "controller", "kube", "metrics", "configured")},
-}
+KNOWN_EDGES: dict[tuple[str, str], str] = {}
 #: (importing module, imported module, name) -> why
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: modules importing each other -> why
@@ -93,7 +83,11 @@ def _imports() -> list[tuple[str, str, str | None]]:
 
 
 def _package(module: str) -> str:
+    """The layer ``module`` is in: its package under fluxinfra, or ``__main__`` for a program
+    (``fluxinfra/__main__.py``, ``fluxinfra/scheduler/__main__.py``: run, never imported)."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return "__main__"
     return parts[1] if len(parts) > 1 else "fluxinfra"
 
 
@@ -132,6 +126,8 @@ def _upward(src: str, dst: str) -> bool:
     a, b = _package(src), _package(dst)
     if a == b:
         return False
+    if b == "__main__":
+        return True
     if b == "cli" and a not in _MAKES_CLI_CALLS:
         return True
     allowed = ALLOWED.get(a)
@@ -236,6 +232,10 @@ def test_the_rules_catch_what_they_are_for() -> None:
     assert _upward("fluxinfra.k8s.stack", "fluxinfra.service.server")
     assert not _upward("fluxinfra.scheduler.core", "fluxinfra.matcher.graph")
     assert not _upward("fluxinfra.cli.query", "fluxinfra.scheduler.core")
+    assert not _upward("fluxinfra.scheduler.__main__", "fluxinfra.cli.scheduler")
+    assert _upward("fluxinfra.scheduler.main", "fluxinfra.cli.scheduler")
+    assert _upward("fluxinfra.cli.scheduler", "fluxinfra.scheduler.__main__")
+    assert _upward("fluxinfra.scheduler.main", "fluxinfra.queue.controller")
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [frozenset({"a", "b"})]
     assert _core_upward("fluxinfra.scheduler.cache", "fluxinfra.scheduler.cycle")
     assert _core_upward("fluxinfra.scheduler.cache", "fluxinfra.scheduler.scheduling_queue")

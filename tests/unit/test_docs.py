@@ -434,7 +434,7 @@ def check_kubectl(argv):
         assert "fluxinfra.io/queue=enabled" in text
         assert "fluxinfra.io/queue" in inspect.getsource(webhook)
     if "fluxjobs" in argv:
-        from fluxinfra.queue import api
+        from fluxinfra.kube import fluxjob as api
         assert "fluxjobs" in inspect.getsource(api)
     if "flux-queue" in argv:
         import tomllib

@@ -10,8 +10,8 @@ from typing import Any
 from scheduler.harness import Clock, check_allocator_books
 from scheduler.kube_double import make_node
 
+from fluxinfra.kube.fluxjob import GATE, LABEL_QUEUE_NAME
 from fluxinfra.kube.resources import node_allocatable
-from fluxinfra.queue.api import GATE, LABEL_QUEUE_NAME
 from fluxinfra.queue.binding import QueueBinder
 from fluxinfra.queue.controller import SLOT_PREFIX, QueueConfig, QueueCore
 from fluxinfra.queue.kube import QUEUE_KINDS

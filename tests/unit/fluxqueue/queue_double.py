@@ -30,7 +30,7 @@ from typing import Any
 import jsonschema
 from scheduler.kube_double import KubeApiDouble, validate
 
-from fluxinfra.queue.api import fluxjob_crd, fluxjobqueue_crd
+from fluxinfra.kube.fluxjob import fluxjob_crd, fluxjobqueue_crd
 from fluxinfra.scheduler.kube import ApiError
 
 from .jsonpatch import PatchError, apply_patch

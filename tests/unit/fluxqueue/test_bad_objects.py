@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fluxinfra.queue.api import API_VERSION
+from fluxinfra.kube.fluxjob import API_VERSION
 
 from .harness import QueueHarness, check_books, gated_pod, job, nodes
 from .queue_double import QueueApiDouble

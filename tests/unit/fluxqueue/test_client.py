@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fluxinfra.queue.api import fluxjob_object
+from fluxinfra.kube.fluxjob import fluxjob_object
 from fluxinfra.queue.kube import QueueClient
 from fluxinfra.scheduler.client import ClientKubeApi
 from fluxinfra.scheduler.kube import ApiError
@@ -58,7 +58,7 @@ def client():
     config = k8s.Configuration()
     config.host = f"http://127.0.0.1:{server.server_address[1]}"
     Fake.calls = []
-    yield QueueClient.wrap(ClientKubeApi(k8s.ApiClient(config)))
+    yield QueueClient.on_settings_of(ClientKubeApi(k8s.ApiClient(config)), connections=4)
     server.shutdown()
 
 
@@ -105,10 +105,27 @@ def test_the_queue_has_a_connection_pool_of_its_own():
     config = k8s.Configuration()
     config.host = "http://127.0.0.1:1"
     base = ClientKubeApi(k8s.ApiClient(config))
-    queue = QueueClient.wrap(base, connections=40)
-    pool = queue._core.api_client.rest_client.pool_manager.connection_pool_kw["maxsize"]
+    queue = QueueClient.on_settings_of(base, connections=40)
+    pool = queue.api_client.rest_client.pool_manager.connection_pool_kw["maxsize"]
     assert pool == 40
-    assert queue._batch.api_client is queue._core.api_client is queue._custom.api_client
-    assert base._core.api_client.configuration.connection_pool_maxsize == config.\
+    assert queue._batch.api_client is queue.api_client is queue._custom.api_client
+    assert queue._core.api_client is queue.api_client is not base.api_client
+    assert base.api_client.configuration.connection_pool_maxsize == config.\
         connection_pool_maxsize != 40
-    assert queue._core.api_client.configuration.host == "http://127.0.0.1:1"
+    assert queue.api_client.configuration.host == "http://127.0.0.1:1"
+
+
+def test_the_queue_client_keeps_the_schedulers_timeouts_and_page_size():
+    """``--api-timeout`` and ``--page-size`` hold for the queue's calls too."""
+    from kubernetes import client as k8s
+
+    from fluxinfra.scheduler.client import Timeouts
+
+    config = k8s.Configuration()
+    config.host = "http://127.0.0.1:1"
+    base = ClientKubeApi(k8s.ApiClient(config), timeouts=Timeouts(read=7.5), page_size=42)
+    queue = QueueClient.on_settings_of(base, connections=8)
+    assert queue.timeouts.call() == (5.0, 7.5)
+    assert queue.page_size == 42
+    with pytest.raises(ValueError, match="connections 0"):
+        QueueClient.on_settings_of(base, connections=0)

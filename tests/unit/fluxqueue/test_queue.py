@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fluxinfra.queue.api import ANNOT_ADMITTED_NODES, LABEL_FLUXJOB
+from fluxinfra.kube.fluxjob import ANNOT_ADMITTED_NODES, LABEL_FLUXJOB
 
 from .harness import QueueHarness, check_books, check_empty, job, nodes
 from .queue_double import QueueApiDouble

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from scheduler.kube_double import make_pod, validate
 
-from fluxinfra.queue.api import GATE, LABEL_FLUXJOB, LABEL_QUEUE_NAME
+from fluxinfra.kube.fluxjob import GATE, LABEL_FLUXJOB, LABEL_QUEUE_NAME
 from fluxinfra.queue.webhook import WebhookConfig, review, serve
 
 from .jsonpatch import apply_patch

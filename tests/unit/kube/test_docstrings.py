@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = [f"fluxinfra.kube.{m}" for m in (
-    "graph", "pools", "quantity", "resources", "selectors", "shapes")]
+    "fluxjob", "graph", "names", "pools", "quantity", "resources", "selectors", "shapes")]
 
 
 @pytest.mark.parametrize("name", MODULES)

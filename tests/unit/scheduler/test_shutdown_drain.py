@@ -199,14 +199,8 @@ def test_a_full_event_queue_holds_the_reporter_back_instead_of_dropping(
         assert dropped > 0 and len(api.events) == 20 - dropped
 
 
-def test_the_client_pool_holds_as_many_connections_as_asked(tmp_path) -> None:
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
-    api = connect(str(kubeconfig), connections=27)
+def test_the_client_pool_holds_as_many_connections_as_asked(unreachable_kubeconfig) -> None:
+    api = connect(str(unreachable_kubeconfig), connections=27)
     pool = api._core.api_client.rest_client.pool_manager
     assert pool.connection_pool_kw["maxsize"] == 27
 

@@ -1,7 +1,9 @@
 """The queue's API: labels, annotations, the FluxJob and FluxJobQueue custom resources.
 
-A leaf module (standard library only): the controller, the webhook, the CLI and the Pulumi
-component (:mod:`fluxinfra.k8s.queue`) all read the same definitions from here.
+A leaf module (standard library only), kept with the other Kubernetes objects rather than in
+:mod:`fluxinfra.queue`: the queue's controller, webhook and CLI and the Pulumi component that
+installs the CRDs (:mod:`fluxinfra.k8s.queue`) all read the same definitions from here, and
+the component never imports the queue.
 
 Opting in (the admission webhook only sees what opted in):
 
