@@ -29,10 +29,11 @@ def podman_env() -> dict[str, str]:
 
 
 def run(argv: list[str], *, timeout: float = 120, check: bool = True,
-        cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """Run a command; on failure the assertion message carries its output, so a red run explains
-    itself."""
-    proc = subprocess.run(argv, cwd=cwd, env=podman_env(), capture_output=True, text=True,
+        cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command (``env``: variables added to podman's); on failure the assertion message
+    carries its output, so a red run explains itself."""
+    proc = subprocess.run(argv, cwd=cwd, env={**podman_env(), **(env or {})},
+                          capture_output=True, text=True,
                           timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -57,7 +58,8 @@ def why_not_runnable() -> str | None:
 
 
 def build_wheels(dest: Path) -> None:
-    """Wheels for fluxinfra[scheduler] and its dependencies, so the image build needs no network.
+    """Wheels for fluxinfra[scheduler] and its dependencies, so the image build needs no network;
+    fluxinfra's own plain Python (``FLUXINFRA_BUILD_PURE=1``), as ``make image`` builds it.
 
     setuptools builds in the tree's build/ directory and never deletes what it copied there
     before, so its staging directories are cleared first: a removed module must not live on in
@@ -68,4 +70,5 @@ def build_wheels(dest: Path) -> None:
         elif stale.exists():
             stale.unlink()
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-         "--wheel-dir", str(dest), ".[scheduler]"], timeout=600)
+         "--wheel-dir", str(dest), ".[scheduler]"], timeout=600,
+        env={"FLUXINFRA_BUILD_PURE": "1"})
