@@ -92,6 +92,9 @@ LEGEND = {
     "p50 s, p99 s": "creation-to-bound latency per pod",
     "RSS MiB": "the process's peak resident memory",
     "CPU s": "the process's user + system CPU seconds over the run",
+    "CPU ms/pod": "the process's CPU within the pods/s span, per pod bound",
+    "API ms/pod": "kube-apiserver + etcd CPU within the same span, per pod bound (2 cores: "
+                  "what the scheduler takes, the API server lacks)",
     "fullest": "most pods bound to one node (32 cores, 1-core pods: never above 32)",
 }
 
@@ -174,6 +177,67 @@ def _usage(pid: int) -> tuple[float, float]:
     except (OSError, IndexError, ValueError):
         pass
     return rss, cpu
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's user + system CPU seconds, or None when it is not (or no longer) there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class _CpuSampler:
+    """The CPU seconds of a scheduler's process and of the API server + etcd, read every
+    :attr:`PERIOD` seconds in a thread while a run goes on, so that the CPU each spent within
+    the span measured afterwards (first bind to last write) can be read back
+    (:meth:`within`). On two cores the scheduler's CPU is taken from the API server's: these
+    figures say where the CPU of the measured span went."""
+
+    PERIOD = 0.02
+
+    def __init__(self, scheduler_pid: Callable[[], int], server_pids: list[int]) -> None:
+        self.scheduler_pid, self.server_pids = scheduler_pid, server_pids
+        #: (monotonic time, scheduler CPU s, API server + etcd CPU s)
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._last = (0.0, 0.0)
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pid = self.scheduler_pid()
+            own = _cpu_seconds(pid) if pid else None
+            server = sum(_cpu_seconds(p) or 0.0 for p in self.server_pids)
+            # a process gone (the ceiling's writer exits when done) keeps its last reading
+            sched = own if own is not None else self._last[0]
+            self._last = (sched, server)
+            self.samples.append((time.monotonic(), sched, server))
+            self._stop.wait(self.PERIOD)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _at(self, t: float) -> tuple[float, float]:
+        samples = self.samples
+        if not samples:
+            return (float("nan"), float("nan"))
+        if t <= samples[0][0]:
+            return samples[0][1:]
+        for (t0, a0, b0), (t1, a1, b1) in zip(samples, samples[1:], strict=False):
+            if t0 <= t <= t1:
+                f = (t - t0) / (t1 - t0) if t1 > t0 else 0.0
+                return (a0 + f * (a1 - a0), b0 + f * (b1 - b0))
+        return samples[-1][1:]
+
+    def within(self, t0: float, t1: float) -> tuple[float, float]:
+        """CPU seconds of (the scheduler, the API server + etcd) between ``t0`` and ``t1``."""
+        a0, b0 = self._at(t0)
+        a1, b1 = self._at(t1)
+        return (a1 - a0, b1 - b0)
 
 
 class _Process:
@@ -441,7 +505,7 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
     if groups:
         complete = sum(1 for g in range(len(groups))
                        if all(n in pods.times for n in names[g * group_size:(g + 1) * group_size]))
-    return {"pods": count, "bound": len(bound), "seconds": span,
+    return {"pods": count, "bound": len(bound), "seconds": span, "span_at": (first, first + span),
             "pods_per_s": len(bound) / span if bound else 0.0,
             "binds_per_s": len(bound) / bind_span if bound else 0.0,
             "events": n_events, "groups_total": len(groups),
@@ -611,17 +675,25 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"round {rnd + 1}, {mode}: {label}")
                     if mode == "arrivals":
                         proc.start()
+                    sampler = _CpuSampler(
+                        lambda p=proc: p.pid if isinstance(p, _Ceiling) else
+                        (p.proc.pid if p.proc else 0),
+                        [bed.procs()[n].pid for n in ("kube-apiserver", "etcd")])
                     try:
                         result = _run(api_client, ns, name, args.pods // size * size, size,
                                       args.creators, args.timeout, args.write_wait,
                                       owes_status=who in ("fluxion", "ceiling"),
                                       start=proc.start if mode == "burst" else None)
+                        own, server = sampler.within(*result.pop("span_at"))
                         rss, cpu = proc.usage() if hasattr(proc, "usage") \
                             else _usage(proc.proc.pid)
-                        result.update(scheduler=label, who=who, group_size=size,
+                        result.update(span_cpu_ms=1000 * own / max(1, result["bound"]),
+                                      server_cpu_ms=1000 * server / max(1, result["bound"]),
+                                      scheduler=label, who=who, group_size=size,
                                       round=rnd + 1, mode=mode, rss_mib=rss, cpu_s=cpu,
                                       fullest=_fullest(api_client, ns))
                     finally:
+                        sampler.stop()
                         proc.stop()
                     if result["fullest"] > 32:
                         raise RuntimeError(f"{label}: a node holds {result['fullest']} 1-core "
@@ -637,11 +709,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kube_scheduler: {args.nodes} hollow nodes x 32 cores, {args.pods} pods (1 core, "
           f"1 GiB); {args.rounds} round(s), alternated; wall time on this machine")
     headers = ["mode", "scheduler", "round", "bound", "pods/s", "binds/s", "groups/s",
-               "events", "statuses", "p50 s", "p99 s", "RSS MiB", "CPU s", "fullest"]
+               "events", "statuses", "p50 s", "p99 s", "RSS MiB", "CPU s", "CPU ms/pod",
+               "API ms/pod", "fullest"]
     print(format_table(headers, [[r["mode"], r["scheduler"], r["round"], r["bound"],
                                   r["pods_per_s"], r["binds_per_s"], r["groups_per_s"],
                                   r["events"], r["statuses"], r["p50_s"], r["p99_s"],
-                                  r["rss_mib"], r["cpu_s"], r["fullest"]] for r in rows],
+                                  r["rss_mib"], r["cpu_s"], r.get("span_cpu_ms"),
+                                  r.get("server_cpu_ms"), r["fullest"]] for r in rows],
                        legend=LEGEND, keys=2))
     for who in dict.fromkeys(r["who"] for r in rows):
         print(f"  {who}: {WHO[who].format(version=versions.get(who, ''))}")
