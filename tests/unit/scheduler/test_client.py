@@ -308,3 +308,75 @@ def test_writes_reuse_one_pooled_connection() -> None:
         server.server_close()
     assert len(KeepAliveApi.ports) >= 11 and len(set(KeepAliveApi.ports)) == 1, \
         KeepAliveApi.ports
+
+
+class _TokenApi(BaseHTTPRequestHandler):
+    """Answers every POST 201 and remembers each request's Authorization header."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.seen.append(self.headers.get("Authorization", ""))
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode()
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def test_a_bearer_token_is_refreshed_at_most_every_period(tmp_path) -> None:
+    """With a token kubeconfig the client's refresh hook would set the whole configuration
+    again (every environment variable read) before each request; connect() throttles it:
+    every request still carries the token, the loader's hook runs once for 20 writes."""
+    from fluxinfra.scheduler.client import ThrottledRefresh, connect
+
+    _TokenApi.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {
+            "server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "u", "user": {"token": "sa-token"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    try:
+        api = connect(str(kubeconfig))
+        hook = api._core.api_client.configuration.refresh_api_key_hook
+        assert isinstance(hook, ThrottledRefresh)
+        runs = []
+        loader_hook = hook.hook
+        hook.hook = lambda cfg: (runs.append(1), loader_hook(cfg))
+        for i in range(20):
+            api.bind("default", f"p{i}", f"uid-{i}", "n0")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _TokenApi.seen == ["Bearer sa-token"] * 20
+    assert len(runs) == 1
+
+
+def test_throttled_refresh_runs_the_hook_once_per_period_across_threads() -> None:
+    from fluxinfra.scheduler.client import ThrottledRefresh
+
+    now = [100.0]
+    calls: list[object] = []
+    refresh = ThrottledRefresh(calls.append, period=10.0, clock=lambda: now[0])
+    threads = [threading.Thread(target=refresh, args=("cfg",)) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["cfg"]
+    now[0] = 109.9
+    refresh("cfg")
+    assert len(calls) == 1
+    now[0] = 110.0
+    refresh("cfg")
+    assert len(calls) == 2
