@@ -19,7 +19,9 @@ kube-scheduler's ``Scheduler`` keeps its binding cycle in a file of its own).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -86,6 +88,19 @@ class FailedBind:
     error: str = ""
 
 
+class _Binding:
+    """The pods whose bind is not done: retried after a failure, or running (a view, so a
+    cycle with thousands of binds out copies none of them)."""
+
+    __slots__ = ("failed", "running")
+
+    def __init__(self, failed: dict[str, Any], running: dict[str, Any]) -> None:
+        self.failed, self.running = failed, running
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.failed or uid in self.running
+
+
 class BindingCycle:
     """The scheduler core's binding methods; the state they use is the core's (below)."""
 
@@ -103,8 +118,10 @@ class BindingCycle:
     noted: dict[str, str]
     #: pod uid -> its failed bind, retried to the same node
     binding: dict[str, FailedBind]
-    #: binds running (async binding): (pod, node, future, start)
-    inflight: list[tuple[PodInfo, str, Any, float]]
+    #: binds running (async binding): pod uid -> (pod, node, future, start)
+    inflight: dict[str, tuple[PodInfo, str, Any, float]]
+    #: (pod uid, future) of the binds that finished, not yet taken in
+    _finished: collections.deque[tuple[str, Any]]
     _waker: Callable[[], None] | None
     # the core's own: a pod no longer holding resources; a pending pod queued
     _release: Callable[[str, str], None]
@@ -142,12 +159,10 @@ class BindingCycle:
             # as kube-scheduler's binding cycle: the pods are assumed (ledger, graph), the
             # binds run while the loop goes on; their results are taken in by _collect_binds
             futures = submit(assignments)
-            self.inflight += [(pod, node, future, t0)
-                              for (pod, node), future in zip(assignments, futures, strict=True)]
-            if self._waker is not None:
-                for future in futures:
-                    if not future.done():
-                        future.add_done_callback(self._wake)
+            for (pod, node), future in zip(assignments, futures, strict=True):
+                self.inflight[pod.uid] = (pod, node, future, t0)
+                # run by the binder's thread when the bind ends (at once if it has)
+                future.add_done_callback(functools.partial(self._bind_finished, pod.uid))
             self._collect_binds()  # those already done (a binder without a pool: all)
             return len(assignments)
         results = self.binder.bind(assignments)
@@ -158,7 +173,7 @@ class BindingCycle:
         """Shutdown: wait (until ``deadline``, ``time.monotonic()``) for the binds already
         started and take in their results, so their ``Scheduled`` Events and PodGroup status
         go out with the rest; returns how many binds are still out. Nothing new is placed."""
-        futures = [future for _, _, future, _ in self.inflight]
+        futures = [future for _, _, future, _ in self.inflight.values()]
         if futures:
             concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         self._collect_binds()
@@ -166,13 +181,16 @@ class BindingCycle:
         return len(self.inflight)
 
     def _collect_binds(self) -> int:
-        """Take in the results of the binds that finished (async binding)."""
-        if not self.inflight:
-            return 0
-        done, waiting = [], []
-        for entry in self.inflight:
-            (done if entry[2].done() else waiting).append(entry)
-        self.inflight = waiting
+        """Take in the results of the binds that finished (async binding), in the order they
+        finished."""
+        finished = self._finished
+        done = []
+        while finished:
+            uid, future = finished.popleft()
+            entry = self.inflight.get(uid)
+            if entry is not None and entry[2] is future:
+                del self.inflight[uid]
+                done.append(entry)
         if not done:
             return 0
         now = time.perf_counter()
@@ -240,8 +258,7 @@ class BindingCycle:
         :meth:`~fluxinfra.scheduler.gangs.Gangs.statuses`)."""
         if not self.gangs.dirty:
             return
-        binding = set(self.binding)
-        binding.update(pod.uid for pod, _, _, _ in self.inflight)
+        binding = _Binding(self.binding, self.inflight)
         for namespace, name, status in self.gangs.statuses(self.podgroups, self.groups,
                                                            binding):
             self.binder.podgroup_status(namespace, name, status)
@@ -311,7 +328,9 @@ class BindingCycle:
         bind finished: a failed one changes nothing in the API)."""
         self._waker = waker
 
-    def _wake(self, _future: Any = None) -> None:
+    def _bind_finished(self, uid: str, future: Any) -> None:
+        """A bind ended (a binder thread): queue it for :meth:`_collect_binds`, wake the loop."""
+        self._finished.append((uid, future))
         waker = self._waker
         if waker is not None:
             waker()

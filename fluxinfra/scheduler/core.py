@@ -30,6 +30,7 @@ under its own names (``core.nodes``, ``core.groups``, ``core.ledger``, ...).
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -101,8 +102,11 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
         self.preemptor = Preemptor(self.ledger, self.filters, self._gang_of)
         #: pod uid -> its failed bind, retried to the same node
         self.binding: dict[str, FailedBind] = {}
-        #: binds running (async binding): (pod, node, future, start)
-        self.inflight: list[tuple[PodInfo, str, Any, float]] = []
+        #: binds running (async binding): pod uid -> (pod, node, future, start)
+        self.inflight: dict[str, tuple[PodInfo, str, Any, float]] = {}
+        #: (uid, future) of binds that finished, appended by the binder's threads as they
+        #: finish; the loop takes in only these (a burst's thousands of binds are not scanned)
+        self._finished: collections.deque[tuple[str, Any]] = collections.deque()
         #: called (from a binder thread) when an async bind finishes: wakes the daemon loop,
         #: which otherwise sleeps until an event (a failed bind makes none)
         self._waker: Callable[[], None] | None = None

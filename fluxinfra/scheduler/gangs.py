@@ -9,7 +9,7 @@ bound, reported) stays with the scheduling cycle and binding.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 from fluxinfra.scheduler.ledger import Ledger
@@ -86,7 +86,7 @@ class Gangs:
             self.metrics.groups_scheduled.inc()
 
     def statuses(self, podgroups: dict[str, dict[str, Any]], groups: dict[str, Group],
-                 binding: set[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+                 binding: Container[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
         what the PodGroup has; a member in ``binding`` does not count as bound yet. Each is

@@ -100,9 +100,18 @@ class Runner:
         self.metrics.loop_wakeups.set_function(lambda: self.wakeups)
         self._backend_backoff = Backoff(initial=1.0, cap=30.0)
         self._backend_retry_at: float | None = None
+        #: a wake marker is queued and not yet taken: a burst of finished binds queues one
+        self._wake_queued = False
         set_waker = getattr(core, "set_waker", None)  # a hosting component passes it on
         if set_waker is not None:
-            set_waker(lambda: self.events.put(_WAKE))  # type: ignore[arg-type]
+            set_waker(self.wake)
+
+    def wake(self) -> None:
+        """Wake the loop for work no watch event announces (called from the binder's threads
+        as binds finish): one marker queued at a time, taken with everything before it."""
+        if not self._wake_queued:
+            self._wake_queued = True
+            self.events.put(_WAKE)  # type: ignore[arg-type]
 
     def now(self) -> int:
         """Seconds since start: the allocator's clock."""
@@ -195,6 +204,10 @@ class Runner:
                 except queue.Empty:
                     break
             if not kind:
+                if etype == _WAKE[1]:
+                    # cleared before the cycle that takes the finished binds in: a bind that
+                    # finishes from now on queues a marker of its own
+                    self._wake_queued = False
                 continue  # the stop or wake marker
             n += 1
             try:

@@ -131,7 +131,9 @@ class SchedulingQueue:
 
     def ordered(self) -> list[Group]:
         """Groups with a pod to place, in the order they are served: priority, then age."""
-        ready = [g for g in self.groups.values() if any(not p.gated for p in g.pending.values())]
+        # most groups of a busy cluster are running, with nothing pending: skip them cheaply
+        ready = [g for g in self.groups.values()
+                 if g.pending and any(not p.gated for p in g.pending.values())]
         ready.sort(key=lambda g: (-g.priority, g.created, g.arrival, g.key))
         return ready
 

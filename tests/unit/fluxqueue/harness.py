@@ -93,7 +93,8 @@ class QueueHarness:
         assert self.queue.collect(wait=10.0) == 0, "API writes still out after 10 s"
         # the core's asynchronous binds (gated pods un-gated and bound on the queue's pool):
         # done before the next cycle takes their results in, as the waker makes it in the daemon
-        _, late = futures.wait([entry[2] for entry in self.sched.inflight], timeout=10.0)
+        _, late = futures.wait([entry[2] for entry in self.sched.inflight.values()],
+                               timeout=10.0)
         assert not late, "binds still out after 10 s"
 
     def fluxjob(self, name: str, namespace: str = "team-a") -> dict[str, Any]:

@@ -188,3 +188,24 @@ def test_watchdog_fails_health_when_the_api_server_goes_silent() -> None:
         api.list_objects = silent  # type: ignore[method-assign]
         wait_for(lambda: not d.runner.healthy(), timeout=10)
         assert "no answer from the API server" in d.runner.health()[1]
+
+
+def test_a_burst_of_finished_binds_queues_one_wake() -> None:
+    """Binds finishing on the binder's threads wake the loop with one marker at a time: a
+    burst of 500 costs one wake-up and one cycle, not 500; once the loop has taken the marker,
+    the next finished bind queues another (none is lost)."""
+    api = KubeApiDouble()
+    core = SchedulerCore(FluxionAllocator(), KubeBinder(api))
+    runner = Runner(api, core)
+    threads = [threading.Thread(target=lambda: [runner.wake() for _ in range(50)])
+               for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert runner.events.qsize() == 1
+    runner.apply_pending()
+    assert runner.events.empty()
+    runner.wake()
+    runner.wake()
+    assert runner.events.qsize() == 1

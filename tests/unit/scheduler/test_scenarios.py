@@ -371,10 +371,11 @@ class _SlowBinder:
             futures.append(f)
         return futures
 
-    def finish(self) -> None:
-        for a, f in self.held:
+    def finish(self, *names: str) -> None:
+        """Finish the binds of the pods named (all when none is)."""
+        for a, f in [(a, f) for a, f in self.held if not names or a[0].name in names]:
             f.set_result(self.inner._bind_one(a))
-        self.held.clear()
+            self.held.remove((a, f))
 
 
 def test_binds_run_while_the_loop_goes_on(make: Callable[..., Harness]) -> None:
@@ -394,4 +395,33 @@ def test_binds_run_while_the_loop_goes_on(make: Callable[..., Harness]) -> None:
     slow.finish()
     h.step()
     assert len(h.api.bindings) == 3 and len(h.events("Scheduled")) == 3
+    check_invariants(h)
+
+
+def test_binds_are_taken_in_as_they_finish_not_as_they_started(
+        make: Callable[..., Harness]) -> None:
+    """The loop takes in the binds that finished (queued by the binder's threads), in the
+    order they finished; those still running stay assumed, their pods neither Scheduled nor
+    counted as bound in the PodGroup's status."""
+    h = make(nodes=1, cpu="8")
+    slow = _SlowBinder(h.binder)
+    h.core.binder = slow
+    h.start()
+    h.api.create("podgroups", make_podgroup("pg", 4))
+    for i in range(4):
+        h.api.create("pods", make_pod(f"m{i}", cpu="1", labels={"scheduling.x-k8s.io/pod-group":
+                                                               "pg"}))
+    h.step()
+    assert len(slow.held) == 4 and len(h.core.inflight) == 4
+    slow.finish("m2")
+    slow.finish("m0")
+    h.step()
+    assert [e["regarding"]["name"] for e in h.events("Scheduled")] == ["m2", "m0"]
+    assert sorted(h.core.inflight) == sorted(p.uid for (p, _), _ in slow.held)
+    assert h.api.podgroup_patches == [] or \
+        h.api.podgroup_patches[-1][2]["status"].get("scheduled", 0) < 4
+    slow.finish()
+    h.step()
+    assert not h.core.inflight and len(h.events("Scheduled")) == 4
+    assert h.api.podgroup_patches[-1][2]["status"]["scheduled"] == 4
     check_invariants(h)
