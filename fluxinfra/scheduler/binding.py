@@ -260,7 +260,7 @@ class BindingCycle:
             return
         binding = _Binding(self.binding, self.inflight)
         for namespace, name, status in self.gangs.statuses(self.podgroups, self.groups,
-                                                           binding):
+                                                           binding, self.inflight):
             self.binder.podgroup_status(namespace, name, status)
 
     def _retry_binds(self, wall: float) -> None:

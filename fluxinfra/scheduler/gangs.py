@@ -86,11 +86,16 @@ class Gangs:
             self.metrics.groups_scheduled.inc()
 
     def statuses(self, podgroups: dict[str, dict[str, Any]], groups: dict[str, Group],
-                 binding: Container[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+                 binding: Container[str], running: Container[str] = ()
+                 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
-        what the PodGroup has; a member in ``binding`` does not count as bound yet. Each is
-        recorded as sent when it is yielded; the changes are cleared once all are."""
+        what the PodGroup has; a member in ``binding`` does not count as bound yet. A PodGroup
+        with a member whose bind is ``running`` is left for a later call, still changed: its
+        status now would be a step on the way (a gang bound at once gets one write, when its
+        binds are done, not one before them as well). Each is recorded as sent when it is
+        yielded; the changes are cleared once all are."""
+        later: set[str] = set()
         for key in sorted(self.dirty):
             obj = podgroups.get(key)
             group = groups.get(key)
@@ -105,6 +110,9 @@ class Gangs:
             current = sent[1] if sent is not None and sent[0] == uid else \
                 (obj.get("status") if isinstance(obj.get("status"), dict) else {})
             members = self.members.get(key, {}).values()
+            if running and any(p.uid in running for p in members):
+                later.add(key)
+                continue
             status = podgroup_status(
                 min_member, [(p.phase, bool(p.node_name) and p.uid not in binding)
                              for p in members], str(current.get("phase") or ""))
@@ -113,7 +121,7 @@ class Gangs:
             self.status[key] = (uid, status)
             namespace, _, name = key.partition("/")
             yield namespace, name, status
-        self.dirty.clear()
+        self.dirty = later
 
 
 def waiting_reason(group: Group, members: list[PodInfo], ledger: Ledger) -> str:
