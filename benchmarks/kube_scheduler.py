@@ -165,20 +165,6 @@ def _bed(nodes: int, log) -> Any:
     return bed
 
 
-def _usage(pid: int) -> tuple[float, float]:
-    """A live process's peak RSS (MiB, ``VmHWM``) and CPU seconds (user + system)."""
-    rss = cpu = float("nan")
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                rss = int(line.split()[1]) / 1024
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        pass
-    return rss, cpu
-
-
 def _cpu_seconds(pid: int) -> float | None:
     """A process's user + system CPU seconds, or None when it is not (or no longer) there."""
     try:
@@ -186,6 +172,19 @@ def _cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _usage(pid: int) -> tuple[float, float]:
+    """A live process's peak RSS (MiB, ``VmHWM``) and CPU seconds (user + system)."""
+    rss = float("nan")
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                rss = int(line.split()[1]) / 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    cpu = _cpu_seconds(pid)
+    return rss, float("nan") if cpu is None else cpu
 
 
 class _CpuSampler:
@@ -202,7 +201,7 @@ class _CpuSampler:
         #: (monotonic time, scheduler CPU s, API server + etcd CPU s)
         self.samples: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
-        self._last = (0.0, 0.0)
+        self._last_own = 0.0
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
         self._thread.start()
 
@@ -212,9 +211,9 @@ class _CpuSampler:
             own = _cpu_seconds(pid) if pid else None
             server = sum(_cpu_seconds(p) or 0.0 for p in self.server_pids)
             # a process gone (the ceiling's writer exits when done) keeps its last reading
-            sched = own if own is not None else self._last[0]
-            self._last = (sched, server)
-            self.samples.append((time.monotonic(), sched, server))
+            if own is not None:
+                self._last_own = own
+            self.samples.append((time.monotonic(), self._last_own, server))
             self._stop.wait(self.PERIOD)
 
     def stop(self) -> None:

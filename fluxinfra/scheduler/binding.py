@@ -88,19 +88,6 @@ class FailedBind:
     error: str = ""
 
 
-class _Binding:
-    """The pods whose bind is not done: retried after a failure, or running (a view, so a
-    cycle with thousands of binds out copies none of them)."""
-
-    __slots__ = ("failed", "running")
-
-    def __init__(self, failed: dict[str, Any], running: dict[str, Any]) -> None:
-        self.failed, self.running = failed, running
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self.failed or uid in self.running
-
-
 class BindingCycle:
     """The scheduler core's binding methods; the state they use is the core's (below)."""
 
@@ -258,9 +245,10 @@ class BindingCycle:
         :meth:`~fluxinfra.scheduler.gangs.Gangs.statuses`)."""
         if not self.gangs.dirty:
             return
-        binding = _Binding(self.binding, self.inflight)
+        # a PodGroup waits while one of its binds runs, so only the binds retried after a
+        # failure are left to discount from its members
         for namespace, name, status in self.gangs.statuses(self.podgroups, self.groups,
-                                                           binding, self.inflight):
+                                                           self.binding, self.inflight):
             self.binder.podgroup_status(namespace, name, status)
 
     def _retry_binds(self, wall: float) -> None:

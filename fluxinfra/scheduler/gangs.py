@@ -86,20 +86,24 @@ class Gangs:
             self.metrics.groups_scheduled.inc()
 
     def statuses(self, podgroups: dict[str, dict[str, Any]], groups: dict[str, Group],
-                 binding: Container[str], running: Container[str] = ()
+                 binding: Container[str], running: Container[str]
                  ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
-        what the PodGroup has; a member in ``binding`` does not count as bound yet. A PodGroup
-        with a member whose bind is ``running`` is left for a later call, still changed: its
-        status now would be a step on the way (a gang bound at once gets one write, when its
-        binds are done, not one before them as well). Each is recorded as sent when it is
-        yielded; the changes are cleared once all are."""
+        what the PodGroup has; a member in ``binding`` (a failed bind retried) does not count
+        as bound yet. A PodGroup with a member whose bind is ``running`` is left for a later
+        call, still changed: its status now would be a step on the way (a gang bound at once
+        gets one write, when its binds are done, not one before them as well). Each is
+        recorded as sent when it is yielded; the changes are cleared once all are."""
         later: set[str] = set()
         for key in sorted(self.dirty):
             obj = podgroups.get(key)
             group = groups.get(key)
             if obj is None or (group is not None and group.invalid):
+                continue
+            members = self.members.get(key, {}).values()
+            if any(p.uid in running for p in members):
+                later.add(key)
                 continue
             try:
                 min_member = podgroup_spec(obj).min_member
@@ -109,10 +113,6 @@ class Gangs:
             sent = self.status.get(key)
             current = sent[1] if sent is not None and sent[0] == uid else \
                 (obj.get("status") if isinstance(obj.get("status"), dict) else {})
-            members = self.members.get(key, {}).values()
-            if running and any(p.uid in running for p in members):
-                later.add(key)
-                continue
             status = podgroup_status(
                 min_member, [(p.phase, bool(p.node_name) and p.uid not in binding)
                              for p in members], str(current.get("phase") or ""))
