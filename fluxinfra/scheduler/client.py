@@ -116,7 +116,9 @@ class ThrottledRefresh:
     60 us a request with 35 variables, about 0.5 ms with 380 (a pod's service links), on
     each bind and Event. The loaders themselves refresh a token only when it is due (in a
     pod: the token file re-read each minute; a kubeconfig's exec or OIDC token 5 minutes before
-    it expires), so a refresh every ``period`` seconds misses no rotation."""
+    it expires), so a refresh every ``period`` seconds misses no rotation. The kubeconfig
+    loader's hook installs itself again each time it runs; the throttle puts itself back in
+    front of it."""
 
     def __init__(self, hook: Callable[[Any], None], period: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -133,6 +135,13 @@ class ThrottledRefresh:
                 return  # another thread refreshed meanwhile
             self._next = now + self.period
             self.hook(configuration)
+            # the kubeconfig loader's hook sets the whole configuration again, its own hook
+            # included: keep the hook it installs, and this throttle in front of it
+            installed = getattr(configuration, "refresh_api_key_hook", self)
+            if installed is not self:
+                if installed is not None:
+                    self.hook = installed
+                configuration.refresh_api_key_hook = self
 
 
 def watch_lines(resp: Any) -> Iterator[dict[str, Any]]:
@@ -208,6 +217,9 @@ class ClientKubeApi:
             raise ValueError(f"connections {connections}: use >= 1")
         settings = copy.copy(other.api_client.configuration)
         settings.connection_pool_maxsize = connections
+        hook = settings.refresh_api_key_hook
+        if isinstance(hook, ThrottledRefresh):  # a throttle of its own: both get refreshed
+            settings.refresh_api_key_hook = ThrottledRefresh(hook.hook, hook.period, hook.clock)
         return cls(client.ApiClient(settings), timeouts=other.timeouts,
                    page_size=other.page_size)
 

@@ -330,11 +330,22 @@ class _TokenApi(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_bearer_token_is_refreshed_at_most_every_period(tmp_path) -> None:
+def test_a_bearer_token_is_refreshed_at_most_every_period(tmp_path, monkeypatch) -> None:
     """With a token kubeconfig the client's refresh hook would set the whole configuration
     again (every environment variable read) before each request; connect() throttles it:
-    every request still carries the token, the loader's hook runs once for 20 writes."""
+    every request still carries the token, the configuration is set again once for 20
+    writes (the loader's hook reinstalls itself when it runs: the throttle stays in front)."""
+    from kubernetes.config.kube_config import KubeConfigLoader
+
     from fluxinfra.scheduler.client import ThrottledRefresh, connect
+
+    set_again = []
+    real_set_config = KubeConfigLoader._set_config
+
+    def counting_set_config(loader, configuration):
+        set_again.append(1)
+        return real_set_config(loader, configuration)
+    monkeypatch.setattr(KubeConfigLoader, "_set_config", counting_set_config)
 
     _TokenApi.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenApi)
@@ -348,18 +359,21 @@ def test_a_bearer_token_is_refreshed_at_most_every_period(tmp_path) -> None:
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     try:
         api = connect(str(kubeconfig))
-        hook = api._core.api_client.configuration.refresh_api_key_hook
-        assert isinstance(hook, ThrottledRefresh)
-        runs = []
-        loader_hook = hook.hook
-        hook.hook = lambda cfg: (runs.append(1), loader_hook(cfg))
+        configuration = api._core.api_client.configuration
+        loaded = len(set_again)  # the load itself
         for i in range(20):
             api.bind("default", f"p{i}", f"uid-{i}", "n0")
+        assert isinstance(configuration.refresh_api_key_hook, ThrottledRefresh)
+        beside = ClientKubeApi.on_settings_of(api, connections=2)  # a pool of its own
+        beside.bind("default", "q0", "uid-q0", "n0")
+        hook = beside.api_client.configuration.refresh_api_key_hook
+        assert isinstance(hook, ThrottledRefresh) and \
+            hook is not configuration.refresh_api_key_hook, "a throttle of its own"
     finally:
         server.shutdown()
         server.server_close()
-    assert _TokenApi.seen == ["Bearer sa-token"] * 20
-    assert len(runs) == 1
+    assert _TokenApi.seen == ["Bearer sa-token"] * 21
+    assert len(set_again) - loaded == 2, "once per configuration"
 
 
 def test_throttled_refresh_runs_the_hook_once_per_period_across_threads() -> None:
