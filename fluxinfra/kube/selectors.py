@@ -52,6 +52,16 @@ _EXISTS_REQ = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*")
 _NODE_OPS = _LABEL_OPS + ("Gt", "Lt")
 
 
+def _list(value: Any, where: str) -> list[Any]:
+    """A list of requirements (``[]`` for an absent one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SelectorError(f"{where}: {value!r} is not a list of requirements (key, "
+                            "operator, values)")
+    return value
+
+
 def _requirement(expr: Any, where: str, ops: tuple[str, ...]) -> tuple[str, str, frozenset]:
     if not isinstance(expr, Mapping):
         raise SelectorError(f"{where}: {expr!r} is not a requirement (key, operator, values)")
@@ -123,7 +133,7 @@ class LabelSelector:
         if not isinstance(match_labels, Mapping):
             raise SelectorError(f"{where}.matchLabels: {match_labels!r} is not a mapping")
         reqs = [(str(k), "In", frozenset([str(v)])) for k, v in sorted(match_labels.items())]
-        for i, expr in enumerate(obj.get("matchExpressions") or []):
+        for i, expr in enumerate(_list(obj.get("matchExpressions"), f"{where}.matchExpressions")):
             reqs.append(_requirement(expr, f"{where}.matchExpressions[{i}]", _LABEL_OPS))
         return cls(tuple(reqs))
 
@@ -207,7 +217,8 @@ class NodeSelector:
             at = f"{where}.nodeSelectorTerms[{i}]"
             if not isinstance(term, Mapping):
                 raise SelectorError(f"{at}: {term!r} is not a term")
-            exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+            exprs = _list(term.get("matchExpressions"), f"{at}.matchExpressions")
+            fields = _list(term.get("matchFields"), f"{at}.matchFields")
             if not exprs and not fields:
                 continue  # an empty term matches nothing and is skipped
             labels = tuple(_requirement(e, f"{at}.matchExpressions[{j}]", _NODE_OPS)

@@ -53,6 +53,17 @@ def test_node_selector_terms_or_expressions_and() -> None:
             {"key": "spec.x", "operator": "In", "values": ["1"]}]}]}, "aff")
 
 
+@pytest.mark.parametrize("value", [True, 5, "a", {"key": "a"}])
+def test_requirements_that_are_not_a_list_are_named(value: object) -> None:
+    with pytest.raises(SelectorError, match=r"aff.nodeSelectorTerms\[0\].matchExpressions: .* "
+                                            "is not a list of requirements"):
+        NodeSelector.parse({"nodeSelectorTerms": [{"matchExpressions": value}]}, "aff")
+    with pytest.raises(SelectorError, match=r"aff.nodeSelectorTerms\[0\].matchFields: "):
+        NodeSelector.parse({"nodeSelectorTerms": [{"matchFields": value}]}, "aff")
+    with pytest.raises(SelectorError, match=r"s.matchExpressions: .* is not a list"):
+        LabelSelector.parse({"matchExpressions": value}, "s")
+
+
 def test_tolerations_need_exists_for_an_empty_key() -> None:
     with pytest.raises(SelectorError, match="an empty key needs operator Exists"):
         Toleration.parse({"value": "x"}, "spec.tolerations[0]")
