@@ -53,7 +53,7 @@ from fluxinfra.scheduler.pods import (
     Request,
     object_identity,
     object_key,
-    pod_info,
+    pod_info_update,
 )
 from fluxinfra.scheduler.preemption import Preemptor
 from fluxinfra.scheduler.scheduling_queue import Group, SchedulingQueue
@@ -287,14 +287,14 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
             self._forget_pod(uid)
             self.skipped.pop(("pods", f"pod {namespace}/{name}"), None)
             return
+        previous = self.pods.get(uid)
         try:
-            info = pod_info(obj)
+            info = pod_info_update(obj, previous)
         except PodSpecError as exc:
             self._invalid_pod(obj, uid, str(exc))
             return
         self.invalid_pods.pop(uid, None)
         self._readable("pods", f"pod {namespace}/{name}")
-        previous = self.pods.get(uid)
         self.pods[uid] = info
         self.gangs.track(uid, info, previous)
         if info.holds_resources:

@@ -27,6 +27,7 @@ Labels and annotations the scheduler understands (all optional):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -65,6 +66,7 @@ __all__ = [
     "SpreadConstraint",
     "parse_duration",
     "pod_info",
+    "pod_info_update",
     "pod_request",
     "podgroup_spec",
 ]
@@ -233,6 +235,10 @@ class PodInfo:
     topology: tuple[str, str] = ("", "")  #: ("required"|"preferred", level) of a label group
     #: per-node infrastructure (a DaemonSet's pod, a static pod's mirror): node overhead
     node_overhead: bool = False
+    #: what it was read from that a status update leaves as it is: the pod's ``spec`` and
+    #: its ``metadata`` ``labels``, ``annotations`` and ``ownerReferences`` as they came;
+    #: :func:`pod_info_update` compares them
+    source: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -400,6 +406,57 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         raise PodSpecError(str(exc)) from None
 
 
+def pod_info_update(pod: Mapping[str, Any], previous: PodInfo | None) -> PodInfo:
+    """:func:`pod_info` of a pod read before as ``previous``. Most updates a watch brings of
+    a pod the scheduler placed are its status (bound, then Running): when the pod's ``spec``
+    (but for ``nodeName``, which a bind sets), labels, annotations, owners, identity and
+    creation time are those ``previous`` was read from, only its status, ``nodeName`` and
+    deletion are read (and checked) again; otherwise the whole pod is. The answer, and the
+    error for a field that cannot be read, are those of :func:`pod_info`."""
+    source = previous.source if previous is not None else None
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    spec = pod.get("spec") if isinstance(pod, Mapping) else None
+    status = pod.get("status") if isinstance(pod, Mapping) else None
+    if (source is None or not isinstance(meta, Mapping) or not isinstance(spec, Mapping)
+            or not (status is None or isinstance(status, Mapping))
+            or meta.get("uid") != previous.uid or meta.get("name") != previous.name
+            or meta.get("namespace", "default") != previous.namespace
+            or meta.get("labels") != source[1] or meta.get("annotations") != source[2]
+            or meta.get("ownerReferences") != source[3]
+            or parse_time(meta.get("creationTimestamp")) != previous.created
+            or not _same_but_node_name(spec, source[0])):
+        return pod_info(pod)
+    status = status or {}
+    try:
+        shapes.string(meta.get("generateName"), "metadata.generateName")
+        node_name = shapes.string(spec.get("nodeName"), "spec.nodeName")
+        _check_status(status)
+    except shapes.ShapeError as exc:
+        raise PodSpecError(str(exc)) from None
+    conditions = status.get("conditions") or []
+    scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+    return dataclasses.replace(
+        previous, node_name=node_name, phase=status.get("phase") or "Pending",
+        started=parse_time(status.get("startTime")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        nominated_node=status.get("nominatedNodeName") or "",
+        condition=(str(scheduled.get("status", "")), str(scheduled.get("reason", "")),
+                   str(scheduled.get("message", ""))),
+        disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                              for c in conditions),
+        source=(spec, *source[1:]))
+
+
+def _same_but_node_name(spec: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
+    if spec == before:
+        return True
+    return len(spec.keys() - {"nodeName"}) == len(before.keys() - {"nodeName"}) and all(
+        k == "nodeName" or before.get(k, _ABSENT) == v for k, v in spec.items())
+
+
+_ABSENT = object()
+
+
 def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -451,6 +508,7 @@ def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
         disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
                               for c in status.get("conditions") or []),
         node_overhead=is_node_overhead(meta),
+        source=(spec, meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences")),
     )
     if labels.get(LABEL_PODGROUP):
         info.group_name, info.group_kind = labels[LABEL_PODGROUP], "podgroup"
@@ -608,6 +666,10 @@ def _check_pod(pod: Any) -> None:
     shapes.quantity_map(resources.get("requests"), "spec.resources.requests")
     shapes.quantity_map(spec.get("overhead"), "spec.overhead")
     shapes.mappings(spec.get("volumes"), "spec.volumes")
+    _check_status(status)
+
+
+def _check_status(status: Mapping[str, Any]) -> None:
     shapes.string(status.get("phase"), "status.phase")
     shapes.string(status.get("nominatedNodeName"), "status.nominatedNodeName")
     for i, condition in enumerate(shapes.mappings(status.get("conditions"),

@@ -280,3 +280,25 @@ def _unreadable_pod(obj: Any) -> bool:
     except PodSpecError:
         return True
     return False
+
+
+@fuzz
+@given(st.sampled_from(PODS), broken(PODS, edits=2))
+@example(PODS[1], {**PODS[1], "status": {"phase": 5}})
+@example(PODS[1], {**PODS[1], "metadata": {**PODS[1]["metadata"], "labels": []}})
+def test_an_update_reads_as_a_whole_pod_would(before: Any, after: Any) -> None:
+    """:func:`pod_info_update` (the watch's updates, reusing what an unchanged spec gave)
+    answers what :func:`pod_info` of the whole pod answers: the same view, or the same error
+    naming the same field."""
+    from fluxinfra.scheduler.pods import PodSpecError, pod_info, pod_info_update
+
+    previous = pod_info(before)
+    try:
+        whole: Any = pod_info(after)
+    except PodSpecError as exc:
+        whole = str(exc)
+    try:
+        update: Any = pod_info_update(after, previous)
+    except PodSpecError as exc:
+        update = str(exc)
+    assert update == whole
