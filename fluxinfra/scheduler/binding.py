@@ -164,7 +164,7 @@ class BindingCycle:
         if futures:
             concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         self._collect_binds()
-        self._write_podgroup_status()
+        self._write_podgroup_status(held_back=False)
         return len(self.inflight)
 
     def _collect_binds(self) -> int:
@@ -240,15 +240,19 @@ class BindingCycle:
                 uid in self.binding for uid in group.bound):
             self.groups.pop(group.key, None)  # a lone pod needs no group once bound
 
-    def _write_podgroup_status(self) -> None:
+    def _write_podgroup_status(self, held_back: bool = True) -> None:
         """Write the status of each PodGroup whose members changed (see
-        :meth:`~fluxinfra.scheduler.gangs.Gangs.statuses`)."""
+        :meth:`~fluxinfra.scheduler.gangs.Gangs.statuses`); ``held_back=False`` (shutdown)
+        writes the count changes the interval holds back too."""
         if not self.gangs.dirty:
+            self.gangs.due_at = None
             return
+        interval = self.config.podgroup_status_interval if held_back else 0.0
         # a PodGroup waits while one of its binds runs, so only the binds retried after a
         # failure are left to discount from its members
-        for namespace, name, status in self.gangs.statuses(self.podgroups, self.groups,
-                                                           self.binding, self.inflight):
+        for namespace, name, status in self.gangs.statuses(
+                self.podgroups, self.groups, self.binding, self.inflight, self.clock(),
+                interval):
             self.binder.podgroup_status(namespace, name, status)
 
     def _retry_binds(self, wall: float) -> None:

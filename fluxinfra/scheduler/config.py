@@ -31,3 +31,6 @@ class SchedulerConfig:
     preemption: bool = True
     #: bind while the loop goes on (when the binder can: ``submit``), the pods assumed
     async_binds: bool = True
+    #: seconds between two status writes of a PodGroup whose phase stays (only its counts
+    #: move, as members turn Running); a new phase is written at once
+    podgroup_status_interval: float = 1.0

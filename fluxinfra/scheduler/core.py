@@ -381,9 +381,9 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
 
         Timed work: an overrunning job's extension (a job's declared end, which is also when a
         reservation behind it may start), a failed bind's retry to its reserved node (and its
-        give-up deadline), a group whose evictions failed, and async binds still running when
-        no waker is set. The daemon loop sleeps until then or until an event arrives, so an
-        idle scheduler does nothing.
+        give-up deadline), a group whose evictions failed, async binds still running when no
+        waker is set, and a PodGroup status held back by its write interval. The daemon loop
+        sleeps until then or until an event arrives, so an idle scheduler does nothing.
         """
         due: list[float] = []
         end = self.cache.next_end()
@@ -396,6 +396,8 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
             due.append(self.config.bind_retry_after)
         if self.inflight and self._waker is None:
             due.append(0.05)
+        if self.gangs.due_at is not None:
+            due.append(self.gangs.due_at - self.clock())
         return max(0.0, min(due)) if due else None
 
     # ==== introspection (tests, simulator, metrics) ===============================================

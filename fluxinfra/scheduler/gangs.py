@@ -32,6 +32,10 @@ class Gangs:
         self.status: dict[str, tuple[str, dict[str, Any]]] = {}
         #: PodGroups whose members changed since their status was last written
         self.dirty: set[str] = set()
+        #: PodGroup key -> when this scheduler last wrote its status (the core's clock)
+        self.written_at: dict[str, float] = {}
+        #: when the earliest status held back by the interval falls due (None: none is)
+        self.due_at: float | None = None
 
     def track(self, uid: str, info: PodInfo | None, previous: PodInfo | None) -> None:
         """Keep :attr:`members` (PodGroup key -> members) as pod ``uid`` changes from
@@ -86,16 +90,23 @@ class Gangs:
             self.metrics.groups_scheduled.inc()
 
     def statuses(self, podgroups: dict[str, dict[str, Any]], groups: dict[str, Group],
-                 binding: Container[str], running: Container[str]
-                 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+                 binding: Container[str], running: Container[str], now: float = 0.0,
+                 interval: float = 0.0) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
         what the PodGroup has; a member in ``binding`` (a failed bind retried) does not count
         as bound yet. A PodGroup with a member whose bind is ``running`` is left for a later
         call, still changed: its status now would be a step on the way (a gang bound at once
-        gets one write, when its binds are done, not one before them as well). Each is
-        recorded as sent when it is yielded; the changes are cleared once all are."""
+        gets one write, when its binds are done, not one before them as well). A member whose
+        bind this scheduler saw succeed counts as bound before the watch brings its
+        ``nodeName`` (kube-scheduler's assumed pods), so that write does not wait for the
+        watch, nor is a partial count written meanwhile. A status whose phase is the one the
+        PodGroup has (only its counts moved: members turning Running one by one) is written
+        at most once per ``interval`` seconds of ``now``; :attr:`due_at` says when the
+        earliest held back falls due. A new phase is written at once. Each is recorded as
+        sent when it is yielded; the changes are cleared once all are."""
         later: set[str] = set()
+        self.due_at = None
         for key in sorted(self.dirty):
             obj = podgroups.get(key)
             group = groups.get(key)
@@ -113,11 +124,22 @@ class Gangs:
             sent = self.status.get(key)
             current = sent[1] if sent is not None and sent[0] == uid else \
                 (obj.get("status") if isinstance(obj.get("status"), dict) else {})
+            # a member this scheduler bound counts before the watch shows its nodeName
+            ours = group.bound if group is not None else ()
             status = podgroup_status(
-                min_member, [(p.phase, bool(p.node_name) and p.uid not in binding)
-                             for p in members], str(current.get("phase") or ""))
+                min_member, [(p.phase, (bool(p.node_name) or p.uid in ours)
+                              and p.uid not in binding) for p in members],
+                str(current.get("phase") or ""))
             if status is None or not status_differs(status, current):
                 continue
+            last = self.written_at.get(key)
+            if last is not None and now < last + interval and \
+                    status["phase"] == current.get("phase"):
+                later.add(key)
+                due = last + interval
+                self.due_at = due if self.due_at is None else min(self.due_at, due)
+                continue
+            self.written_at[key] = now
             self.status[key] = (uid, status)
             namespace, _, name = key.partition("/")
             yield namespace, name, status

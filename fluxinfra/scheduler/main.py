@@ -121,6 +121,9 @@ def parser(hosted: Hosted | None = None) -> argparse.ArgumentParser:
     p.add_argument("--bind-timeout", type=int, default=60,
                    help="seconds a failed bind is retried to its reserved node when the "
                         "PodGroup sets no scheduleTimeoutSeconds")
+    p.add_argument("--podgroup-status-interval", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds between two status writes of a PodGroup whose phase stays "
+                        "(only its counts move); a new phase is written at once")
     p.add_argument("--no-preemption", dest="preemption", action="store_false",
                    help="never evict lower-priority pods (default: DefaultPreemption)")
     if hosted is not None:
@@ -160,6 +163,9 @@ def start(args: argparse.Namespace, hosted: Hosted | None = None) -> int:
             raise ConfigError(f"{flag} {value}: use >= {low}")
     if args.bind_timeout < 1:
         raise ConfigError(f"--bind-timeout {args.bind_timeout}: use whole seconds >= 1")
+    if not 0 <= args.podgroup_status_interval <= 60:
+        raise ConfigError(f"--podgroup-status-interval {args.podgroup_status_interval}: use "
+                          "seconds from 0 (every change written) to 60")
     if args.bind_workers < 1:
         raise ConfigError(f"--bind-workers {args.bind_workers}: use >= 1")
     if not 0 <= args.shutdown_grace <= 300:
@@ -217,7 +223,8 @@ def _schedule(args: argparse.Namespace, default_duration: int, levels: Any,
     config = SchedulerConfig(scheduler_name=args.scheduler_name,
                              default_duration=default_duration,
                              reserve_depth=args.reserve_depth, queue_depth=args.queue_depth,
-                             bind_timeout=args.bind_timeout, preemption=args.preemption)
+                             bind_timeout=args.bind_timeout, preemption=args.preemption,
+                             podgroup_status_interval=args.podgroup_status_interval)
     core_binder = hosted.binder(args, binder) if hosted is not None else binder
     core = SchedulerCore(allocator, core_binder, config, metrics)
     log = logging.getLogger("fluxinfra.scheduler")

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from fluxinfra.scheduler.config import SchedulerConfig
 from fluxinfra.scheduler.fluxion import FluxionAllocator
 from fluxinfra.scheduler.podgroup_status import podgroup_status, status_differs
 from fluxinfra.scheduler.pods import LABEL_PODGROUP
@@ -59,11 +61,11 @@ def gang(api: KubeApiDouble, name: str, size: int, *, min_member: int | None = N
         api.create("pods", make_pod(f"{name}-{i}", labels={LABEL_PODGROUP: name}))
 
 
-def harness(nodes: int = 2) -> Harness:
+def harness(nodes: int = 2, config: SchedulerConfig | None = None) -> Harness:
     api = KubeApiDouble()
     for i in range(nodes):
         api.create("nodes", make_node(f"n{i}", cpu="4", memory="16Gi"))
-    return Harness(api, FluxionAllocator(policy="lonode")).start()
+    return Harness(api, FluxionAllocator(policy="lonode"), config).start()
 
 
 def phases(h: Harness, name: str) -> list[str]:
@@ -86,13 +88,17 @@ def test_a_gang_goes_from_pending_to_finished() -> None:
                                   "succeeded": 0, "failed": 0}
     h.api.set_phase("default/train-0", "Running")
     h.step()
+    assert status(h, "train")["running"] == 0, "a count change waits out the interval"
+    assert h.core.next_due(0) == 1.0, "the loop wakes for it"
+    h.step(1)
     assert status(h, "train")["phase"] == "Scheduled" and status(h, "train")["running"] == 1
     h.api.set_phase("default/train-1", "Running")
     h.step()
-    assert status(h, "train")["phase"] == "Running" and status(h, "train")["running"] == 2
+    assert status(h, "train")["phase"] == "Running" and status(h, "train")["running"] == 2, \
+        "a new phase is written at once"
     h.api.set_phase("default/train-0", "Succeeded")
-    h.step()
-    assert status(h, "train")["phase"] == "Running"
+    h.step(1)
+    assert status(h, "train")["phase"] == "Running" and status(h, "train")["succeeded"] == 1
     h.api.set_phase("default/train-1", "Succeeded")
     h.step()
     assert status(h, "train") == {"phase": "Finished", "scheduled": 2, "running": 0,
@@ -171,3 +177,54 @@ def test_a_podgroup_created_after_its_pods_gets_its_status() -> None:
     h.step()
     assert status(h, "late")["phase"] == "Scheduled"
     check_invariants(h)
+
+
+def test_members_turning_running_one_by_one_take_one_write_per_interval() -> None:
+    """Eight members turn Running a tenth of a second apart: the counts are written at most
+    once a second, the new phase at once, and the last count is never lost."""
+    h = harness(nodes=2)
+    gang(h.api, "wide", 8)
+    h.step()
+    assert phases(h, "wide") == ["Scheduled"]
+    for i in range(7):
+        h.api.set_phase(f"default/wide-{i}", "Running")
+        h.step(0.1)
+    assert [p["status"]["running"] for _, n, p in h.api.podgroup_patches if n == "wide"] == \
+        [0], "0.7 s after the first write: the counts wait"
+    h.step(0.3)
+    assert status(h, "wide")["running"] == 7, "the interval is over: the latest count"
+    h.api.set_phase("default/wide-7", "Running")
+    h.step()
+    assert status(h, "wide")["phase"] == "Running", "a new phase is not held back"
+    assert phases(h, "wide") == ["Scheduled", "Scheduled", "Running"]
+    check_invariants(h)
+
+
+def test_shutdown_writes_the_counts_the_interval_held_back() -> None:
+    h = harness()
+    gang(h.api, "train", 2)
+    h.step()
+    h.api.set_phase("default/train-0", "Running")
+    h.step()
+    assert status(h, "train")["running"] == 0
+    assert h.core.settle(time.monotonic() + 5) == 0
+    assert status(h, "train")["running"] == 1, "no count lost at shutdown"
+
+
+def test_an_interval_of_zero_writes_every_change() -> None:
+    h = harness(config=SchedulerConfig(podgroup_status_interval=0.0))
+    gang(h.api, "train", 2)
+    h.step()
+    h.api.set_phase("default/train-0", "Running")
+    h.step()
+    assert status(h, "train")["running"] == 1
+
+
+@pytest.mark.parametrize("value", ["-1", "61", "nan"])
+def test_a_bad_status_interval_is_refused_naming_the_flag(value: str) -> None:
+    from fluxinfra.errors import ConfigError
+    from fluxinfra.scheduler.main import main
+
+    with pytest.raises(ConfigError, match=f"--podgroup-status-interval {float(value)}: use "
+                                          "seconds from 0"):
+        main(["--podgroup-status-interval", value])

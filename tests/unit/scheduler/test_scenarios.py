@@ -398,11 +398,8 @@ def test_binds_run_while_the_loop_goes_on(make: Callable[..., Harness]) -> None:
     check_invariants(h)
 
 
-def test_binds_are_taken_in_as_they_finish_not_as_they_started(
-        make: Callable[..., Harness]) -> None:
-    """The loop takes in the binds that finished (queued by the binder's threads), in the
-    order they finished; those still running stay assumed, their pods neither Scheduled nor
-    counted as bound in the PodGroup's status."""
+def _gang_on_a_slow_binder(make: Callable[..., Harness]) -> tuple[Harness, _SlowBinder]:
+    """A PodGroup of 4 placed, its binds held by a :class:`_SlowBinder`."""
     h = make(nodes=1, cpu="8")
     slow = _SlowBinder(h.binder)
     h.core.binder = slow
@@ -412,6 +409,15 @@ def test_binds_are_taken_in_as_they_finish_not_as_they_started(
         h.api.create("pods", make_pod(f"m{i}", cpu="1", labels={"scheduling.x-k8s.io/pod-group":
                                                                "pg"}))
     h.step()
+    return h, slow
+
+
+def test_binds_are_taken_in_as_they_finish_not_as_they_started(
+        make: Callable[..., Harness]) -> None:
+    """The loop takes in the binds that finished (queued by the binder's threads), in the
+    order they finished; those still running stay assumed, their pods neither Scheduled nor
+    counted as bound in the PodGroup's status."""
+    h, slow = _gang_on_a_slow_binder(make)
     assert len(slow.held) == 4 and len(h.core.inflight) == 4
     slow.finish("m2")
     slow.finish("m0")
@@ -424,4 +430,24 @@ def test_binds_are_taken_in_as_they_finish_not_as_they_started(
     assert not h.core.inflight and len(h.events("Scheduled")) == 4
     assert [p[2]["status"]["scheduled"] for p in h.api.podgroup_patches] == [4], \
         "one status write, when the binds are done"
+    check_invariants(h)
+
+
+def test_a_gang_bound_counts_before_the_watch_shows_it(make: Callable[..., Harness]) -> None:
+    """The binds of a gang finished, the watch has not yet brought the pods' ``nodeName``:
+    the cycle that takes the binds in writes the PodGroup's status with every member
+    scheduled (what the binds did), once, not a partial count the watch then corrects."""
+    h, slow = _gang_on_a_slow_binder(make)
+    # an update from before the bind (a label set by another client) while the binds run
+    m0 = h.api.get("pods", "default/m0")
+    h.api.update("pods", {**m0, "metadata": {**m0["metadata"],
+                                             "labels": {**m0["metadata"]["labels"], "x": "y"}}})
+    h.step()
+    assert not h.core.pods[m0["metadata"]["uid"]].node_name, "the pod read as it is, unbound"
+    slow.finish()
+    h.runner.cycle()  # the loop woken by the finished binds, before any watch event
+    assert [p[2]["status"] for p in h.api.podgroup_patches] == [
+        {"phase": "Scheduled", "scheduled": 4, "running": 0, "succeeded": 0, "failed": 0}]
+    h.step()
+    assert len(h.api.podgroup_patches) == 1, "the watch's updates change nothing"
     check_invariants(h)
