@@ -37,10 +37,15 @@ submitted (arrivals) or first bind (burst) to the last of those writes; binds/s 
 bind only; creation-to-bound latency per pod (client clock), p50/p99; groups/s for gangs; and
 the process's peak RSS (``VmHWM``) and CPU seconds (user + system) over the run. After the last
 bind, writes still missing are waited for up to ``--write-wait`` seconds; the counts say what
-came. Between runs every pod, Event and PodGroup of the namespace is deleted and the scheduler
-stopped. The ratio lines at the end divide each scheduler's median pods/s by the ceiling's (its
-best thread count), measured in the same run: other work on the machine moves every absolute
-figure, the ratio much less.
+came. The raw results (``--json``) also hold what the API server counted from the scheduler's
+start until every write was seen (``apiserver_request_total`` by verb, resource and
+subresource; ``apiserver_watch_events_total`` by kind; every client's, the bed's own too).
+Between runs every pod, Event and PodGroup of the namespace is deleted and the scheduler
+stopped; each run (and, in a burst, the scheduler's start after the pods are created) waits
+until the bed's processes are quiet (under a tenth of a core for a second), so that no run
+inherits another's clean-up. The ratio lines at the end divide each scheduler's median pods/s
+by the ceiling's (its best thread count), measured in the same run: other work on the machine
+moves every absolute figure, the ratio much less.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -185,6 +191,26 @@ def _usage(pid: int) -> tuple[float, float]:
         pass
     cpu = _cpu_seconds(pid)
     return rss, float("nan") if cpu is None else cpu
+
+
+def _quiet(pids: list[int], log: Callable[[str], None], *, cores: float = 0.1,
+           window: float = 0.5, timeout: float = 60.0) -> float:
+    """Wait until the bed's processes (``pids``) use under ``cores`` of CPU over two windows
+    in a row: the previous run's clean-up (deletions, the hollow kubelet, the controllers)
+    done before the next run starts, so no scheduler inherits another's aftermath. Returns
+    the seconds waited."""
+    t0 = time.monotonic()
+    last = sum(_cpu_seconds(p) or 0.0 for p in pids)
+    calm = 0
+    while calm < 2 and time.monotonic() - t0 < timeout:
+        time.sleep(window)
+        now = sum(_cpu_seconds(p) or 0.0 for p in pids)
+        calm = calm + 1 if (now - last) / window < cores else 0
+        last = now
+    waited = time.monotonic() - t0
+    if calm < 2:
+        log(f"the bed still busy after {waited:.0f}s; starting anyway")
+    return waited
 
 
 class _CpuSampler:
@@ -404,6 +430,29 @@ class _Watch(threading.Thread):
                 self.times[key] = time.monotonic()
 
 
+def _server_counts(api_client: Any) -> dict[str, float]:
+    """The API server's request counters (``apiserver_request_total``, by verb, resource and
+    subresource) and the watch events it sent (``apiserver_watch_events_total``, by kind), read
+    from its ``/metrics``: the difference over a run says what a scheduler asked of it."""
+    resp = api_client.call_api(*api_client.param_serialize(
+        "GET", "/metrics", auth_settings=["BearerToken"]))
+    counts: dict[str, float] = {}
+    for line in resp.read().decode().splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(_LABEL.findall(line))
+            key = " ".join(filter(None, (labels.get("verb"), labels.get("resource"),
+                                          labels.get("subresource"))))
+        elif line.startswith("apiserver_watch_events_total{"):
+            key = "watch event " + dict(_LABEL.findall(line)).get("kind", "")
+        else:
+            continue
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
 def _list_version(lister: Callable[..., Any], *args: Any) -> str:
     return json.loads(lister(*args, limit=1, _preload_content=False).data)["metadata"][
         "resourceVersion"]
@@ -446,7 +495,8 @@ def _watches(api_client: Any, namespace: str) -> list[_Watch]:
 
 def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size: int,
          creators: int, timeout: float, write_wait: float, owes_status: bool,
-         start: Callable[[], None] | None = None) -> dict[str, Any]:
+         start: Callable[[], None] | None = None,
+         quiet: Callable[[], Any] = lambda: None) -> dict[str, Any]:
     """Create the pods (and their PodGroups), wait for them to be bound and for the writes
     owed about them. With ``start`` (a burst), every pod is created first and ``start()``
     then starts the scheduler: pods/s is then the scheduler's own throughput."""
@@ -476,6 +526,9 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
         list(pool.map(create, names, range(count)))
     t_submitted = time.monotonic()
     if start is not None:
+        quiet()
+    before = _server_counts(api_client)
+    if start is not None:
         start()
     deadline = time.monotonic() + timeout
     while len(pods.times) < count and time.monotonic() < deadline:
@@ -489,6 +542,7 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
     while written() != (count, len(groups) if owes_status else 0) and \
             time.monotonic() < deadline:
         time.sleep(0.2)
+    after = _server_counts(api_client)
     for watch in (pods, events, statuses):
         watch.stopping.set()
     n_events, n_statuses = written()
@@ -512,7 +566,9 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
             "groups": complete, "groups_per_s": complete / span if complete else None,
             "p50_s": statistics.median(lat) if lat else None,
             "p99_s": lat[max(0, int(len(lat) * 0.99) - 1)] if lat else None,
-            "submit_per_s": count / (t_submitted - t0)}
+            "submit_per_s": count / (t_submitted - t0),
+            "requests": {k: round(v - before.get(k, 0.0)) for k, v in sorted(after.items())
+                         if v - before.get(k, 0.0) > 0}}
 
 
 def _fullest(api_client: Any, namespace: str) -> int:
@@ -671,7 +727,9 @@ def main(argv: list[str] | None = None) -> int:
                                                 "--log-level", "warning")
                         name = "fluxion"
                     label = _label(who, size, nthreads)
-                    log(f"round {rnd + 1}, {mode}: {label}")
+                    bed_pids = [p.pid for p in bed.procs().values()]
+                    waited = _quiet(bed_pids, log)
+                    log(f"round {rnd + 1}, {mode}: {label} (the bed quiet after {waited:.1f}s)")
                     if mode == "arrivals":
                         proc.start()
                     sampler = _CpuSampler(
@@ -682,7 +740,8 @@ def main(argv: list[str] | None = None) -> int:
                         result = _run(api_client, ns, name, args.pods // size * size, size,
                                       args.creators, args.timeout, args.write_wait,
                                       owes_status=who in ("fluxion", "ceiling"),
-                                      start=proc.start if mode == "burst" else None)
+                                      start=proc.start if mode == "burst" else None,
+                                      quiet=lambda pids=bed_pids: _quiet(pids, log))
                         own, server = sampler.within(*result.pop("span_at"))
                         rss, cpu = proc.usage() if hasattr(proc, "usage") \
                             else _usage(proc.proc.pid)
