@@ -9,12 +9,14 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
   counted in ``fluxinfra_scheduler_errors_total{source="event"}``, never raised into the loop.
   With ``async_events`` they are sent by ``senders`` background threads through bounded
   queues, so a slow API server does not slow scheduling (kube-scheduler's event broadcaster
-  does the same); writes about one object always go through the same thread, in order (a
-  PodGroup's ``scheduled: 3`` is never written after its ``scheduled: 5``). The scheduler runs
-  as many senders as bind workers, so a burst's Events go out as fast as its binds. When a
-  queue is full, whoever reports waits for room for up to ``backpressure`` seconds (the loop
-  then schedules no faster than the writes are taken); only then is the write dropped and
-  counted (``source="event_dropped"``).
+  does the same); writes about one object go out in order, through the sender that has its
+  earlier writes while any is queued or being sent (a PodGroup's ``scheduled: 3`` is never
+  written after its ``scheduled: 5``), else through the sender with the fewest writes out,
+  so a burst's writes spread evenly and none is left with a backlog while the others idle.
+  The scheduler runs as many senders as bind workers, so a burst's Events go out as fast as
+  its binds. When a queue is full, whoever reports waits for room for up to
+  ``backpressure`` seconds (the loop then schedules no faster than the writes are taken);
+  only then is the write dropped and counted (``source="event_dropped"``).
 - **A PodGroup's status writes coalesce**: while one is queued and not yet taken by its
   sender, a newer status for the same PodGroup replaces it (the sender writes the newest), as a
   controller's work queue holds a key once. A gang bound in several batches while the API
@@ -113,8 +115,16 @@ class KubeBinder:
         self.instance = instance or f"{scheduler_name}-{socket.gethostname()}"
         self.metrics = metrics or Metrics()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="bind") if workers else None
-        #: one queue and one thread per sender; an object's writes always take the same one
-        self._queues: list[queue.Queue[Callable[[], None] | None]] = []
+        #: one queue and one thread per sender
+        self._queues: list[queue.Queue[tuple[str | None, Callable[[], None]] | None]] = []
+        #: key -> [its sender's queue, its writes queued or being sent]: while an object has
+        #: writes out, the next goes to the same sender (in order); otherwise to the sender
+        #: with the fewest writes out (the next in turn among equals), so a burst's writes
+        #: spread evenly and a sender held up by a slow write is passed over
+        self._owners: dict[str, list[int]] = {}
+        self._load = [0] * max(1, senders) if async_events else []
+        self._turn = 0
+        self._owner_lock = threading.Lock()
         self._senders: list[threading.Thread] = []
         self._lock = threading.Lock()
         #: PodGroup key -> the newest status not yet taken by its sender (one write queued)
@@ -164,13 +174,35 @@ class KubeBinder:
         # the write: scheduling slows to the rate the API server takes the writes; a sender
         # (writing a series' count) never waits for its own queue
         wait = self.backpressure if threading.current_thread() not in self._senders else 0.0
+        with self._owner_lock:
+            owner = self._owners.get(key)
+            if owner is None:
+                load, n = self._load, len(self._load)
+                index = min(((self._turn + j) % n for j in range(n)), key=load.__getitem__)
+                self._turn = (index + 1) % n
+                owner = self._owners[key] = [index, 0]
+            owner[1] += 1
+            self._load[owner[0]] += 1
         try:
-            self._queues[hash(key) % len(self._queues)].put(send, timeout=wait or None,
-                                                            block=wait > 0)
+            self._queues[owner[0]].put((key, send), timeout=wait or None, block=wait > 0)
         except queue.Full:
+            self._done(key)
             self.metrics.errors.inc(source="event_dropped")
             return False
         return True
+
+    def _done(self, key: str | None) -> None:
+        """A write about ``key`` was sent (or dropped): the object's sender is free to change
+        once none is left."""
+        if key is None:
+            return
+        with self._owner_lock:
+            owner = self._owners.get(key)
+            if owner is not None:
+                self._load[owner[0]] -= 1
+                owner[1] -= 1
+                if not owner[1]:
+                    del self._owners[key]
 
     def _safely(self, send: Callable[[], None]) -> None:
         try:
@@ -182,18 +214,20 @@ class KubeBinder:
     def _send_loop(self, q: queue.Queue[Callable[[], None] | None]) -> None:
         while True:
             try:
-                send = q.get(timeout=SERIES_REFRESH)
+                item = q.get(timeout=SERIES_REFRESH)
             except queue.Empty:
                 if self._queues and q is self._queues[0]:  # one sender writes the series that grew
                     self.refresh_series()
                 continue
-            if send is None:
+            if item is None:
                 return
+            key, send = item
             with self._lock:
                 self._in_flight += 1
             try:
                 self._safely(send)
             finally:
+                self._done(key)
                 with self._lock:
                     self._in_flight -= 1
                     self.sent += 1
@@ -207,7 +241,7 @@ class KubeBinder:
         marks = []
         for q in self._queues:
             mark = threading.Event()
-            q.put(mark.set, timeout=timeout)
+            q.put((None, mark.set), timeout=timeout)
             marks.append(mark)
         deadline = time.monotonic() + timeout
         for mark in marks:

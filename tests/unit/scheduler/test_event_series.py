@@ -188,3 +188,58 @@ def test_a_status_whose_queued_write_was_dropped_is_queued_again() -> None:
     finally:
         binder.close()
     assert [p["status"]["scheduled"] for _, _, p in api.podgroup_patches] == [0, 16]
+
+
+class GatedEventsApi(KubeApiDouble):
+    """The API double whose Events wait at a gate, noting which sender thread made each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.senders: list[str] = []
+
+    def create_event(self, namespace, event) -> None:
+        assert self.gate.wait(10), "the test never opened the gate"
+        self.senders.append(threading.current_thread().name)
+        super().create_event(namespace, event)
+
+
+def test_a_burst_of_writes_spreads_evenly_over_the_senders() -> None:
+    """Writes about objects with nothing else out go to the sender with the fewest out: 40
+    Events reported while the API server holds every answer are 10 for each of 4 senders."""
+    api = GatedEventsApi()
+    binder = KubeBinder(api, async_events=True, senders=4)
+    try:
+        for i in range(40):
+            binder.pod_event(pod(f"p{i}"), "Scheduled", f"assigned ns/p{i}", "Binding")
+        api.gate.set()
+        binder.flush()
+    finally:
+        binder.close()
+    assert sorted(api.senders.count(name) for name in set(api.senders)) == [10] * 4
+    assert binder._owners == {} and binder._load == [0] * 4, "nothing kept once sent"
+
+
+def test_an_objects_writes_stay_in_order_on_its_sender() -> None:
+    """While a PodGroup's status write is out, the next one for it waits for the same sender
+    (never overtaking it on another); the other objects' writes go to the senders that are
+    free."""
+    api = SlowStatusApi()
+    api.create("podgroups", make_podgroup("pg", 16, "ns"))
+    binder = KubeBinder(api, async_events=True, senders=4)
+    try:
+        binder.podgroup_status("ns", "pg", status(3))
+        assert api.entered.wait(5)
+        for i in range(6):
+            binder.pod_event(pod(f"p{i}"), "Scheduled", f"assigned ns/p{i}", "Binding")
+            deadline = time.monotonic() + 5
+            while len(api.events) <= i and time.monotonic() < deadline:
+                time.sleep(0.005)
+        assert len(api.events) == 6, "no Event waits behind the slow status write"
+        binder.podgroup_status("ns", "pg", status(16))
+        assert api.podgroup_patches == []
+        api.gate.set()
+        binder.flush()
+    finally:
+        binder.close()
+    assert [p["status"]["scheduled"] for _, _, p in api.podgroup_patches] == [3, 16]
