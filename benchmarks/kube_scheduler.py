@@ -558,7 +558,13 @@ def _run(api_client: Any, namespace: str, scheduler: str, count: int, group_size
     if groups:
         complete = sum(1 for g in range(len(groups))
                        if all(n in pods.times for n in names[g * group_size:(g + 1) * group_size]))
+    event_times = [events.times[uids[n]] for n in names if uids[n] in events.times]
+    status_times = [statuses.times[g] for g in groups if g in statuses.times]
     return {"pods": count, "bound": len(bound), "seconds": span, "span_at": (first, first + span),
+            # when the last bind, Event and status came, seconds from the span's start
+            "last_s": {what: round(max(times) - first, 3) for what, times in (
+                ("bind", bind_times), ("event", event_times), ("status", status_times))
+                if times},
             "pods_per_s": len(bound) / span if bound else 0.0,
             "binds_per_s": len(bound) / bind_span if bound else 0.0,
             "events": n_events, "groups_total": len(groups),
