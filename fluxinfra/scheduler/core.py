@@ -94,8 +94,6 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
         self.groups = queue.groups
         self.enqueued_at = queue.enqueued_at
         self.nominated = queue.nominated
-        self.pg_members = self.gangs.members
-        self.pg_status = self.gangs.status
         self.filters = Filters(self.ledger, self.namespaces)
         self.placer = Placer(allocator, self.ledger, self.filters,
                              observe=self.metrics.match_latency.observe)
@@ -258,7 +256,7 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
         self._readable("podgroups", f"PodGroup {key}")
         if etype == "DELETED":
             self.podgroups.pop(key, None)
-            self.pg_status.pop(key, None)
+            self.gangs.forget(key)
         else:
             old = self.podgroups.get(key)
             self.podgroups[key] = obj  # its spec is read (and reported) with its group

@@ -53,6 +53,11 @@ class Gangs:
                     (info.phase, info.node_name):
                 self.dirty.add(info.group_key)
 
+    def forget(self, key: str) -> None:
+        """The PodGroup was deleted: what was written to it goes."""
+        self.status.pop(key, None)
+        self.written_at.pop(key, None)
+
     def podgroup_changed(self, key: str) -> None:
         """The PodGroup object changed: its status is worked out again when it has members."""
         if key in self.members:

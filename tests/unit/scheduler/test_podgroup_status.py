@@ -200,6 +200,17 @@ def test_members_turning_running_one_by_one_take_one_write_per_interval() -> Non
     check_invariants(h)
 
 
+def test_a_deleted_podgroup_leaves_nothing_behind() -> None:
+    h = harness()
+    gang(h.api, "train", 2)
+    h.step()
+    assert "default/train" in h.core.gangs.written_at
+    h.api.delete("podgroups", "default/train")
+    h.step()
+    assert "default/train" not in h.core.gangs.written_at
+    assert "default/train" not in h.core.gangs.status
+
+
 def test_shutdown_writes_the_counts_the_interval_held_back() -> None:
     h = harness()
     gang(h.api, "train", 2)
