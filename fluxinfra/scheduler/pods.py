@@ -429,22 +429,31 @@ def pod_info_update(pod: Mapping[str, Any], previous: PodInfo | None) -> PodInfo
     status = status or {}
     try:
         shapes.string(meta.get("generateName"), "metadata.generateName")
-        node_name = shapes.string(spec.get("nodeName"), "spec.nodeName")
+        shapes.string(spec.get("nodeName"), "spec.nodeName")
         _check_status(status)
     except shapes.ShapeError as exc:
         raise PodSpecError(str(exc)) from None
+    return dataclasses.replace(previous, source=(spec, *source[1:]),
+                               **_updated_fields(meta, spec, status))
+
+
+def _updated_fields(meta: Mapping[str, Any], spec: Mapping[str, Any],
+                    status: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`PodInfo` fields a status update may change (its ``nodeName``, status and
+    deletion), read alike by :func:`pod_info` and :func:`pod_info_update`."""
     conditions = status.get("conditions") or []
     scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
-    return dataclasses.replace(
-        previous, node_name=node_name, phase=status.get("phase") or "Pending",
-        started=parse_time(status.get("startTime")),
-        deleting=bool(meta.get("deletionTimestamp")),
-        nominated_node=status.get("nominatedNodeName") or "",
-        condition=(str(scheduled.get("status", "")), str(scheduled.get("reason", "")),
-                   str(scheduled.get("message", ""))),
-        disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-                              for c in conditions),
-        source=(spec, *source[1:]))
+    return {
+        "node_name": spec.get("nodeName") or "",
+        "phase": status.get("phase") or "Pending",
+        "started": parse_time(status.get("startTime")),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "nominated_node": status.get("nominatedNodeName") or "",
+        "condition": (str(scheduled.get("status", "")), str(scheduled.get("reason", "")),
+                      str(scheduled.get("message", ""))),
+        "disruption_target": any(c.get("type") == "DisruptionTarget"
+                                 and c.get("status") == "True" for c in conditions),
+    }
 
 
 def _same_but_node_name(spec: Mapping[str, Any], before: Mapping[str, Any]) -> bool:
@@ -469,19 +478,13 @@ def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
         "requiredDuringSchedulingIgnoredDuringExecution")
     pod_aff = affinity.get("podAffinity") or {}
     anti_aff = affinity.get("podAntiAffinity") or {}
-    scheduled = next((c for c in status.get("conditions") or []
-                      if c.get("type") == "PodScheduled"), {})
     info = PodInfo(
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         namespace=namespace, name=name,
         scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
         request=pod_request(pod),
         priority=int(spec.get("priority") or 0),
         created=parse_time(meta.get("creationTimestamp")),
-        started=parse_time(status.get("startTime")),
-        deleting=bool(meta.get("deletionTimestamp")),
         labels=labels,
         annotations=annotations,
         gates=tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or []),
@@ -501,13 +504,9 @@ def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
         spread=_spread(spec.get("topologySpreadConstraints"), labels),
         host_ports=_host_ports(spec),
         preempt_never=spec.get("preemptionPolicy") == "Never",
-        nominated_node=status.get("nominatedNodeName") or "",
         unsupported=_unsupported(spec),
-        condition=(str(scheduled.get("status", "")), str(scheduled.get("reason", "")),
-                   str(scheduled.get("message", ""))),
-        disruption_target=any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-                              for c in status.get("conditions") or []),
         node_overhead=is_node_overhead(meta),
+        **_updated_fields(meta, spec, status),
         source=(spec, meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences")),
     )
     if labels.get(LABEL_PODGROUP):
