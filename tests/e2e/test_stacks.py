@@ -397,6 +397,7 @@ spec:
       schedulerName: {scheduler}
       restartPolicy: Never
       terminationGracePeriodSeconds: 0
+      nodeSelector: {{fluxinfra.io/bed-node: hollow}}
       containers:
       - name: main
         image: {image}
@@ -407,13 +408,35 @@ spec:
 
 def run_queued_job(cluster: Cluster, namespace: str, scheduler: str, image: str) -> None:
     """The stack's queue at work: a Job in a queue-enabled namespace is suspended by the
-    webhook, admitted by the queue (a FluxJob) and completed."""
+    webhook, admitted by the queue (a FluxJob) and completed. Its pods are held to the hollow
+    nodes, whose keeper ends them: on a real node the pause container would run on."""
     cluster.kubectl("label", "namespace", namespace, "fluxinfra.io/queue=enabled")
     cluster.apply(QUEUED_JOB.format(namespace=namespace, scheduler=scheduler, image=image))
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/queued",
                     "--timeout=180s", timeout=200)
     fluxjobs = cluster.get("fluxjobs", "-n", namespace)["items"]
     assert fluxjobs, "the queue made no FluxJob for the Job"
+
+
+def repeat_an_event(cluster: Cluster, namespace: str, pod: str, node: str) -> None:
+    """A repeated Event becomes a series: cordoning ``node`` changes what the waiting ``pod``
+    is told; uncordoning it brings back the first note, which the scheduler counts into the
+    first Event's ``series`` (a patch) instead of creating another Event."""
+    def note() -> str:
+        conds = cluster.get("pod", pod, "-n", namespace)["status"].get("conditions", [])
+        return next((c.get("message", "") for c in conds if c["type"] == "PodScheduled"), "")
+
+    def series() -> int:
+        events = cluster.get("events.events.k8s.io", "-n", namespace)["items"]
+        return max((e.get("series", {}).get("count", 1) for e in events
+                    if e["regarding"].get("name") == pod and e.get("note") == first), default=0)
+    first = note()
+    cluster.kubectl("cordon", node)
+    try:
+        wait_for(lambda: note() != first, 120, f"pod {pod} to be told of the cordoned node")
+    finally:
+        cluster.kubectl("uncordon", node)
+    wait_for(lambda: series() >= 2, 120, f"pod {pod}'s first Event to count a repeat")
 
 
 SCHEDULED_POD = """
@@ -490,6 +513,7 @@ spec: {{minMember: 2}}
             conds = cluster.get("pod", "never", "-n", namespace)["status"].get("conditions", [])
             return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conds)
         wait_for(never_marked, 120, "pod never to be marked unschedulable")
+        repeat_an_event(cluster, namespace, "never", hollow[0])
         # the scheduler keeps the PodGroup's lifecycle from its pods' phases
         wait_for(lambda: cluster.get("podgroup", "gang", "-n", namespace).get(
             "status", {}).get("phase") == "Finished", 120, "PodGroup gang to be Finished")
