@@ -24,7 +24,9 @@ outside programs the benchmark used (a module's ``tools(argv)`` names them: ``fl
 of one benchmark with different options keep a file each. ``--results-dir DIR`` writes them
 elsewhere, ``--no-results`` not at all; these options are run.py's own and are not passed on.
 ``benchmarks/run.py --tables`` writes docs/benchmarks.md's tables (and the README's headline
-figures) from the committed results (``benchmarks/_docs.py``).
+figures) from the committed results (``benchmarks/_docs.py``). A run that prints no table (a
+benchmark that skipped: no Kubernetes or Flux on this machine) keeps the results file already
+there.
 """
 
 from __future__ import annotations
@@ -282,6 +284,11 @@ def run_one(name: str, module, passed: list[str], folder: Path | None,
             tables = ([json.loads(line) for line in record.read_text().splitlines() if line]
                       if record.exists() else [])
             out = results_path(name, passed, folder, label)
+            if not tables and out.exists():
+                # a skipped run (no Kubernetes, no Flux here) must not wipe figures measured
+                # where they were
+                print(f"== {name}: no table printed; {out} kept ==", flush=True)
+                return rc or 0
             out.parent.mkdir(parents=True, exist_ok=True)
             labelled = [f"--label {label}"] if label else []
             out.write_text(json.dumps({

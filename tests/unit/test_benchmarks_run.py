@@ -173,6 +173,24 @@ def test_a_run_writes_what_it_printed_as_json(tmp_path, capsys):
     assert runner.RECORD_ENV not in os.environ
 
 
+def test_a_run_that_prints_no_table_keeps_the_results_there(tmp_path, capsys):
+    """A benchmark that skips (nothing to measure with here) leaves the figures measured where
+    it could run; with no file yet, its skip is written."""
+    runner = load("run")
+    bench = tmp_path / "demo.py"
+    bench.write_text("def main(argv):\n    print('demo: skipped: no bed here')\n    return 0\n")
+    module = runner._load("demo", bench)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    kept = folder / "demo.json"
+    kept.write_text('{"tables": [{"columns": ["pods/s"], "rows": [[214]]}]}\n')
+    assert runner.run_one("demo", module, [], folder) == 0
+    assert json.loads(kept.read_text())["tables"][0]["rows"] == [[214]]
+    assert f"no table printed; {kept} kept" in capsys.readouterr().out
+    assert runner.run_one("demo", module, ["--quick"], folder) == 0
+    assert json.loads((folder / "demo-quick.json").read_text())["tables"] == []
+
+
 def test_run_keeps_its_results_options_to_itself(tmp_path):
     runner = load("run")
     rest, folder = runner._pop_results_options(["matcher", "--results-dir", str(tmp_path),
