@@ -78,6 +78,11 @@ class SchedulingQueue:
         self.clock = clock
         self.on_new_podgroup = on_new_podgroup
         self.groups: dict[str, Group] = {}
+        #: keys of the groups a pod was queued in since they were last seen with none: the
+        #: cycle reads these, not every group (a busy cluster's groups are mostly running,
+        #: and a burst's are mostly binding); a key whose group has nothing pending is dropped
+        #: when :meth:`ordered` next reads it
+        self.waiting: set[str] = set()
         #: pod uid -> when it entered the queue (its end-to-end latency starts there)
         self.enqueued_at: dict[str, float] = {}
         #: preemptor uid -> (nominated node, priority)
@@ -108,6 +113,7 @@ class SchedulingQueue:
             if info.nominated_node and info.uid not in self.nominated:
                 self.nominated[info.uid] = (info.nominated_node, info.priority)
         group.pending[info.uid] = info
+        self.waiting.add(group.key)
         group.created = min(group.created, info.created)
 
     def remove(self, uid: str, info: PodInfo) -> None:
@@ -131,9 +137,14 @@ class SchedulingQueue:
 
     def ordered(self) -> list[Group]:
         """Groups with a pod to place, in the order they are served: priority, then age."""
-        # most groups of a busy cluster are running, with nothing pending: skip them cheaply
-        ready = [g for g in self.groups.values()
-                 if g.pending and any(not p.gated for p in g.pending.values())]
+        groups, waiting = self.groups, self.waiting
+        ready = []
+        for key in list(waiting):
+            group = groups.get(key)
+            if group is None or not group.pending:
+                waiting.discard(key)  # placed, gone, or left the queue: until a pod comes
+            elif any(not p.gated for p in group.pending.values()):
+                ready.append(group)
         ready.sort(key=lambda g: (-g.priority, g.created, g.arrival, g.key))
         return ready
 

@@ -69,7 +69,9 @@ def check_invariants(h: Harness) -> None:
        ``overcommitted`` metric is 0;
     3. the allocator's books hold, per node, exactly what the ledger holds but the node's
        overhead (DaemonSet and mirror pods), and its nodes offer what that overhead leaves;
-    4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say.
+    4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say;
+    5. every group with a pod to place is among the scheduling queue's waiting groups (the
+       cycle reads only those).
     """
     assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
     nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
@@ -106,6 +108,10 @@ def check_invariants(h: Harness) -> None:
         assert dict(sums) == {k: v for k, v in state.requested.items() if v}, state.name
     assert h.core.metrics.overcommitted.value() == 0, sorted(ledger.over)
     check_allocator_books(h.core)
+    queue = h.core.scheduling_queue
+    unseen = [key for key, group in queue.groups.items()
+              if group.pending and key not in queue.waiting]
+    assert not unseen, f"groups with pods to place the cycle would not read: {unseen}"
     assert math.isfinite(h.core.metrics.match_latency.count)
 
 

@@ -51,3 +51,28 @@ def test_lone_pods_matched_together_each_get_placed() -> None:
     assert report.results == {f"default/pod:p{i}": Result.PLACED for i in range(3)}
     assert report.bound == 3 and report.tried == 1
     check_invariants(h)
+
+
+def test_a_cycle_reads_only_the_groups_with_pods_to_place() -> None:
+    """Bound and binding groups are not read again by each cycle: the queue's waiting groups
+    are those a pod was queued in, dropped once placed, and a pod queued again brings its
+    group back."""
+    h = _harness()
+    gang = {LABEL_GROUP: "gang", LABEL_GROUP_SIZE: "2"}
+    for i in range(2):
+        h.api.create("pods", make_pod(f"gang-{i}", labels=gang))
+    h.api.create("pods", make_pod("lone", cpu="1"))
+    queue = h.core.scheduling_queue
+    h.runner.pump()
+    assert h.node_of("gang-0") and h.node_of("lone")
+    h.runner.pump()  # the cycle after the one that placed them drops them
+    assert "default/gang" in queue.groups and not queue.waiting  # bound: not read again
+    h.api.create("pods", make_pod("late", cpu="1"))
+    h.runner.pump()
+    h.runner.pump()
+    assert h.node_of("late") and not queue.waiting
+    h.api.create("pods", make_pod("huge", cpu="8"))
+    report = h.runner.pump()
+    assert report.results == {"default/pod:huge": Result.UNSCHEDULABLE}
+    assert queue.waiting == {"default/pod:huge"}  # still waiting: read by the next cycle
+    check_invariants(h)
