@@ -45,7 +45,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +61,7 @@ from fluxinfra.scheduler.kube import ApiError, KubeApi
 from fluxinfra.scheduler.metrics import Metrics
 from fluxinfra.scheduler.pods import PodInfo
 
-__all__ = ["KubeBinder", "done"]
+__all__ = ["BindWorkers", "KubeBinder", "done"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,63 @@ def _series_key(event: dict[str, Any]) -> tuple[Any, ...]:
             event.get("type"), event.get("note"))
 
 
+class BindWorkers:
+    """``workers`` threads that run binds: a submit is a :class:`~concurrent.futures.Future`
+    and a put on a :class:`queue.SimpleQueue`, nothing else. (A ``ThreadPoolExecutor``'s
+    submit also takes its idle-worker semaphore, whose lock the finishing workers hold in
+    turn: in a burst the loop waited on it longer than it spent matching.)"""
+
+    def __init__(self, workers: int, name: str = "bind") -> None:
+        if workers < 1:
+            raise ValueError(f"workers {workers}: use >= 1")
+        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple] | None] = \
+            queue.SimpleQueue()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._run, name=f"{name}_{i}", daemon=True)
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if self._closed:
+            raise RuntimeError("bind workers shut down: no new bind is started")
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``fn`` over ``items`` on the workers; the results in order."""
+        return [f.result() for f in [self.submit(fn, item) for item in items]]
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled by shutdown
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - the caller reads it from the future
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Start nothing more: the binds not yet started are cancelled, those running end."""
+        self._closed = True
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+
+
 class KubeBinder:
     """Binds pods and reports decisions through a :class:`KubeApi`."""
 
@@ -114,7 +171,7 @@ class KubeBinder:
         self.controller = scheduler_name
         self.instance = instance or f"{scheduler_name}-{socket.gethostname()}"
         self.metrics = metrics or Metrics()
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="bind") if workers else None
+        self._pool = BindWorkers(workers) if workers else None
         #: one queue and one thread per sender
         self._queues: list[queue.Queue[tuple[str | None, Callable[[], None]] | None]] = []
         #: key -> [its sender's queue, its writes queued or being sent]: while an object has
@@ -154,7 +211,7 @@ class KubeBinder:
     def bind(self, assignments: list[tuple[PodInfo, str]]) -> list[Exception | None]:
         if self._pool is None or len(assignments) == 1:
             return [self._bind_one(a) for a in assignments]
-        return list(self._pool.map(self._bind_one, assignments))
+        return self._pool.map(self._bind_one, assignments)
 
     def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
         """The binds started on the pool (done at once without one): one future per pod,
@@ -253,7 +310,7 @@ class KubeBinder:
         left unsent, which are logged and counted."""
         t0 = time.monotonic()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)  # binds the loop never saw
+            self._pool.shutdown()  # binds the loop never saw
         self.refresh_series(every=True)  # the counts observed since their last write
         before, queued = self.sent, self.pending()
         for q in self._queues:

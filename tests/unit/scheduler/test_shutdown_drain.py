@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from fluxqueue.http_double import JsonHandler
 
-from fluxinfra.scheduler.binder import KubeBinder
+from fluxinfra.scheduler.binder import BindWorkers, KubeBinder
 from fluxinfra.scheduler.client import ClientKubeApi, connect
 from fluxinfra.scheduler.core import SchedulerConfig, SchedulerCore
 from fluxinfra.scheduler.fluxion import FluxionAllocator
@@ -180,6 +180,39 @@ def test_a_stop_right_after_a_burst_still_reports_every_bind() -> None:
     bound = [p for p in api.objects["pods"].values() if p["spec"].get("nodeName")]
     scheduled = [e for e in api.events if e["reason"] == "Scheduled"]
     assert len(bound) == 24 == len(scheduled)
+
+
+def test_bind_workers_run_each_bind_once_and_shutdown_starts_none_after() -> None:
+    """The binder's workers: every submit runs once on one of them, its result or error in its
+    future; ``map`` keeps the order; shutdown cancels what has not started (its future's
+    callbacks run, as the core's bookkeeping needs), lets the running ones end and refuses new
+    ones."""
+    workers = BindWorkers(4)
+    assert workers.map(lambda x: x * x, list(range(50))) == [x * x for x in range(50)]
+    failed = workers.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result(5)
+    gate, started = threading.Event(), threading.Semaphore(0)
+
+    def held(i: int) -> int:
+        started.release()
+        gate.wait(10)
+        return i
+    running = [workers.submit(held, i) for i in range(4)]
+    for _ in range(4):  # every worker holds one
+        assert started.acquire(timeout=5)
+    queued = [workers.submit(held, i) for i in range(4, 10)]
+    cancelled: list[Any] = []
+    for future in queued:
+        future.add_done_callback(cancelled.append)
+    workers.shutdown()
+    gate.set()
+    assert [f.result(5) for f in running] == [0, 1, 2, 3]
+    assert all(f.cancelled() for f in queued) and cancelled == queued
+    with pytest.raises(RuntimeError, match="shut down"):
+        workers.submit(held, 11)
+    with pytest.raises(ValueError, match="workers 0"):
+        BindWorkers(0)
 
 
 @pytest.mark.parametrize("backpressure", [5.0, 0.0])
