@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fluxinfra.queue.jobs import SLOT_PREFIX
 from fluxinfra.scheduler.binder import done
+from fluxinfra.scheduler.events import scheduled_note
 from fluxinfra.scheduler.pods import PodInfo
 
 if TYPE_CHECKING:
@@ -78,6 +79,19 @@ class QueueBinder:
         self._routes = routes
 
     @property
+    def scheduled_events(self) -> bool:
+        """As the binder it stands in front of (see the core's ``Binder``): when that one
+        writes each bound pod's ``Scheduled`` Event as its bind succeeds, this one does so for
+        the gated pods the queue binds; a slot pod exists nowhere and gets none."""
+        return bool(getattr(self.inner, "scheduled_events", False))
+
+    def _ungate_and_bind(self, pod: PodInfo, node: str) -> Exception | None:
+        error = self.routes.ungate_and_bind(pod, node)
+        if error is None and self.scheduled_events:
+            self.inner.pod_event(pod, "Scheduled", scheduled_note(pod.key, node), "Binding")
+        return error
+
+    @property
     def routes(self) -> BindRoutes:
         if self._routes is None:
             raise RuntimeError("QueueBinder used before a queue controller attached to it: "
@@ -97,7 +111,7 @@ class QueueBinder:
             else:
                 plain.append(i)
         if gated:
-            answers = routes.map(lambda i: routes.ungate_and_bind(*assignments[i]), gated)
+            answers = routes.map(lambda i: self._ungate_and_bind(*assignments[i]), gated)
             for i, result in zip(gated, answers, strict=True):
                 results[i] = result
         if plain:
@@ -119,7 +133,7 @@ class QueueBinder:
                 routes.slot_placed(pod.uid, node)
                 futures[i] = done(None)
             elif routes.handed_gated(pod.uid):
-                futures[i] = routes.submit(routes.ungate_and_bind, pod, node)
+                futures[i] = routes.submit(self._ungate_and_bind, pod, node)
             else:
                 plain.append(i)
         if plain:

@@ -3,8 +3,11 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
 
 - Binds go through the ``pods/binding`` subresource (a v1 Binding carrying the pod's uid, so a
   pod recreated under the same name is never bound by mistake). A group's binds run in parallel
-  on a small thread pool (``workers``); the core gets one result per pod and rolls back the
-  matcher's share of every pod whose bind failed.
+  on ``workers`` threads (:class:`BindWorkers`); the core gets one result per pod and rolls
+  back the matcher's share of every pod whose bind failed. The worker that bound a pod then
+  writes its ``Scheduled`` Event itself (``scheduled_events``), as kube-scheduler's binding
+  goroutine records it: the Event follows its bind at once, not after the loop has taken the
+  result in and a sender has come to it.
 - Events (``events.k8s.io/v1``) and status patches are best effort: a failure is logged and
   counted in ``fluxinfra_scheduler_errors_total{source="event"}``, never raised into the loop.
   With ``async_events`` they are sent by ``senders`` background threads through bounded
@@ -38,6 +41,7 @@ over :class:`~fluxinfra.scheduler.kube.KubeApi`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import socket
@@ -55,6 +59,7 @@ from fluxinfra.scheduler.events import (
     pod_event,
     podgroup_event,
     scheduled_condition_patch,
+    scheduled_note,
     series_patch,
 )
 from fluxinfra.scheduler.kube import ApiError, KubeApi
@@ -107,7 +112,8 @@ class BindWorkers:
     def __init__(self, workers: int, name: str = "bind") -> None:
         if workers < 1:
             raise ValueError(f"workers {workers}: use >= 1")
-        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple] | None] = \
+        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple,
+                                             Callable[[Any], None] | None] | None] = \
             queue.SimpleQueue()
         self._closed = False
         self._threads = [threading.Thread(target=self._run, name=f"{name}_{i}", daemon=True)
@@ -115,11 +121,14 @@ class BindWorkers:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any,
+               then: Callable[[Any], None] | None = None) -> Future:
+        """``fn(*args)`` on a worker; ``then(result)`` runs on the same worker once the result
+        is in the future (whoever waits for it goes on meanwhile)."""
         if self._closed:
             raise RuntimeError("bind workers shut down: no new bind is started")
         future: Future = Future()
-        self._queue.put((future, fn, args))
+        self._queue.put((future, fn, args, then))
         return future
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
@@ -131,15 +140,17 @@ class BindWorkers:
             item = self._queue.get()
             if item is None:
                 return
-            future, fn, args = item
+            future, fn, args, then = item
             if not future.set_running_or_notify_cancel():
                 continue  # cancelled by shutdown
             try:
                 result = fn(*args)
             except BaseException as exc:  # noqa: BLE001 - the caller reads it from the future
                 future.set_exception(exc)
-            else:
-                future.set_result(result)
+                continue
+            future.set_result(result)
+            if then is not None:
+                then(result)
 
     def shutdown(self) -> None:
         """Start nothing more: the binds not yet started are cancelled, those running end."""
@@ -154,9 +165,19 @@ class BindWorkers:
         for _ in self._threads:
             self._queue.put(None)
 
+    def join(self, deadline: float) -> None:
+        """After :meth:`shutdown`: wait until ``deadline`` (``time.monotonic()``) for the
+        workers to end (the binds and follow-ups running)."""
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
 
 class KubeBinder:
     """Binds pods and reports decisions through a :class:`KubeApi`."""
+
+    #: each bound pod's ``Scheduled`` Event is written here as its bind succeeds (on the bind
+    #: worker, unless a write about the pod is still out): see the core's ``Binder``
+    scheduled_events = True
 
     def __init__(self, api: KubeApi, *, scheduler_name: str = "fluxion",
                  instance: str | None = None, metrics: Metrics | None = None,
@@ -187,6 +208,7 @@ class KubeBinder:
         #: PodGroup key -> the newest status not yet taken by its sender (one write queued)
         self._statuses: dict[str, tuple[str, str, dict[str, Any]]] = {}
         self._in_flight = 0     #: writes a sender has taken and not finished
+        self._after_bind_out = 0  #: Scheduled Events a bind worker owes or is writing
         self.sent = 0           #: writes made (answered, or failed and counted)
         if async_events:
             for i in range(max(1, senders)):
@@ -208,17 +230,57 @@ class KubeBinder:
             return exc
         return None
 
+    def _bind_then_report(self, assignment: tuple[PodInfo, str]) -> Exception | None:
+        """A bind on a worker; when it succeeds, the worker owes the pod's Scheduled Event
+        (counted before the result is out, so a flush or drain that follows waits for it)."""
+        error = self._bind_one(assignment)
+        if error is None:
+            with self._lock:
+                self._after_bind_out += 1
+        return error
+
+    def _report_bound(self, assignment: tuple[PodInfo, str], error: Exception | None) -> None:
+        """On the worker, once the bind's result is out: the Scheduled Event."""
+        if error is not None:
+            return
+        try:
+            self._scheduled(*assignment, here=True)
+        finally:
+            with self._lock:
+                self._after_bind_out -= 1
+
+    def _scheduled(self, pod: PodInfo, node: str, *, here: bool) -> None:
+        event = pod_event(pod.namespace, pod.name, pod.uid, "Scheduled",
+                          scheduled_note(pod.key, node), self.controller, self.instance,
+                          action="Binding")
+        self._event(pod.key, pod.namespace, event, here=here)
+
+    def _start(self, assignment: tuple[PodInfo, str]) -> Future:
+        pool = self._pool
+        assert pool is not None
+        return pool.submit(self._bind_then_report, assignment,
+                           then=functools.partial(self._report_bound, assignment))
+
     def bind(self, assignments: list[tuple[PodInfo, str]]) -> list[Exception | None]:
-        if self._pool is None or len(assignments) == 1:
-            return [self._bind_one(a) for a in assignments]
-        return self._pool.map(self._bind_one, assignments)
+        """Bind each pod (in parallel on the workers), each bound pod's Scheduled Event
+        written as its bind succeeds; one result per pod."""
+        if self._pool is None:
+            return [self._bind_here(a) for a in assignments]
+        return [future.result() for future in [self._start(a) for a in assignments]]
+
+    def _bind_here(self, assignment: tuple[PodInfo, str]) -> Exception | None:
+        error = self._bind_one(assignment)
+        if error is None:
+            self._scheduled(*assignment, here=False)
+        return error
 
     def submit(self, assignments: list[tuple[PodInfo, str]]) -> list[Future]:
-        """The binds started on the pool (done at once without one): one future per pod,
-        whose result is None (bound) or the error."""
+        """The binds started on the workers (done at once without them): one future per pod,
+        whose result is None (bound) or the error; each bound pod's Scheduled Event follows
+        from the same worker once its result is out."""
         if self._pool is not None:
-            return [self._pool.submit(self._bind_one, a) for a in assignments]
-        return [done(self._bind_one(a)) for a in assignments]
+            return [self._start(a) for a in assignments]
+        return [done(self._bind_here(a)) for a in assignments]
 
     # -- reporting ------------------------------------------------------------------------------
     def _submit(self, key: str, send: Callable[[], None]) -> bool:
@@ -247,6 +309,18 @@ class KubeBinder:
             self.metrics.errors.inc(source="event_dropped")
             return False
         return True
+
+    def _writes_out(self, key: str) -> bool:
+        """Whether a write about ``key`` is queued or being sent."""
+        with self._owner_lock:
+            return key in self._owners
+
+    def _write_here(self, send: Callable[[], None]) -> None:
+        try:
+            self._safely(send)
+        finally:
+            with self._lock:
+                self.sent += 1
 
     def _done(self, key: str | None) -> None:
         """A write about ``key`` was sent (or dropped): the object's sender is free to change
@@ -290,17 +364,19 @@ class KubeBinder:
                     self.sent += 1
 
     def pending(self) -> int:
-        """Writes queued or being sent."""
-        return sum(q.qsize() for q in self._queues) + self._in_flight
+        """Writes queued or being sent (a bind worker's Scheduled Events too)."""
+        return sum(q.qsize() for q in self._queues) + self._in_flight + self._after_bind_out
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait for the writes queued so far to be sent (tests)."""
+        deadline = time.monotonic() + timeout
+        while self._after_bind_out and time.monotonic() < deadline:
+            time.sleep(0.001)  # the bind workers' Events first: they may queue writes
         marks = []
         for q in self._queues:
             mark = threading.Event()
             q.put((None, mark.set), timeout=timeout)
             marks.append(mark)
-        deadline = time.monotonic() + timeout
         for mark in marks:
             mark.wait(max(0.0, deadline - time.monotonic()))
 
@@ -311,6 +387,8 @@ class KubeBinder:
         t0 = time.monotonic()
         if self._pool is not None:
             self._pool.shutdown()  # binds the loop never saw
+            # the running binds end and write their Events (some through the senders)
+            self._pool.join(deadline)
         self.refresh_series(every=True)  # the counts observed since their last write
         before, queued = self.sent, self.pending()
         for q in self._queues:
@@ -319,7 +397,7 @@ class KubeBinder:
                 q.put(None, timeout=max(0.0, deadline - time.monotonic()))
         for thread in self._senders:
             thread.join(max(0.0, deadline - time.monotonic()))
-        left = self._in_flight
+        left = self._in_flight + self._after_bind_out
         for q in self._queues:
             while True:
                 try:
@@ -343,10 +421,13 @@ class KubeBinder:
         self.drain(time.monotonic() + grace)
 
     # -- Events, as series --------------------------------------------------------------------
-    def _event(self, key: str, namespace: str, event: dict[str, Any]) -> None:
+    def _event(self, key: str, namespace: str, event: dict[str, Any], *,
+               here: bool = False) -> None:
         """Create ``event``, or count it into the series of the same Event seen within
         :data:`SERIES_WINDOW` (written now for the first repeat, else when
-        :data:`SERIES_REFRESH` has passed since the last write)."""
+        :data:`SERIES_REFRESH` has passed since the last write). ``here``: a new Event is
+        created in this thread (a bind worker's) unless a write about ``key`` is out, which
+        it then follows through that write's sender."""
         now = self.clock()
         skey = _series_key(event)
         with self._lock:
@@ -367,7 +448,10 @@ class KubeBinder:
                 if write:
                     series.written, series.written_at = series.count, now
         if series is None:
-            self._submit(key, lambda: self.api.create_event(namespace, event))
+            if here and not self._writes_out(key):
+                self._write_here(lambda: self.api.create_event(namespace, event))
+            else:
+                self._submit(key, lambda: self.api.create_event(namespace, event))
         elif write:
             self._write_series(series)
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from fluxinfra.scheduler.cache import Cache
 from fluxinfra.scheduler.config import SchedulerConfig
+from fluxinfra.scheduler.events import scheduled_note
 from fluxinfra.scheduler.gangs import Gangs
 from fluxinfra.scheduler.kube import ApiError
 from fluxinfra.scheduler.metrics import Metrics
@@ -43,7 +44,12 @@ log = logging.getLogger(__name__)
 
 
 class Binder(Protocol):
-    """How the core acts on the cluster."""
+    """How the core acts on the cluster.
+
+    A binder with ``scheduled_events = True`` writes each pod's ``Scheduled`` Event itself as
+    its bind succeeds (from the thread that bound it, as kube-scheduler's binding goroutine
+    does), so the Event follows its bind at once rather than waiting for the loop to take the
+    result in; for any other binder the core writes it then."""
 
     def bind(self, assignments: list[tuple[PodInfo, str]]) -> list[Exception | None]:
         """Bind each pod to its node; one result per assignment (None = bound)."""
@@ -231,8 +237,8 @@ class BindingCycle:
         if started is not None:
             self.metrics.e2e_latency.observe(wall - started)
         self.noted.pop(pod.uid, None)
-        self.binder.pod_event(pod, "Scheduled", f"Successfully assigned {pod.key} to {node}",
-                              "Binding")
+        if not getattr(self.binder, "scheduled_events", False):
+            self.binder.pod_event(pod, "Scheduled", scheduled_note(pod.key, node), "Binding")
 
     def _group_progress(self, group: Group) -> None:
         self.gangs.progress(group, self.binding)

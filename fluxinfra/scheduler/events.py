@@ -17,13 +17,18 @@ from typing import Any
 
 __all__ = ["WARNING_REASONS", "disruption_condition_patch", "lease_event", "micro_time",
            "node_event", "parse_time", "pod_event", "podgroup_event",
-           "scheduled_condition_patch", "series_patch"]
+           "scheduled_condition_patch", "scheduled_note", "series_patch"]
 
 #: Reasons that are warnings (everything else is Normal).
 WARNING_REASONS = frozenset({"FailedScheduling", "Unschedulable", "InvalidPod", "FailedBinding",
                              "InvalidPodGroup", "InvalidNode"})
 
 _seq = itertools.count(1)
+
+
+def scheduled_note(pod_key: str, node: str) -> str:
+    """The note of a pod's ``Scheduled`` Event, kube-scheduler's words."""
+    return f"Successfully assigned {pod_key} to {node}"
 
 
 def micro_time(now: float) -> str:

@@ -213,6 +213,9 @@ def test_gated_pod_is_ungated_and_bound_where_fluxion_placed_it():
     assert h.state("pod-solo") == "Admitted"
     solo = api.get("pods", "team-a/solo")
     assert solo["spec"]["nodeName"] == "n0" and not solo["spec"].get("schedulingGates")
+    # one Scheduled Event, from the queue's binder (the core leaves it to the binder)
+    assert [(e["regarding"]["name"], e["note"]) for e in api.events
+            if e["reason"] == "Scheduled"] == [("solo", "Successfully assigned team-a/solo to n0")]
     assert h.state("pod-second") == "Reserved"
     assert api.get("pods", "team-a/second")["spec"]["schedulingGates"]
     check_books(h)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from fluxinfra.scheduler import binder as binder_module
 from fluxinfra.scheduler.binder import SERIES_REFRESH, SERIES_WINDOW, KubeBinder
-from fluxinfra.scheduler.pods import PodInfo, Request
+from fluxinfra.scheduler.pods import PodInfo, Request, pod_info
 
-from .kube_double import KubeApiDouble, make_podgroup
+from .kube_double import KubeApiDouble, make_node, make_pod, make_podgroup
 
 
 class Clock:
@@ -243,3 +244,89 @@ def test_an_objects_writes_stay_in_order_on_its_sender() -> None:
     finally:
         binder.close()
     assert [p["status"]["scheduled"] for _, _, p in api.podgroup_patches] == [3, 16]
+
+
+class RecordingBindApi(KubeApiDouble):
+    """The API double noting, for each Event, the thread that wrote it and whether the bind's
+    result was already out to whoever waits for it (``futures`` by pod name)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.futures: dict[str, Any] = {}
+        self.writers: dict[str, tuple[str, bool]] = {}
+
+    def create_event(self, namespace, event) -> None:
+        name = event["regarding"]["name"]
+        future = self.futures.get(name)
+        self.writers[name] = (threading.current_thread().name,
+                              future is not None and future.done())
+        super().create_event(namespace, event)
+
+
+def _bound_pods(api: KubeApiDouble, count: int) -> list[PodInfo]:
+    api.create("nodes", make_node("n0"))
+    for i in range(count):
+        api.create("pods", make_pod(f"p{i}", "ns"))
+    return [pod_info(api.objects["pods"][f"ns/p{i}"]) for i in range(count)]
+
+
+def test_a_bound_pods_event_comes_from_its_bind_worker_once_the_result_is_out() -> None:
+    """As kube-scheduler's binding goroutine: each pod's Scheduled Event is written by the
+    worker that bound it, right after its result is in the future the core waits on (the
+    core, seeing ``scheduled_events``, writes none itself)."""
+    api = RecordingBindApi()
+    pods = _bound_pods(api, 8)
+    binder = KubeBinder(api, workers=4, async_events=True, senders=2)
+    try:
+        futures = binder.submit([(p, "n0") for p in pods])
+        api.futures.update((p.name, f) for p, f in zip(pods, futures, strict=True))
+        assert [f.result(5) for f in futures] == [None] * 8
+        binder.flush()
+        assert binder.pending() == 0
+    finally:
+        binder.close()
+    assert binder.scheduled_events
+    assert sorted(api.writers) == [p.name for p in pods]
+    assert all(thread.startswith("bind_") and out for thread, out in api.writers.values()), \
+        api.writers
+    notes = sorted(e["note"] for e in api.events if e["reason"] == "Scheduled")
+    assert notes == sorted(f"Successfully assigned ns/{p.name} to n0" for p in pods)
+
+
+class GatedWritersApi(GatedEventsApi):
+    """:class:`GatedEventsApi` noting, in one record per Event, what it is about, its reason
+    and the thread that wrote it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[tuple[str, str, str]] = []
+
+    def create_event(self, namespace, event) -> None:
+        assert self.gate.wait(10), "the test never opened the gate"
+        self.written.append((event["regarding"]["name"], event["reason"],
+                             threading.current_thread().name))
+        KubeApiDouble.create_event(self, namespace, event)
+
+
+def test_a_bound_pods_event_follows_a_write_about_it_still_out() -> None:
+    """A pod with a write still out (its FailedScheduling Event, held by the API server) gets
+    its Scheduled Event through that write's sender, after it; a pod with none gets it from
+    its bind worker."""
+    api = GatedWritersApi()
+    pods = _bound_pods(api, 2)
+    binder = KubeBinder(api, workers=2, async_events=True, senders=2)
+    try:
+        binder.pod_event(pods[0], "FailedScheduling", "0/1 nodes are available", "Scheduling")
+        deadline = time.monotonic() + 5
+        while binder.pending() != 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        futures = binder.submit([(p, "n0") for p in pods])
+        assert [f.result(5) for f in futures] == [None, None]
+        api.gate.set()
+        binder.flush()
+    finally:
+        binder.close()
+    about_p0 = [(reason, thread) for name, reason, thread in api.written if name == "p0"]
+    assert [reason for reason, _ in about_p0] == ["FailedScheduling", "Scheduled"]
+    assert about_p0[0][1] == about_p0[1][1] and about_p0[0][1].startswith("events-")
+    assert [thread for name, _, thread in api.written if name == "p1"][0].startswith("bind_")

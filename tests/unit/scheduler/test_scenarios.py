@@ -374,7 +374,7 @@ class _SlowBinder:
     def finish(self, *names: str) -> None:
         """Finish the binds of the pods named (all when none is)."""
         for a, f in [(a, f) for a, f in self.held if not names or a[0].name in names]:
-            f.set_result(self.inner._bind_one(a))
+            f.set_result(self.inner._bind_here(a))  # the bind and its Scheduled Event
             self.held.remove((a, f))
 
 
