@@ -150,7 +150,10 @@ class BindWorkers:
                 continue
             future.set_result(result)
             if then is not None:
-                then(result)
+                try:
+                    then(result)
+                except Exception:  # noqa: BLE001 - a follow-up never ends its worker
+                    log.exception("the follow-up of a bind failed")
 
     def shutdown(self) -> None:
         """Start nothing more: the binds not yet started are cancelled, those running end."""

@@ -192,6 +192,15 @@ def test_bind_workers_run_each_bind_once_and_shutdown_starts_none_after() -> Non
     failed = workers.submit(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failed.result(5)
+    after: list[int] = []
+    assert workers.submit(lambda: 7, then=after.append).result(5) == 7
+    for _ in range(8):  # a follow-up that raises is logged; its worker goes on
+        assert workers.submit(lambda: 8, then=lambda r: 1 / 0).result(5) == 8
+    assert workers.map(lambda x: x, list(range(8))) == list(range(8))
+    deadline = time.monotonic() + 5
+    while not after and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert after == [7]
     gate, started = threading.Event(), threading.Semaphore(0)
 
     def held(i: int) -> int:
