@@ -113,6 +113,8 @@ class BindingCycle:
     binding: dict[str, FailedBind]
     #: binds running (async binding): pod uid -> (pod, node, future, start)
     inflight: dict[str, tuple[PodInfo, str, Any, float]]
+    #: group key -> how many of its members' binds are running (the keys of ``inflight``'s pods)
+    inflight_groups: dict[str, int]
     #: (pod uid, future) of the binds that finished, not yet taken in
     _finished: collections.deque[tuple[str, Any]]
     _waker: Callable[[], None] | None
@@ -152,7 +154,10 @@ class BindingCycle:
             # as kube-scheduler's binding cycle: the pods are assumed (ledger, graph), the
             # binds run while the loop goes on; their results are taken in by _collect_binds
             futures = submit(assignments)
+            running = self.inflight_groups
             for (pod, node), future in zip(assignments, futures, strict=True):
+                if pod.uid not in self.inflight:
+                    running[pod.group_key] = running.get(pod.group_key, 0) + 1
                 self.inflight[pod.uid] = (pod, node, future, t0)
                 # run by the binder's thread when the bind ends (at once if it has)
                 future.add_done_callback(functools.partial(self._bind_finished, pod.uid))
@@ -177,12 +182,19 @@ class BindingCycle:
         """Take in the results of the binds that finished (async binding), in the order they
         finished."""
         finished = self._finished
+        running = self.inflight_groups
         done = []
         while finished:
             uid, future = finished.popleft()
             entry = self.inflight.get(uid)
             if entry is not None and entry[2] is future:
                 del self.inflight[uid]
+                key = entry[0].group_key
+                left = running.get(key, 0) - 1
+                if left > 0:
+                    running[key] = left
+                else:
+                    running.pop(key, None)
                 done.append(entry)
         if not done:
             return 0
@@ -257,7 +269,7 @@ class BindingCycle:
         # a PodGroup waits while one of its binds runs, so only the binds retried after a
         # failure are left to discount from its members
         for namespace, name, status in self.gangs.statuses(
-                self.podgroups, self.groups, self.binding, self.inflight, self.clock(),
+                self.podgroups, self.groups, self.binding, self.inflight_groups, self.clock(),
                 interval):
             self.binder.podgroup_status(namespace, name, status)
 

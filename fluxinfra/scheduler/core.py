@@ -102,6 +102,8 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
         self.binding: dict[str, FailedBind] = {}
         #: binds running (async binding): pod uid -> (pod, node, future, start)
         self.inflight: dict[str, tuple[PodInfo, str, Any, float]] = {}
+        #: group key -> how many binds of its members are running
+        self.inflight_groups: dict[str, int] = {}
         #: (uid, future) of binds that finished, appended by the binder's threads as they
         #: finish; the loop takes in only these (a burst's thousands of binds are not scanned)
         self._finished: collections.deque[tuple[str, Any]] = collections.deque()

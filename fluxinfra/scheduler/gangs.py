@@ -100,8 +100,8 @@ class Gangs:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
         what the PodGroup has; a member in ``binding`` (a failed bind retried) does not count
-        as bound yet. A PodGroup with a member whose bind is ``running`` is left for a later
-        call, still changed: its status now would be a step on the way (a gang bound at once
+        as bound yet. A PodGroup in ``running`` (a member's bind is running) is left for a
+        later call, still changed: its status now would be a step on the way (a gang bound at once
         gets one write, when its binds are done, not one before them as well). A member whose
         bind this scheduler saw succeed counts as bound before the watch brings its
         ``nodeName`` (kube-scheduler's assumed pods), so that write does not wait for the
@@ -117,10 +117,10 @@ class Gangs:
             group = groups.get(key)
             if obj is None or (group is not None and group.invalid):
                 continue
-            members = self.members.get(key, {}).values()
-            if any(p.uid in running for p in members):
+            if key in running:
                 later.add(key)
                 continue
+            members = self.members.get(key, {}).values()
             try:
                 min_member = podgroup_spec(obj).min_member
             except PodSpecError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from fluxinfra.kube.pools import pool_request
@@ -71,7 +71,8 @@ def check_invariants(h: Harness) -> None:
        overhead (DaemonSet and mirror pods), and its nodes offer what that overhead leaves;
     4. (Fluxion in process) the graph's pools hold, per node, exactly what the books say;
     5. every group with a pod to place is among the scheduling queue's waiting groups (the
-       cycle reads only those).
+       cycle reads only those), and the groups counted with binds running are those of the
+       binds out.
     """
     assert not h.api.rejected, f"the API server would refuse: {h.api.rejected}"
     nodes = {n["metadata"]["name"]: n for n in h.api.objects["nodes"].values()}
@@ -112,6 +113,8 @@ def check_invariants(h: Harness) -> None:
     unseen = [key for key, group in queue.groups.items()
               if group.pending and key not in queue.waiting]
     assert not unseen, f"groups with pods to place the cycle would not read: {unseen}"
+    out = Counter(pod.group_key for pod, _, _, _ in h.core.inflight.values())
+    assert h.core.inflight_groups == dict(out), (h.core.inflight_groups, out)
     assert math.isfinite(h.core.metrics.match_latency.count)
 
 

@@ -424,10 +424,12 @@ def test_binds_are_taken_in_as_they_finish_not_as_they_started(
     h.step()
     assert [e["regarding"]["name"] for e in h.events("Scheduled")] == ["m2", "m0"]
     assert sorted(h.core.inflight) == sorted(p.uid for (p, _), _ in slow.held)
+    assert h.core.inflight_groups == {"default/pg": 2}
     assert h.api.podgroup_patches == [], "no status while the gang's binds run"
     slow.finish()
     h.step()
-    assert not h.core.inflight and len(h.events("Scheduled")) == 4
+    assert not h.core.inflight and not h.core.inflight_groups
+    assert len(h.events("Scheduled")) == 4
     assert [p[2]["status"]["scheduled"] for p in h.api.podgroup_patches] == [4], \
         "one status write, when the binds are done"
     check_invariants(h)
