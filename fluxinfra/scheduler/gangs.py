@@ -9,7 +9,7 @@ bound, reported) stays with the scheduling cycle and binding.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterable, Iterator
 from typing import Any
 
 from fluxinfra.scheduler.ledger import Ledger
@@ -95,7 +95,7 @@ class Gangs:
             self.metrics.groups_scheduled.inc()
 
     def statuses(self, podgroups: dict[str, dict[str, Any]], groups: dict[str, Group],
-                 binding: Container[str], running: Container[str], now: float = 0.0,
+                 binding: Container[str], running: Iterable[str], now: float = 0.0,
                  interval: float = 0.0) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(namespace, name, status) of each PodGroup whose members changed, from their phases
         (:func:`~fluxinfra.scheduler.podgroup_status.podgroup_status`), when it differs from
@@ -110,21 +110,23 @@ class Gangs:
         at most once per ``interval`` seconds of ``now``; :attr:`due_at` says when the
         earliest held back falls due. A new phase is written at once. Each is recorded as
         sent when it is yielded; the changes are cleared once all are."""
-        later: set[str] = set()
+        # the gangs with binds out wait, still changed (a set difference, not a pass over
+        # them: in a burst, most changed gangs are binding)
+        later = self.dirty.intersection(running)
         self.due_at = None
-        for key in sorted(self.dirty):
+        for key in sorted(self.dirty.difference(later)):
             obj = podgroups.get(key)
             group = groups.get(key)
             if obj is None or (group is not None and group.invalid):
                 continue
-            if key in running:
-                later.add(key)
-                continue
             members = self.members.get(key, {}).values()
-            try:
-                min_member = podgroup_spec(obj).min_member
-            except PodSpecError:
-                continue  # reported with its group
+            if group is not None and group.spec is not None:
+                min_member = group.spec.min_member  # read from this object (on_podgroup)
+            else:
+                try:
+                    min_member = podgroup_spec(obj).min_member
+                except PodSpecError:
+                    continue  # reported with its group
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             sent = self.status.get(key)
             current = sent[1] if sent is not None and sent[0] == uid else \
