@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fluxinfra.scheduler.client import connect  # noqa: E402
-from fluxinfra.scheduler.events import pod_event  # noqa: E402
+from fluxinfra.scheduler.events import pod_event, scheduled_note  # noqa: E402
 from fluxinfra.scheduler.pods import LABEL_PODGROUP  # noqa: E402
 
 #: the Events' reportingController
@@ -52,9 +52,8 @@ def write_all(kubeconfig: str, namespace: str, nodes: int, threads: int) -> int:
         try:
             api.bind(namespace, name, uid, node)
             api.create_event(namespace, pod_event(
-                namespace, name, uid, "Scheduled",
-                f"Successfully assigned {namespace}/{name} to {node}", CONTROLLER,
-                f"{CONTROLLER}-0", action="Binding"))
+                namespace, name, uid, "Scheduled", scheduled_note(f"{namespace}/{name}", node),
+                CONTROLLER, f"{CONTROLLER}-0", action="Binding"))
             group = (meta.get("labels") or {}).get(LABEL_PODGROUP)
             if group:
                 with lock:
