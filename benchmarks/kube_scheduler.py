@@ -43,7 +43,9 @@ subresource; ``apiserver_watch_events_total`` by kind; every client's, the bed's
 Between runs every pod, Event and PodGroup of the namespace is deleted and the scheduler
 stopped; each run (and, in a burst, the scheduler's start after the pods are created) waits
 until the bed's processes are quiet (under a tenth of a core for a second), so that no run
-inherits another's clean-up. The ratio lines at the end divide each scheduler's median pods/s
+inherits another's clean-up. Rounds alternate the order (ABBA: every other round runs the
+schedulers in reverse), so that none always runs first after the bed started or right after
+the same other one. The ratio lines at the end divide each scheduler's median pods/s
 by the ceiling's (its best thread count), measured in the same run: other work on the machine
 moves every absolute figure, the ratio much less.
 """
@@ -630,8 +632,11 @@ def _clean(api_client: Any, namespace: str, timeout: float = 900) -> None:
 
 
 # -- the runs -----------------------------------------------------------------------------------
-def _plan(args: argparse.Namespace, threads: list[int]) -> list[tuple[str, int, int]]:
-    """(scheduler, group size, ceiling threads) in the order each round runs them."""
+def _plan(args: argparse.Namespace, threads: list[int],
+          rnd: int = 0) -> list[tuple[str, int, int]]:
+    """(scheduler, group size, ceiling threads) in the order round ``rnd`` (from 0) runs them:
+    odd rounds run the even rounds' order backwards (ABBA), so that no scheduler always runs
+    just after another, or first after the bed started."""
     plan = [("kube-scheduler", 1, 0), ("fluxion", 1, 0)]
     plan += [("ceiling", 1, t) for t in threads]
     if args.gangs:
@@ -640,7 +645,8 @@ def _plan(args: argparse.Namespace, threads: list[int]) -> list[tuple[str, int, 
         plan.append(("fluxion", args.group_size, 0))
         plan += [("ceiling", args.group_size, t) for t in threads]
     only = set(filter(None, args.only.split(",")))
-    return [step for step in plan if not only or step[0] in only]
+    plan = [step for step in plan if not only or step[0] in only]
+    return plan[::-1] if rnd % 2 else plan
 
 
 def _label(who: str, size: int, threads: int) -> str:
@@ -715,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
         versions["kube-scheduler"] = _version(_kube_scheduler(bed, args.qps, tmp).argv[0])
         for rnd in range(args.rounds):
             for mode in modes:
-                for who, size, nthreads in _plan(args, threads):
+                for who, size, nthreads in _plan(args, threads, rnd):
                     if who == "ceiling" and mode != "burst":
                         continue
                     if who == "ceiling":
@@ -771,7 +777,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bed.down()
     print(f"kube_scheduler: {args.nodes} hollow nodes x 32 cores, {args.pods} pods (1 core, "
-          f"1 GiB); {args.rounds} round(s), alternated; wall time on this machine")
+          f"1 GiB); {args.rounds} round(s), alternated, every other round in reverse order; wall "
+          "time on this machine")
     headers = ["mode", "scheduler", "round", "bound", "pods/s", "binds/s", "groups/s",
                "events", "statuses", "p50 s", "p99 s", "RSS MiB", "CPU s", "CPU ms/pod",
                "API ms/pod", "fullest"]

@@ -276,3 +276,16 @@ def test_the_memory_benchmark_serves_every_kind_the_scheduler_lists():
     assert {p["metadata"]["namespace"] for p in listed["pods"]} == \
         {n["metadata"]["name"] for n in listed["namespaces"]}
     assert all(p["spec"].get("nodeName") for p in listed["pods"])
+
+
+def test_the_kube_scheduler_rounds_alternate_their_order():
+    bench = load("kube_scheduler")
+    args = bench.parser().parse_args(["--gangs", "--coscheduling", "/bin/true"])
+    first, second, third = (bench._plan(args, [16, 32], rnd) for rnd in range(3))
+    assert first[:2] == [("kube-scheduler", 1, 0), ("fluxion", 1, 0)]
+    assert second == first[::-1]
+    assert third == first
+    assert sorted(first) == sorted(second)  # every run in every round, only the order moves
+    only = bench.parser().parse_args(["--gangs", "--only", "fluxion,ceiling"])
+    assert bench._plan(only, [16], 1) == [("ceiling", 16, 16), ("fluxion", 16, 0),
+                                          ("ceiling", 1, 16), ("fluxion", 1, 0)]
