@@ -400,6 +400,14 @@ class SchedulerCore(SchedulingCycle, BindingCycle):
             due.append(self.gangs.due_at - self.clock())
         return max(0.0, min(due)) if due else None
 
+    def cycle_can_wait(self) -> bool:
+        """Whether the next cycle may wait for the daemon loop's burst gap: no pod waits to be
+        placed and binds are still out, so a cycle now would only take in the binds that
+        finished, and the next bind to finish wakes the loop again. The last bind out finds
+        none left: its result, and the PodGroup status it completes, are taken in at once."""
+        # binds out: started and not yet finished (finished ones wait in ``_finished``)
+        return len(self._finished) < len(self.inflight) and not self.scheduling_queue.waiting
+
     # ==== introspection (tests, simulator, metrics) ===============================================
 
     def pending_pods(self) -> int:

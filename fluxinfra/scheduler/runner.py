@@ -10,7 +10,10 @@ cycle place thousands of pods that arrived together.
 **No work when idle.** The loop sleeps until an event arrives or until the next timed piece of
 work falls due (:meth:`SchedulerCore.next_due`: a job's declared end, a bind retry after its
 cool-down; and a cycle at least every ``resync_seconds``, as the informers relist), never on a
-one-second tick. A scheduler with nothing to do wakes once per resync period.
+one-second tick. A scheduler with nothing to do wakes once per resync period. While a burst's
+binds finish one by one and no pod waits to be placed, their results are taken in together,
+at most one cycle per burst gap (:meth:`SchedulerCore.cycle_can_wait`); the last bind out is
+taken in at once.
 
 **The watchdog** (:meth:`Runner.health`, served as ``/healthz`` and so the liveness probe):
 unhealthy when the loop has been inside one batch-and-cycle for more than ``stall_seconds``
@@ -65,7 +68,8 @@ class Runner:
                  watch_timeout: int = 300, batch: int = 5000, stall_seconds: float = 120.0,
                  sync_backend: Callable[[int], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 hosted_kinds: tuple[str, ...] = (), metrics: Metrics | None = None) -> None:
+                 hosted_kinds: tuple[str, ...] = (), metrics: Metrics | None = None,
+                 burst_gap: float = BURST_GAP) -> None:
         self.api = api
         self.core = core
         #: the scheduler's metrics (``core`` may be a component hosting the core, with metrics
@@ -76,6 +80,8 @@ class Runner:
         self.t0 = clock()
         self.batch = batch
         self.resync_seconds = resync_seconds
+        #: shortest gap between two cycles while a burst arrives or binds finish one by one
+        self.burst_gap = burst_gap
         self.stall_seconds = stall_seconds
         self.watch_timeout = watch_timeout
         self.sync_backend = sync_backend
@@ -102,6 +108,9 @@ class Runner:
         self._backend_retry_at: float | None = None
         #: a wake marker is queued and not yet taken: a burst of finished binds queues one
         self._wake_queued = False
+        #: whether the core's next cycle may wait for the burst gap (a core without the
+        #: method: never)
+        self._can_wait: Callable[[], bool] = getattr(core, "cycle_can_wait", lambda: False)
         set_waker = getattr(core, "set_waker", None)  # a hosting component passes it on
         if set_waker is not None:
             set_waker(self.wake)
@@ -305,15 +314,16 @@ class Runner:
             self.wakeups += 1
             try:
                 self.apply_pending(first)
-                if self.events.qsize() and self.clock() < next_cycle:
-                    # a burst is still arriving: take it in before matching
+                if self.clock() < next_cycle and (self.events.qsize() or self._can_wait()):
+                    # a burst is still arriving: take it in before matching; or binds are
+                    # finishing one by one with nothing to place: take them in together
                     cycle_owed_at = next_cycle
                     continue
                 cycle_owed_at = None
                 if not self.backend_ready():
                     continue
                 self._cycle_logged()
-                next_cycle = self.clock() + BURST_GAP
+                next_cycle = self.clock() + self.burst_gap
             finally:
                 self.busy_since = None
         for informer in self.informers.values():

@@ -55,9 +55,10 @@ def test_daemon_binds_watched_pods_and_serves_health_and_metrics() -> None:
         wait_for(lambda: all(api.get("pods", f"default/late{i}")["spec"].get("nodeName")
                              for i in range(3)))
         binder.flush()
+        # the loop takes the binds' results in after they return
+        wait_for(lambda: "fluxinfra_scheduler_pods_bound_total 4" in get(base + "/metrics")[1])
         status, text = get(base + "/metrics")
         assert status == 200
-        assert "fluxinfra_scheduler_pods_bound_total 4" in text
         assert "fluxinfra_scheduler_queue_depth 0" in text
         assert 'fluxinfra_scheduler_match_duration_seconds_bucket{le="+Inf"}' in text
         # The core reports Scheduled after the bind returns, so the last Event may still be on
@@ -209,3 +210,55 @@ def test_a_burst_of_finished_binds_queues_one_wake() -> None:
     runner.wake()
     runner.wake()
     assert runner.events.qsize() == 1
+
+
+class _GatedBinds(KubeApiDouble):
+    """The API double whose binds each wait for a permit (``gate.release()``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Semaphore(0)
+
+    def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
+        assert self.gate.acquire(timeout=30), "a bind waited 30 s for its permit"
+        super().bind(namespace, pod, uid, node)
+
+
+def test_binds_finishing_one_by_one_are_taken_in_together_and_the_last_at_once() -> None:
+    """With nothing left to place, binds finishing one after another are taken in at most
+    one cycle per burst gap (each used to cost a cycle of its own); the last one out is taken
+    in at once, not a gap later, with every pod bound."""
+    api = _GatedBinds()
+    api.create("nodes", make_node("n0"))
+    for i in range(20):
+        api.create("pods", make_pod(f"p{i:02d}"))
+    binder = KubeBinder(api, workers=20)
+    core = SchedulerCore(FluxionAllocator(), binder)
+    gap = 3.0  # long, so that the test does not depend on this machine's speed
+    runner = Runner(api, core, burst_gap=gap)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(core.inflight) == 20)
+        assert not core.cycle_can_wait()  # the placed groups are dropped from the queue ...
+        api.gate.release()  # ... by the cycle the first finished bind brings
+        wait_for(lambda: len(core.inflight) == 19 and core.cycle_can_wait())
+        cycles, t0 = runner.cycles, time.monotonic()
+        for _ in range(18):
+            api.gate.release()
+            time.sleep(0.01)
+        wait_for(lambda: len(core.inflight) - len(core._finished) == 1)
+        assert runner.cycles - cycles <= (time.monotonic() - t0) / gap + 1
+        wait_for(lambda: len(core.inflight) == 1, timeout=2 * gap)  # the gap's cycle came
+        assert core.cycle_can_wait()
+        cycles, t0 = runner.cycles, time.monotonic()
+        api.gate.release()  # the last: no bind out behind it
+        wait_for(lambda: not core.inflight)
+        assert time.monotonic() - t0 < gap / 2 and runner.cycles > cycles
+        assert not core.cycle_can_wait()
+        assert all(p["spec"].get("nodeName") for p in api.objects["pods"].values())
+    finally:
+        api.gate.release(20)
+        runner.stop()
+        thread.join(10)
+        binder.close()
