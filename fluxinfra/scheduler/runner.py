@@ -11,9 +11,9 @@ cycle place thousands of pods that arrived together.
 work falls due (:meth:`SchedulerCore.next_due`: a job's declared end, a bind retry after its
 cool-down; and a cycle at least every ``resync_seconds``, as the informers relist), never on a
 one-second tick. A scheduler with nothing to do wakes once per resync period. While a burst's
-binds finish one by one and no pod waits to be placed, their results are taken in together,
-at most one cycle per burst gap (:meth:`SchedulerCore.cycle_can_wait`); the last bind out is
-taken in at once.
+binds finish one by one and no pod waits to be placed, the loop sleeps out the burst gap and
+takes in together what the binds and the watches brought meanwhile: one wake-up and one cycle
+per gap (:meth:`SchedulerCore.cycle_can_wait`). The last bind out is taken in at once.
 
 **The watchdog** (:meth:`Runner.health`, served as ``/healthz`` and so the liveness probe):
 unhealthy when the loop has been inside one batch-and-cycle for more than ``stall_seconds``
@@ -108,6 +108,10 @@ class Runner:
         self._backend_retry_at: float | None = None
         #: a wake marker is queued and not yet taken: a burst of finished binds queues one
         self._wake_queued = False
+        #: the loop sleeps out a burst gap (binds finishing, nothing to place); the last bind
+        #: out, or stop(), ends the nap early
+        self._napping = False
+        self._nap_over = threading.Event()
         #: whether the core's next cycle may wait for the burst gap (a core without the
         #: method: never)
         self._can_wait: Callable[[], bool] = getattr(core, "cycle_can_wait", lambda: False)
@@ -121,6 +125,8 @@ class Runner:
         if not self._wake_queued:
             self._wake_queued = True
             self.events.put(_WAKE)  # type: ignore[arg-type]
+        if self._napping and not self._can_wait():
+            self._nap_over.set()  # the last bind out: taken in now, not at the gap's end
 
     def now(self) -> int:
         """Seconds since start: the allocator's clock."""
@@ -303,7 +309,14 @@ class Runner:
             t.start()
         next_cycle = 0.0
         cycle_owed_at: float | None = self.clock()  # the pods queued at start-up
+        nap = False  # sleep out the burst gap before taking in what arrives
         while not self.stopped.is_set():
+            if nap:
+                nap = False
+                self._nap_over.wait(max(0.0, next_cycle - self.clock()))
+                self._napping = False
+                if self.stopped.is_set():
+                    break
             try:
                 first = self.events.get(timeout=self.wait_seconds(cycle_owed_at))
             except queue.Empty:
@@ -314,11 +327,19 @@ class Runner:
             self.wakeups += 1
             try:
                 self.apply_pending(first)
-                if self.clock() < next_cycle and (self.events.qsize() or self._can_wait()):
-                    # a burst is still arriving: take it in before matching; or binds are
-                    # finishing one by one with nothing to place: take them in together
+                if self.clock() < next_cycle and self.events.qsize():
+                    # a burst is still arriving: take it in before matching
                     cycle_owed_at = next_cycle
                     continue
+                if self.clock() < next_cycle and self._can_wait():
+                    # binds finishing one by one with nothing to place: what they and the
+                    # watches bring until the gap ends is taken in together, one wake-up
+                    self._nap_over.clear()
+                    self._napping = True
+                    if self._can_wait():  # again: a bind ending from now on ends the nap
+                        cycle_owed_at, nap = next_cycle, True
+                        continue
+                    self._napping = False
                 cycle_owed_at = None
                 if not self.backend_ready():
                     continue
@@ -356,4 +377,5 @@ class Runner:
 
     def stop(self) -> None:
         self.stopped.set()
+        self._nap_over.set()
         self.events.put(_STOP)  # type: ignore[arg-type]
