@@ -125,6 +125,7 @@ class Runner:
         if not self._wake_queued:
             self._wake_queued = True
             self.events.put(_WAKE)  # type: ignore[arg-type]
+        # (on a binder thread: the core's answer reads only the lengths of what it keeps)
         if self._napping and not self._can_wait():
             self._nap_over.set()  # the last bind out: taken in now, not at the gap's end
 
@@ -309,10 +310,8 @@ class Runner:
             t.start()
         next_cycle = 0.0
         cycle_owed_at: float | None = self.clock()  # the pods queued at start-up
-        nap = False  # sleep out the burst gap before taking in what arrives
         while not self.stopped.is_set():
-            if nap:
-                nap = False
+            if self._napping:  # sleep out the burst gap before taking in what arrives
                 self._nap_over.wait(max(0.0, next_cycle - self.clock()))
                 self._napping = False
                 if self.stopped.is_set():
@@ -337,7 +336,7 @@ class Runner:
                     self._nap_over.clear()
                     self._napping = True
                     if self._can_wait():  # again: a bind ending from now on ends the nap
-                        cycle_owed_at, nap = next_cycle, True
+                        cycle_owed_at = next_cycle
                         continue
                     self._napping = False
                 cycle_owed_at = None
