@@ -78,6 +78,7 @@ def _mark_venv_current(root: Path) -> None:
 def test_missing_debian_packages_are_installed_without_upgrading_others(scratch):
     root, _, calls, env = scratch
     _mark_venv_current(root)
+    _fluxinfra_double(root, "compiled", compile_rc=0)
     proc = _run(root, env)
     assert proc.returncode == 0, proc.stderr
     installs = [c for c in calls.read_text().splitlines() if " install " in c]
@@ -107,6 +108,7 @@ def _python_double(bin_dir: Path, pip_rc: int) -> None:
 def test_a_fresh_venv_prints_two_lines_not_pips_output(scratch):
     root, bin_dir, _, env = scratch
     _python_double(bin_dir, pip_rc=0)
+    _fluxinfra_double(root, "compiled", compile_rc=0)
     proc = _run(root, env)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if "Debian packages" not in line]
@@ -127,16 +129,19 @@ def test_a_failed_pip_install_shows_the_end_of_its_log(scratch):
     assert not (root / ".venv" / ".fluxinfra-setup").exists()
 
 
-def _fluxinfra_double(root: Path, state: str, compile_rc: int) -> None:
+def _fluxinfra_double(root: Path, state: str, compile_rc: int, *, status: str = "") -> None:
     """.venv/bin/fluxinfra whose `compile --status` reports ``state`` for two modules and whose
-    `compile` prints a compiler's worth of noise and exits ``compile_rc``."""
+    `compile` prints a compiler's worth of noise and exits ``compile_rc``. ``status``, when
+    given, is the whole shell body of `compile --status` instead."""
     (root / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
+    status = status or f"""\
+          echo "compiled  fluxinfra.matcher.planner"
+          echo "{state:9} fluxinfra.matcher.traverser"
+          echo "(built in place by fluxinfra compile: somewhere)"; exit 0"""
     _double(root / ".venv" / "bin" / "fluxinfra", f"""\
         [ "$1" = compile ] || exit 3
         if [ "$2" = --status ]; then
-          echo "compiled  fluxinfra.matcher.planner"
-          echo "{state:9} fluxinfra.matcher.traverser"
-          echo "(built in place by fluxinfra compile: somewhere)"; exit 0
+{status}
         fi
         i=0; while [ $i -lt 50 ]; do echo "traverser.c:$i: warning: noise"; i=$((i+1)); done
         echo "gcc: the last line"
@@ -173,3 +178,31 @@ def test_a_failed_compile_leaves_plain_python_and_says_so(scratch):
     assert proc.returncode == 0, proc.stderr  # optional: the tests run on plain Python
     assert "setup: fluxinfra compile failed; the matcher runs as plain Python" in proc.stderr
     assert proc.stderr.rstrip().endswith("gcc: the last line")
+
+
+def test_a_status_written_in_pieces_is_read_whole_before_it_is_searched(scratch):
+    """The first module missing, the rest written a moment later: a search that stops at the
+    first match must not end the writer early (a pipe under pipefail would then fail the
+    check and skip the compile, unseen)."""
+    root, _, _, env = scratch
+    _mark_venv_current(root)
+    _fluxinfra_double(root, "missing", compile_rc=0, status="""\
+          echo "missing   fluxinfra.matcher.planner"
+          sleep 0.3
+          echo "compiled  fluxinfra.matcher.traverser" || exit 141
+          exit 0""")
+    proc = _run(root, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "setup: compiling the matcher's hot modules" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_failed_status_compiles_anyway_and_says_so(scratch):
+    root, _, _, env = scratch
+    _mark_venv_current(root)
+    _fluxinfra_double(root, "compiled", compile_rc=0, status="""\
+          echo "Traceback: the status broke" >&2; exit 1""")
+    proc = _run(root, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "setup: fluxinfra compile --status failed (above); compiling anyway" in proc.stderr
+    assert "the status broke" in proc.stderr
+    assert "setup: compiling the matcher's hot modules" in proc.stdout
