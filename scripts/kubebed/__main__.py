@@ -21,6 +21,7 @@ def _up(args: argparse.Namespace) -> int:
     bed = Bed.up(args.name, nodes=0 if args.no_node else args.nodes,
                  scheduler=not args.no_scheduler,
                  node_monitor_grace=args.node_monitor_grace, hollow_nodes=nodes,
+                 hollow_kubelet=not args.leases_only,
                  log=lambda m: print(f"kube: {m}", file=sys.stderr))
     print(f"bed {bed.layout.name} is up: {bed.layout.server}"
           + (f", nodes {' '.join(bed.node_names)}" if bed.node_names else "")
@@ -121,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--hollow", type=int, default=0, metavar="N", help="N hollow nodes")
     up.add_argument("--hollow-cpu", default="32")
     up.add_argument("--hollow-memory", default="128Gi")
+    up.add_argument("--leases-only", action="store_true",
+                    help="hollow nodes only stay Ready: no kubelet reports their pods "
+                    "Running (pods bound to them stay Pending)")
     up.add_argument("--node-monitor-grace", type=int, default=40, metavar="SECONDS",
                     help="the node-lifecycle controller's grace period (default 40)")
     up.set_defaults(func=_up)

@@ -304,9 +304,11 @@ class Bed:
     def up(cls, name: str, *, real_node: bool = True, scheduler: bool = True,
            node_monitor_grace: int = 40, state_dir: Path | None = None,
            hollow_nodes: list[dict[str, Any]] | None = None, nodes: int | None = None,
-           log=lambda msg: None) -> Bed:
+           hollow_kubelet: bool = True, log=lambda msg: None) -> Bed:
         """Start a bed with ``nodes`` real nodes (default 1, or 0 when ``real_node`` is
-        false); on any failure everything already started is taken down again."""
+        false); on any failure everything already started is taken down again. Without
+        ``hollow_kubelet`` the keeper only renews the hollow nodes' Leases: pods bound to
+        them stay Pending (:mod:`kubebed.hollow`)."""
         count = (1 if real_node else 0) if nodes is None else nodes
         if not 0 <= count <= MAX_NODES:
             raise BedError(f"nodes {count}: a bed has 0..{MAX_NODES} real nodes")
@@ -314,7 +316,8 @@ class Bed:
         t0 = time.monotonic()
         layout = allocate(name, state_dir)
         bed = cls(layout, {"made": {}, "procs": {}, "nodes": {}, "grace": node_monitor_grace,
-                           "options": {"nodes": count, "scheduler": scheduler},
+                           "options": {"nodes": count, "scheduler": scheduler,
+                                       "hollow_kubelet": hollow_kubelet},
                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         bed.save()
         try:
@@ -352,8 +355,10 @@ class Bed:
         if scheduler:
             self._proc(cp.start_scheduler())
             mark("scheduler")
+        leases_only = [] if self.record["options"].get("hollow_kubelet", True) \
+            else ["--leases-only"]
         self._proc(launch("hollow-keeper", [sys.executable, "-m", "kubebed.hollow",
-                                            str(lay.state)],
+                                            str(lay.state), *leases_only],
                           lay.state / "logs", cwd=SCRIPTS))
         cp.wait_for_default_service_account()
         mark("control_plane")

@@ -21,6 +21,10 @@ its status, and watches the real controller react.
 
 For many hundreds of nodes (benchmarks), start the bed with a longer
 ``node_monitor_grace`` and the keeper renews less often (a quarter of the grace period).
+A scheduler benchmark also starts it with leases only (``--leases-only``; ``Bed.up(...,
+hollow_kubelet=False)``), as kube-scheduler's own benchmark (scheduler_perf) runs no kubelet:
+bound pods stay Pending, and no status write of a kubelet lands on the API server while a
+scheduler's writes are being timed.
 
 >>> node = node_object("h1", cpu="8", memory="16Gi", labels={"zone": "a"})
 >>> node["status"]["allocatable"]["cpu"], node["metadata"]["labels"]["zone"]
@@ -339,9 +343,11 @@ class _RosterNames:
 
 
 def keeper_main(argv: list[str]) -> int:
-    """``python -m kubebed.hollow STATE_DIR``: renew the Leases of the nodes listed in
-    ``STATE_DIR/hollow.json`` until SIGTERM; SIGHUP re-reads the list at once."""
+    """``python -m kubebed.hollow STATE_DIR [--leases-only]``: renew the Leases of the nodes
+    listed in ``STATE_DIR/hollow.json`` until SIGTERM, and play their kubelet for pods (not
+    with ``--leases-only``); SIGHUP re-reads the list at once."""
     state = Path(argv[0])
+    leases_only = "--leases-only" in argv[1:]
     bed = json.loads((state / "bed.json").read_text())
     pki, layout = bed["pki"], bed["layout"]
     rest = Rest(f"https://{layout['node_ip']}:{layout['ports']['apiserver']}", pki["ca"],
@@ -353,9 +359,10 @@ def keeper_main(argv: list[str]) -> int:
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
-    kubelet = HollowKubelet(rest, _RosterNames(state), log)
-    for loop in (kubelet.watch_pods, kubelet.finish_due):
-        threading.Thread(target=loop, args=(stop,), daemon=True).start()
+    if not leases_only:
+        kubelet = HollowKubelet(rest, _RosterNames(state), log)
+        for loop in (kubelet.watch_pods, kubelet.finish_due):
+            threading.Thread(target=loop, args=(stop,), daemon=True).start()
     while not stop.is_set():
         roster = _read_roster(state)
         started = time.monotonic()

@@ -4,9 +4,15 @@ Ready by the keeper and let go when it stops."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
 
 import pytest
-from e2e_cluster import Cluster, wait_for
+from e2e_cluster import REPO, Cluster, wait_for
+from kubebed import hollow
 
 
 def test_server_is_kubernetes_1_28(cluster: Cluster) -> None:
@@ -115,6 +121,52 @@ spec:
              == "Running", 30, "the pod on the hollow node to run")
     cluster.kubectl("delete", "pod", "resident", "-n", namespace, "--wait=true",
                     "--timeout=20s")
+
+
+def test_a_leases_only_keeper_keeps_its_nodes_ready_and_runs_no_pod(
+        cluster: Cluster, namespace: str, tmp_path) -> None:
+    """The scheduler benchmark's keeper (``--leases-only``, as kube-scheduler's own benchmark
+    runs no kubelet) renews its hollow node's Lease but writes nothing about pods: a pod bound
+    to the node stays Pending while the bed's own keeper runs its nodes' pods at once. The
+    keeper here is a second one, with a roster of its own beside a copy of the bed's record."""
+    if cluster.bed is None:
+        pytest.skip("hollow nodes are made only on a bed")
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copy(cluster.bed.state / "bed.json", state / "bed.json")
+    name = f"leased-{uuid.uuid4().hex[:6]}"
+    rest = cluster.bed.rest()
+    hollow.add(rest, state, [hollow.node_object(name, cpu="4")], grace=cluster.bed.record["grace"])
+    keeper = subprocess.Popen([sys.executable, "-m", "kubebed.hollow", str(state),
+                               "--leases-only"], cwd=REPO / "scripts",
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def renewed() -> str:
+            return cluster.get("lease", name, "-n", hollow.LEASE_NS)["spec"]["renewTime"]
+        first = renewed()
+        cluster.apply(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: unrun, namespace: {namespace}}}
+spec:
+  nodeName: {name}
+  containers: [{{name: main, image: never-pulled.invalid/x:1}}]
+""")
+        # the renewal interval is a quarter of the grace period: the Lease moves within it
+        wait_for(lambda: renewed() != first, cluster.bed.record["grace"], "the Lease renewed")
+        time.sleep(2)
+        assert cluster.node_ready(name)
+        pod = cluster.get("pod", "unrun", "-n", namespace)
+        assert pod["status"].get("phase") == "Pending", pod["status"]
+        assert not pod["status"].get("containerStatuses"), pod["status"]
+        assert keeper.poll() is None, keeper.stderr.read() if keeper.stderr else ""
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=10)
+        cluster.kubectl("delete", "pod", "unrun", "-n", namespace, "--grace-period=0",
+                        "--force", "--wait=false")
+        hollow.remove(rest, state, [name])
+        rest.close()
 
 
 def test_pods_reach_services_and_each_other_by_name(cluster: Cluster, real_node: str,
