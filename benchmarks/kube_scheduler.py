@@ -8,7 +8,10 @@
 Needs the Kubernetes test bed (root, the v1.28 binaries in ``$FLUXINFRA_KUBE_BIN`` or on
 ``PATH``; docs/e2e.md); without it, it says why and does nothing. One bed (etcd, kube-apiserver,
 controller-manager; no kubelet) gets N hollow Node objects (32 cores, 128 GiB, 110 pods each,
-kept Ready by their Leases). Then, alternately in one run (``--rounds R``), each scheduler runs
+kept Ready by their Leases, no kubelet behind them: a bound pod stays Pending, as in
+kube-scheduler's own benchmark, so no kubelet's status write is timed with a scheduler's); the
+first run waits until the node-lifecycle controller has lifted the ``not-ready`` taint the API
+server gives every new Node. Then, alternately in one run (``--rounds R``), each scheduler runs
 as its own process against that API server and the same pods (1 core, 1 GiB, created by
 ``--creators`` threads as fast as the API server takes them) are scheduled:
 
@@ -157,8 +160,9 @@ def _bed(nodes: int, log) -> Any:
     if os.geteuid() != 0:
         raise RuntimeError("needs root (the test bed starts etcd and an API server)")
     kubebed.preflight(real_node=False)
+    # no hollow kubelet: its Running reports would be timed with the scheduler's writes
     bed = kubebed.Bed.up(f"bench-{os.getpid()}", real_node=False, scheduler=False,
-                         node_monitor_grace=3600, log=log)
+                         node_monitor_grace=3600, hollow_kubelet=False, log=log)
     try:
         t0 = time.monotonic()
         batch = 250
@@ -167,10 +171,34 @@ def _bed(nodes: int, log) -> Any:
                                                       labels={"bench": "yes"})
                                   for i in range(start, min(nodes, start + batch))])
         log(f"{nodes} hollow nodes in {time.monotonic() - t0:.0f}s")
+        waited = _untainted(bed, nodes)
+        log(f"every hollow node schedulable after {waited:.0f}s more")
     except BaseException:
         bed.down()
         raise
     return bed
+
+
+def _untainted(bed: Any, nodes: int, per_node: float = 1.0) -> float:
+    """Wait until no hollow node carries a taint; returns the seconds waited. The API server
+    taints every new Node ``node.kubernetes.io/not-ready`` (admission, TaintNodesByCondition)
+    and the node-lifecycle controller lifts it at its client's pace (about 5 nodes a second
+    here): until then a scheduler finds fewer nodes and the controller's PATCHes would be
+    timed with the first run."""
+    rest = bed.rest()
+    t0 = time.monotonic()
+    try:
+        while True:
+            listing = rest.get("/api/v1/nodes?labelSelector=bench%3Dyes")
+            tainted = sum(1 for n in listing["items"] if n["spec"].get("taints"))
+            if not tainted:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > 60 + per_node * nodes:
+                raise RuntimeError(f"{tainted} of {nodes} hollow nodes still tainted after "
+                                   f"{time.monotonic() - t0:.0f}s")
+            time.sleep(2)
+    finally:
+        rest.close()
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -198,7 +226,7 @@ def _usage(pid: int) -> tuple[float, float]:
 def _quiet(pids: list[int], log: Callable[[str], None], *, cores: float = 0.1,
            window: float = 0.5, timeout: float = 60.0) -> float:
     """Wait until the bed's processes (``pids``) use under ``cores`` of CPU over two windows
-    in a row: the previous run's clean-up (deletions, the hollow kubelet, the controllers)
+    in a row: the previous run's clean-up (deletions, the controllers)
     done before the next run starts, so no scheduler inherits another's aftermath. Returns
     the seconds waited."""
     t0 = time.monotonic()
