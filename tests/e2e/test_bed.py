@@ -102,6 +102,18 @@ spec:
     assert len(pods) == 3 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
 
 
+def _pod_bound_to(node: str, name: str, namespace: str) -> str:
+    """A pod created bound to ``node`` (no scheduler), with an image nothing pulls."""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  nodeName: {node}
+  containers: [{{name: main, image: never-pulled.invalid/x:1}}]
+"""
+
+
 def test_a_pod_deleted_from_a_hollow_node_goes_at_once(cluster: Cluster, hollow_nodes,
                                                         namespace: str) -> None:
     """Graceful deletion needs the node's kubelet to confirm; the keeper confirms for hollow
@@ -109,14 +121,7 @@ def test_a_pod_deleted_from_a_hollow_node_goes_at_once(cluster: Cluster, hollow_
     if cluster.bed is None:
         pytest.skip("hollow nodes are made only on a bed")
     (node,) = hollow_nodes(1)
-    cluster.apply(f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: resident, namespace: {namespace}}}
-spec:
-  nodeName: {node}
-  containers: [{{name: main, image: never-pulled.invalid/x:1}}]
-""")
+    cluster.apply(_pod_bound_to(node, "resident", namespace))
     wait_for(lambda: cluster.get("pod", "resident", "-n", namespace)["status"].get("phase")
              == "Running", 30, "the pod on the hollow node to run")
     cluster.kubectl("delete", "pod", "resident", "-n", namespace, "--wait=true",
@@ -144,14 +149,7 @@ def test_a_leases_only_keeper_keeps_its_nodes_ready_and_runs_no_pod(
         def renewed() -> str:
             return cluster.get("lease", name, "-n", hollow.LEASE_NS)["spec"]["renewTime"]
         first = renewed()
-        cluster.apply(f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: unrun, namespace: {namespace}}}
-spec:
-  nodeName: {name}
-  containers: [{{name: main, image: never-pulled.invalid/x:1}}]
-""")
+        cluster.apply(_pod_bound_to(name, "unrun", namespace))
         # the renewal interval is a quarter of the grace period: the Lease moves within it
         wait_for(lambda: renewed() != first, cluster.bed.record["grace"], "the Lease renewed")
         time.sleep(2)
