@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from e2e_cluster import REPO, Cluster
+from e2e_cluster import REPO, Cluster, wait_for
 
 from fluxinfra.k8s.fluxconf import hostlist_decode
 
@@ -89,6 +89,22 @@ def start_settings(out: Path, settings: dict) -> dict:
     run_dir = next(line.split("=", 1)[1].split("/broker-supervisor.pid")[0]
                    for line in start.splitlines() if line.startswith("pidfile="))
     return {**settings, "runDir": run_dir}
+
+
+def apply_installer(cluster: Cluster, files: list[Path], namespace: str,
+                    first: tuple[str, ...] = ("namespace-",)) -> None:
+    """Apply the installer's rendered ``files``: those whose names start with ``first`` (its
+    namespace, cluster-wide objects) before the rest. An earlier test's teardown deletes the
+    installer's namespace without waiting, and nothing can be created in a namespace being
+    terminated: that deletion is waited out first."""
+    def gone_or_active() -> bool:
+        proc = cluster.kubectl("get", "namespace", namespace, "-o", "jsonpath={.status.phase}",
+                               check=False)
+        return proc.returncode != 0 or proc.stdout.strip() != "Terminating"
+    wait_for(gone_or_active, 300, f"namespace {namespace} left by an earlier test to go", 1.0)
+    early = [p for p in files if p.name.startswith(first)]
+    cluster.kubectl("apply", *[a for p in early for a in ("-f", str(p))])
+    cluster.kubectl("apply", *[a for p in files if p not in early for a in ("-f", str(p))])
 
 
 def clear_installer_nodes(cluster: Cluster, label: str, settings: dict) -> None:

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
-from flux_instance import Instance, clear_installer_nodes, render_dev_with_prefix, start_settings
+from flux_instance import (
+    Instance,
+    apply_installer,
+    clear_installer_nodes,
+    render_dev_with_prefix,
+    start_settings,
+)
 from test_multinode import NODES, installer_only
 
 from fluxinfra.k8s.fluxconf import hostlist_decode
@@ -264,9 +270,7 @@ def installer_with_ledger(cluster: Cluster, tmp: Path, log=print) -> Iterator[Bo
     try:
         for node in nodes:
             cluster.kubectl("label", "node", node, f"{label[0]}={label[1]}", "--overwrite")
-        first = [p for p in files if p.name.startswith(("namespace-", "priorityclass-"))]
-        cluster.kubectl("apply", *[a for p in first for a in ("-f", str(p))])
-        cluster.kubectl("apply", *[a for p in files if p not in first for a in ("-f", str(p))])
+        apply_installer(cluster, files, ns, ("namespace-", "priorityclass-"))
         wait_for(lambda: _ranks_up(flux) == NODES, 600, f"{NODES} ranks up")
         # the ledger is through the journal once a job passes the prolog
         flux.flux("run", "-N1", "true", timeout=180)

@@ -21,6 +21,7 @@ import yaml
 from e2e_cluster import STACK_IMAGE, Cluster, wait_for
 from flux_instance import (
     Instance,
+    apply_installer,
     clear_installer_nodes,
     expand,
     render_dev_with_prefix,
@@ -149,9 +150,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
         for node in nodes:  # the first host first: it becomes the lead (rank 0)
             cluster.kubectl("label", "node", node, f"{label[0]}={label[1]}", "--overwrite")
         started = time.monotonic()
-        first = [p for p in files if p.name.startswith("namespace-")]
-        cluster.kubectl("apply", *[a for p in first for a in ("-f", str(p))])
-        cluster.kubectl("apply", *[a for p in files if p not in first for a in ("-f", str(p))])
+        apply_installer(cluster, files, ns)
         expect = f"{settings['hostPrefix']}[0-{NODES - 1}]"
         wait_for(lambda: flux.up() == expect, 600, f"ranks {expect} up")
         quorum = time.monotonic() - started
