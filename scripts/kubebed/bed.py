@@ -321,7 +321,7 @@ class Bed:
                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         bed.save()
         try:
-            bed._start(t0, nodes=count, scheduler=scheduler, log=log)
+            bed._start(t0, nodes=count, scheduler=scheduler, hollow_kubelet=hollow_kubelet, log=log)
             if hollow_nodes:
                 bed.add_hollow_nodes(hollow_nodes)
         except BaseException:
@@ -331,7 +331,8 @@ class Bed:
             raise
         return bed
 
-    def _start(self, t0: float, *, nodes: int, scheduler: bool, log) -> None:
+    def _start(self, t0: float, *, nodes: int, scheduler: bool, hollow_kubelet: bool,
+               log) -> None:
         lay = self.layout
         timings: dict[str, float] = {}
         self.record["timings"] = timings
@@ -355,8 +356,7 @@ class Bed:
         if scheduler:
             self._proc(cp.start_scheduler())
             mark("scheduler")
-        leases_only = [] if self.record["options"].get("hollow_kubelet", True) \
-            else ["--leases-only"]
+        leases_only = [] if hollow_kubelet else ["--leases-only"]
         self._proc(launch("hollow-keeper", [sys.executable, "-m", "kubebed.hollow",
                                             str(lay.state), *leases_only],
                           lay.state / "logs", cwd=SCRIPTS))
