@@ -71,6 +71,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -87,6 +88,8 @@ from fluxinfra.scheduler.kube import (  # noqa: E402
 )
 from fluxinfra.scheduler.pods import LABEL_PODGROUP  # noqa: E402
 
+#: the label of the bed's hollow nodes; the benchmark's pods select them by it
+NODE_LABELS = {"bench": "yes"}
 #: where a scheduler-plugins kube-scheduler is named when --coscheduling is not given
 COSCHEDULING_ENV = "FLUXINFRA_COSCHEDULING_BIN"
 #: what the table calls that build when its --version names no release
@@ -168,7 +171,7 @@ def _bed(nodes: int, log) -> Any:
         batch = 250
         for start in range(0, nodes, batch):
             bed.add_hollow_nodes([kubebed.node_object(f"hn{i:05d}", cpu="32", memory="128Gi",
-                                                      labels={"bench": "yes"})
+                                                      labels=dict(NODE_LABELS))
                                   for i in range(start, min(nodes, start + batch))])
         log(f"{nodes} hollow nodes in {time.monotonic() - t0:.0f}s")
         waited = _untainted(bed, nodes)
@@ -189,7 +192,8 @@ def _untainted(bed: Any, nodes: int, per_node: float = 1.0) -> float:
     t0 = time.monotonic()
     try:
         while True:
-            listing = rest.get("/api/v1/nodes?labelSelector=bench%3Dyes")
+            listing = rest.get("/api/v1/nodes?" + urlencode({"labelSelector": ",".join(
+                f"{k}={v}" for k, v in NODE_LABELS.items())}))
             tainted = sum(1 for n in listing["items"] if n["spec"].get("taints"))
             if not tainted:
                 return time.monotonic() - t0
@@ -413,7 +417,7 @@ def _pod(name: str, scheduler: str, group: str | None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels},
             "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "nodeSelector": {"bench": "yes"},
+                     "nodeSelector": dict(NODE_LABELS),
                      "containers": [{"name": "c", "image": "bench.invalid/none:1",
                                      "resources": {"requests": {"cpu": "1",
                                                                 "memory": "1Gi"}}}]}}
@@ -683,24 +687,37 @@ def _label(who: str, size: int, threads: int) -> str:
 
 
 def _ratios(rows: list[dict[str, Any]], modes: list[str]) -> list[str]:
-    """Each scheduler's median pods/s over the ceiling's best median, per mode and group size."""
+    """Each scheduler's median pods/s over the ceiling's best median, per mode and group size;
+    then round by round, each round's figure over the best ceiling of the same round (their
+    median and range: how far one round can stray, on a machine whose identical runs vary)."""
     lines = []
     for mode in modes:
         for size in sorted({r["group_size"] for r in rows}):
             runs = [r for r in rows if r["mode"] == mode and r["group_size"] == size]
             by: dict[str, list[float]] = {}
+            ceiling_of: dict[int, float] = {}
             for r in runs:
                 by.setdefault(r["scheduler"], []).append(r["pods_per_s"])
+                if r["who"] == "ceiling":
+                    ceiling_of[r["round"]] = max(ceiling_of.get(r["round"], 0.0),
+                                                 r["pods_per_s"])
             ceilings = [statistics.median(v) for k, v in by.items() if k.startswith("ceiling")]
             if not ceilings:
                 continue
             best = max(ceilings)
             what = "lone pods" if size == 1 else f"gangs of {size}"
             for name, values in by.items():
-                if not name.startswith("ceiling"):
-                    lines.append(f"{mode}, {what}: {name} / ceiling, median pods/s: "
-                                 f"{statistics.median(values):.1f} / {best:.1f} = "
-                                 f"{statistics.median(values) / best:.0%}")
+                if name.startswith("ceiling"):
+                    continue
+                line = (f"{mode}, {what}: {name} / ceiling, median pods/s: "
+                        f"{statistics.median(values):.1f} / {best:.1f} = "
+                        f"{statistics.median(values) / best:.0%}")
+                rounds = [r["pods_per_s"] / ceiling_of[r["round"]] for r in runs
+                          if r["scheduler"] == name and ceiling_of.get(r["round"])]
+                if len(rounds) > 1:
+                    line += (f"; by round {statistics.median(rounds):.0%} "
+                             f"({min(rounds):.0%}-{max(rounds):.0%}, {len(rounds)} rounds)")
+                lines.append(line)
     return lines
 
 

@@ -289,3 +289,26 @@ def test_the_kube_scheduler_rounds_alternate_their_order():
     only = bench.parser().parse_args(["--gangs", "--only", "fluxion,ceiling"])
     assert bench._plan(only, [16], 1) == [("ceiling", 16, 16), ("fluxion", 16, 0),
                                           ("ceiling", 1, 16), ("fluxion", 1, 0)]
+
+
+def test_the_kube_scheduler_ratios_are_of_medians_and_round_by_round():
+    bench = load("kube_scheduler")
+
+    def row(who, label, rnd, rate, size=1):
+        return {"mode": "burst", "group_size": size, "who": who, "scheduler": label,
+                "round": rnd, "pods_per_s": rate}
+
+    rows = [row("fluxion", "fluxion", 1, 90), row("ceiling", "ceiling, 16 threads", 1, 100),
+            row("ceiling", "ceiling, 32 threads", 1, 80),
+            row("fluxion", "fluxion", 2, 60), row("ceiling", "ceiling, 16 threads", 2, 50),
+            row("ceiling", "ceiling, 32 threads", 2, 120),
+            row("fluxion", "fluxion", 3, 100), row("ceiling", "ceiling, 16 threads", 3, 100),
+            row("ceiling", "ceiling, 32 threads", 3, 90),
+            row("fluxion", "fluxion, gangs of 16", 1, 40, 16),
+            row("ceiling", "ceiling, 16 threads, gangs of 16", 1, 50, 16)]
+    # medians: fluxion 90, the 16-thread ceiling 100, the 32-thread 90; each round's best
+    # ceiling 100, 120, 100: rounds 90 %, 50 %, 100 %; one round of gangs: no round figure
+    assert bench._ratios(rows, ["burst"]) == [
+        "burst, lone pods: fluxion / ceiling, median pods/s: 90.0 / 100.0 = 90%; "
+        "by round 90% (50%-100%, 3 rounds)",
+        "burst, gangs of 16: fluxion, gangs of 16 / ceiling, median pods/s: 40.0 / 50.0 = 80%"]
