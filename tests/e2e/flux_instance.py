@@ -107,6 +107,22 @@ def apply_installer(cluster: Cluster, files: list[Path], namespace: str,
     cluster.kubectl("apply", *[a for p in files if p not in early for a in ("-f", str(p))])
 
 
+def remove_installer(cluster: Cluster, namespace: str, label: str, settings: dict,
+                     *cluster_wide: tuple[str, str]) -> None:
+    """Undo :func:`apply_installer`: its DaemonSets (waited out, so that no broker is left
+    running), its namespace (not waited: :func:`apply_installer` waits when it comes next), its
+    RBAC and the ``cluster_wide`` (kind, name) objects a test added; then every real node is
+    cleared (:func:`clear_installer_nodes`)."""
+    cluster.kubectl("delete", "daemonset", "-n", namespace, "--all", "--wait=true",
+                    "--timeout=180s", check=False, timeout=200)
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    cluster.kubectl("delete", "clusterrole,clusterrolebinding", "flux-installer-nodes",
+                    check=False)
+    for kind, name in cluster_wide:
+        cluster.kubectl("delete", kind, name, check=False)
+    clear_installer_nodes(cluster, label, settings)
+
+
 def clear_installer_nodes(cluster: Cluster, label: str, settings: dict) -> None:
     """After an installer test: every real node loses ``label`` (the installer's nodeSelector
     key), its broker is stopped and the installer's files on it are removed."""

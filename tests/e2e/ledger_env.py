@@ -20,7 +20,7 @@ from e2e_cluster import STACK_IMAGE, Cluster, wait_for
 from flux_instance import (
     Instance,
     apply_installer,
-    clear_installer_nodes,
+    remove_installer,
     render_dev_with_prefix,
     start_settings,
 )
@@ -285,12 +285,6 @@ def installer_with_ledger(cluster: Cluster, tmp: Path, log=print) -> Iterator[Bo
             text = cluster.kubectl("logs", "-n", ns, pod["metadata"]["name"], "-c", "ledger",
                                    check=False).stdout
             log(f"--- ledger log on {pod['spec'].get('nodeName')}:\n{text[-3000:]}")
-        cluster.kubectl("delete", "daemonset", "-n", ns, "--all", "--wait=true",
-                        "--timeout=180s", check=False, timeout=200)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "flux-installer-nodes",
-                        check=False)
-        cluster.kubectl("delete", "priorityclass", settings["ledgerPriorityClass"],
-                        check=False)
-        clear_installer_nodes(cluster, label[0], settings)
+        remove_installer(cluster, ns, label[0], settings,
+                         ("priorityclass", settings["ledgerPriorityClass"]))
         shutil.rmtree(tmp, ignore_errors=True)

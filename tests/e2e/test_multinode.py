@@ -22,8 +22,8 @@ from e2e_cluster import STACK_IMAGE, Cluster, wait_for
 from flux_instance import (
     Instance,
     apply_installer,
-    clear_installer_nodes,
     expand,
+    remove_installer,
     render_dev_with_prefix,
     start_settings,
 )
@@ -208,12 +208,7 @@ def test_the_installer_brings_every_node_into_one_instance(cluster: Cluster, nod
         print(f"fifth node: add-node -> its rank up {join:.1f}s (job on ranks 0-3 ran on); "
               f"{leaving}: remove-node -> rank {rank} down {leave:.1f}s")
     finally:
-        cluster.kubectl("delete", "daemonset", "-n", ns, "--all", "--wait=true",
-                        "--timeout=180s", check=False, timeout=200)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "flux-installer-nodes",
-                        check=False)
-        clear_installer_nodes(cluster, label[0], settings)
+        remove_installer(cluster, ns, label[0], settings)
         for node in joined:
             if node in cluster.real_nodes:
                 cluster.bed.remove_node(node, drain=False)
