@@ -687,24 +687,25 @@ def _label(who: str, size: int, threads: int) -> str:
 
 
 def _ratios(rows: list[dict[str, Any]], modes: list[str]) -> list[str]:
-    """Each scheduler's median pods/s over the ceiling's best median, per mode and group size;
-    then round by round, each round's figure over the best ceiling of the same round (their
-    median and range: how far one round can stray, on a machine whose identical runs vary)."""
+    """Each scheduler's median pods/s over the best ceiling's median (the thread count with the
+    highest median), per mode and group size; then round by round, each round's figure over
+    that ceiling's in the same round (their median and range: how far one round strays on a
+    machine whose identical runs vary). Not over the better of the ceilings in each round:
+    the larger of two noisy figures is biased upwards."""
     lines = []
     for mode in modes:
         for size in sorted({r["group_size"] for r in rows}):
             runs = [r for r in rows if r["mode"] == mode and r["group_size"] == size]
             by: dict[str, list[float]] = {}
-            ceiling_of: dict[int, float] = {}
             for r in runs:
                 by.setdefault(r["scheduler"], []).append(r["pods_per_s"])
-                if r["who"] == "ceiling":
-                    ceiling_of[r["round"]] = max(ceiling_of.get(r["round"], 0.0),
-                                                 r["pods_per_s"])
-            ceilings = [statistics.median(v) for k, v in by.items() if k.startswith("ceiling")]
+            ceilings = {k: statistics.median(v) for k, v in by.items() if k.startswith("ceiling")}
             if not ceilings:
                 continue
-            best = max(ceilings)
+            ceiling = max(ceilings, key=ceilings.__getitem__)
+            best = ceilings[ceiling]
+            ceiling_of = {r["round"]: r["pods_per_s"] for r in runs
+                          if r["scheduler"] == ceiling}
             what = "lone pods" if size == 1 else f"gangs of {size}"
             for name, values in by.items():
                 if name.startswith("ceiling"):
