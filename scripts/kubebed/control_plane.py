@@ -9,6 +9,7 @@ the real node reach it there. Everything else listens on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import urllib.request
@@ -190,13 +191,22 @@ class ControlPlane:
 
     @staticmethod
     def _wait(proc: Proc, predicate, timeout: float) -> None:
+        """Wait until ``predicate()`` holds for the just launched ``proc``. A process that is
+        not ready in time, or whose wait is cut short (a signal ending the caller, Ctrl-C), is
+        stopped before the error goes on: the bed records a process only once it is ready,
+        so its teardown would not know this one."""
         def ready_or_dead() -> bool:
             if not proc.alive():
                 raise CommandError(f"{proc.name} exited; last log lines:\n{proc.log_tail()}")
             return bool(predicate())
-        if not wait_until(ready_or_dead, timeout):
-            raise CommandError(f"{proc.name} not ready after {timeout:.0f}s; last log lines:\n"
-                               f"{proc.log_tail()}")
+        try:
+            if not wait_until(ready_or_dead, timeout):
+                raise CommandError(f"{proc.name} not ready after {timeout:.0f}s; last log "
+                                   f"lines:\n{proc.log_tail()}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                proc.stop(timeout=5)
+            raise
 
 
 def _http_ok(url: str, insecure: bool = False) -> bool:

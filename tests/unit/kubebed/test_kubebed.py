@@ -193,3 +193,24 @@ def test_a_flux_image_needs_a_flux_build_at_the_prefix(tmp_path) -> None:
     env = dict(flux_env(Path("/opt/flux")))
     assert env["PATH"].startswith("/opt/flux/bin:")
     assert env["LD_LIBRARY_PATH"] == "/opt/flux/lib/fluxinfra-deps"
+
+
+@pytest.mark.parametrize("cut", ["timeout", "signal"])
+def test_a_control_plane_process_that_is_not_waited_out_is_stopped(tmp_path, cut) -> None:
+    """A process is recorded in the bed only once it is ready: one whose wait fails (not
+    ready in time) or is cut short (SystemExit, as the benchmarks' SIGTERM handler raises) is
+    stopped, or the bed's teardown would leave it running."""
+    from kubebed.control_plane import ControlPlane
+    from kubebed.procs import CommandError, launch
+
+    proc = launch("sleeper", ["sleep", "60"], tmp_path)
+    assert proc.alive()
+
+    def never() -> bool:
+        if cut == "signal":
+            raise SystemExit(143)
+        return False
+
+    with pytest.raises(CommandError if cut == "timeout" else SystemExit):
+        ControlPlane._wait(proc, never, 0.3)
+    assert not proc.alive()
