@@ -6,9 +6,9 @@ DaemonSet running Flux (``source: prefix``) and MiniClusters running on a Flux v
 
 The installer runs over every real node of the bed (each a machine of its own: see
 docs/e2e.md), one rank each. MiniCluster pods here share the first node
-(``oneBrokerPerNode: false``) and find each other through a stand-in for cluster DNS
-(``pod_dns.py``). The dev stack's installer over four nodes, with a node joining and one
-leaving, is in test_multinode.py.
+(``oneBrokerPerNode: false``) and find each other through the bed's cluster DNS. The dev
+stack's installer over four nodes, with a node joining and one leaving, is in
+test_multinode.py.
 """
 
 from __future__ import annotations
@@ -239,11 +239,6 @@ def images(cluster: Cluster, real_node: str, tmp_path_factory) -> Images:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def node_address(cluster: Cluster, node: str) -> str:
-    return next(a["address"] for a in cluster.get("node", node)["status"]["addresses"]
-                if a["type"] == "InternalIP")
-
-
 # -- the installer on the real node ---------------------------------------------------------------
 
 class OnNode:
@@ -383,22 +378,13 @@ def test_the_installer_runs_flux_on_every_real_node(cluster: Cluster, real_node:
 
 # -- MiniClusters on the real node ----------------------------------------------------------------
 
-@pytest.fixture
-def pod_dns(cluster: Cluster, real_node: str):
-    from pod_dns import PodDNS, pod_lookup
-
-    address = node_address(cluster, real_node)
-    server = PodDNS(address, pod_lookup(lambda *a: cluster.kubectl(*a).stdout))
-    yield address
-    server.close()
-
-
-def minicluster(namespace: str, images: Images, dns: str, **kw) -> MiniClusterArgs:
+def minicluster(namespace: str, images: Images, **kw) -> MiniClusterArgs:
+    """A MiniCluster on the bed's first node; its brokers find each other through the
+    cluster DNS the pods get by default (on a bed, the bed's own: docs/e2e.md)."""
     return MiniClusterArgs(name="mc", namespace=namespace, image=images.base,
                            flux_view_image=images.view, flux_view_path=str(FLUX_PREFIX),
                            image_pull_policy="Never", one_broker_per_node=False,
-                           cores_per_broker=1, dns_policy="None",
-                           dns_config={"nameservers": [dns]}, **kw)
+                           cores_per_broker=1, **kw)
 
 
 def apply_minicluster(cluster: Cluster, args: MiniClusterArgs) -> None:
@@ -414,8 +400,8 @@ def pod_of(cluster: Cluster, ns: str, index: int) -> str:
 
 
 def test_an_ephemeral_minicluster_runs_on_a_view_and_completes(cluster: Cluster, real_node,
-                                                              images, namespace, pod_dns):
-    args = minicluster(namespace, images, pod_dns, size=2, max_size=4, command="hostname")
+                                                              images, namespace):
+    args = minicluster(namespace, images, size=2, max_size=4, command="hostname")
     started = time.monotonic()
     apply_minicluster(cluster, args)
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/mc",
@@ -431,8 +417,8 @@ def test_an_ephemeral_minicluster_runs_on_a_view_and_completes(cluster: Cluster,
 
 
 def test_a_failing_command_fails_the_job_with_its_status(cluster: Cluster, real_node, images,
-                                                        namespace, pod_dns):
-    args = minicluster(namespace, images, pod_dns, size=2, command="sh -c 'exit 3'")
+                                                        namespace):
+    args = minicluster(namespace, images, size=2, command="sh -c 'exit 3'")
     apply_minicluster(cluster, args)
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Failed", "job/mc",
                     "--timeout=300s")
@@ -446,8 +432,8 @@ def test_a_failing_command_fails_the_job_with_its_status(cluster: Cluster, real_
 
 
 def test_a_persistent_minicluster_grows_and_shrinks_in_place(cluster: Cluster, real_node, images,
-                                                           namespace, pod_dns):
-    args = minicluster(namespace, images, pod_dns, size=2, max_size=4, mode="persistent")
+                                                           namespace):
+    args = minicluster(namespace, images, size=2, max_size=4, mode="persistent")
     apply_minicluster(cluster, args)
     wait_for(lambda: pod_of(cluster, namespace, 0), 60, "rank 0's pod")
 
